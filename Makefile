@@ -1,0 +1,65 @@
+# All or Nothing — every target does its own set-up through `setup`.
+# `make book` builds and opens the course; `make test` runs every test.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+JB_FLAGS := -W -n --keep-going
+
+.PHONY: setup book book-student test test-fast lab serve labs clean help
+
+help:
+	@echo "make book    build the executed website into _build/html (the main job)"
+	@echo "make test    run every test (unit, property, notebooks, book, real system where permitted)"
+	@echo "make lab     open JupyterLab on the course"
+	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
+	@echo "make labs    regenerate labs/ from solutions/"
+	@echo "make clean   remove builds and caches (keeps .venv)"
+
+# Create .venv and install courselib with its pinned-range dependencies; quick when done.
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found %s); set PYTHON=python3.X" % sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (courselib)" >/dev/null
+	@touch $(STAMP)
+
+book: setup
+	$(BIN)/jupyter-book build . --path-output . $(JB_FLAGS)
+	@echo
+	@echo "The course is built. Open: file://$(CURDIR)/_build/html/index.html   (or: make serve)"
+
+# The student edition: solutions to exercises hidden.
+book-student: setup
+	@mkdir -p _build
+	sed 's/hide_solutions: false/hide_solutions: true/' _config.yml > _build/_config_student.yml
+	$(BIN)/jupyter-book build . --path-output _build/student --config _build/_config_student.yml $(JB_FLAGS)
+
+# Unit, property, CLI, book-execution, site and real-system tests, then every playground and
+# solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).
+test: setup
+	$(BIN)/python -m pytest tests notebooks solutions --nbval-lax --nbval-current-env -p no:cacheprovider
+
+test-fast: setup
+	$(BIN)/python -m pytest tests -m "not slow and not real" -p no:cacheprovider
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR)
+
+serve:
+	@test -f _build/html/index.html || $(MAKE) book
+	@echo "Serving http://$(HOST):$(PORT)/  (Ctrl-C to stop)"
+	$(PYTHON) -m http.server --bind $(HOST) --directory _build/html $(PORT)
+
+labs: setup
+	$(BIN)/courselib labs build
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis
+	find . -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true

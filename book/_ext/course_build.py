@@ -1,0 +1,28 @@
+"""Build fixes for the course website (a local Sphinx extension, see _config.yml).
+
+sphinx-thebe 0.3.1 under Jupyter Book 1.x registers its inline configuration script twice, so
+every page declares ``const THEBE_JS_URL`` twice and the browser reports "Uncaught SyntaxError:
+Identifier 'THEBE_JS_URL' has already been declared" (found by tests/test_site.py in headless
+Chromium). Dropping exact duplicate script entries per page removes the error and changes nothing else.
+"""
+from __future__ import annotations
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", {}) or {}
+        key = (str(getattr(js, "filename", js) or ""), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(js)
+    scripts[:] = unique
+
+
+def setup(app):
+    app.connect("html-page-context", _dedupe_scripts, priority=1000)  # after every other handler
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,39 @@
+"""Helpers for the book's executed cells: put a computed value into the prose.
+
+``glue_text("pid", 4711)`` makes ``{glue:text}`pid``` show ``4711`` in the page — numbers in
+the prose always come from an executed cell, never from the author's keyboard.
+"""
+from __future__ import annotations
+
+
+class _Plain:
+    """A value whose text/plain form is exactly ``str(value)`` (no quotes around strings)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def glue_text(name: str, value, fmt: str | None = None) -> str:
+    """Glue ``value`` (formatted with ``fmt`` if given) for ``{glue:text}`name``` and return the text."""
+    text = format(value, fmt) if fmt else str(value)
+    try:
+        from myst_nb import glue
+    except ImportError:  # plain Jupyter without the book toolchain: the value is still returned
+        return text
+    glue(name, _Plain(text), display=False)
+    return text
+
+
+def glue_figure(name: str, fig) -> None:
+    """Glue a matplotlib figure for a ``{glue:figure}`` directive (with caption and alt text)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    glue(name, fig, display=False)
+    plt.close(fig)

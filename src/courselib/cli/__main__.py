@@ -1,0 +1,5 @@
+import sys
+
+from courselib.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""``courselib live``: look at your own process, and make a PID namespace of your own."""
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+from courselib.errors import InputError
+from courselib.units import format_bytes
+
+
+def register(sub) -> None:
+    p = sub.add_parser("live", help="the real system: your process's namespaces and cgroup; unshare")
+    lsub = p.add_subparsers(dest="live_command", metavar="SUBCOMMAND", required=True)
+
+    show = lsub.add_parser("show", help="namespaces, PIDs, hostname and memory limit of this process")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(func=_show)
+
+    un = lsub.add_parser("unshare", help="run a process in a new PID namespace (needs privilege)")
+    un.add_argument("--json", action="store_true")
+    un.add_argument("--record", metavar="FILE",
+                    help="write the run as the course's recorded run (refuses to overwrite)")
+    un.set_defaults(func=_unshare)
+
+
+def show_dict() -> dict:
+    from courselib.live import proc
+
+    view = proc.process_view()
+    mem = proc.memory_limit()
+    return {
+        "pid": view.pid, "ppid": view.ppid, "nspid": list(view.nspid), "hostname": view.hostname,
+        "in_initial_pid_namespace": view.in_initial_pid_namespace,
+        "pid1_command": view.pid1_command,
+        "cgroup_mode": proc.cgroup_mode(),
+        "namespaces": {k: {"inode": n.inode, "initial": n.is_initial} for k, n in view.namespaces.items()},
+        "memory": None if mem is None else {
+            "version": mem.version, "cgroup": mem.cgroup, "limit_file": mem.limit_file,
+            "own_limit": mem.own_limit, "effective_limit": mem.effective_limit,
+            "limited_by": mem.limited_by, "usage": mem.usage},
+    }
+
+
+def _show(args) -> int:
+    from courselib.cli.main import print_json
+
+    d = show_dict()
+    if args.json:
+        print_json(d)
+        return 0
+    where = {True: "the host's initial PID namespace", False: "a PID namespace of its own (a container?)",
+             None: "unknown"}[d["in_initial_pid_namespace"]]
+    print(f"pid {d['pid']} (NSpid {' '.join(map(str, d['nspid']))}), parent {d['ppid']}, hostname {d['hostname']}")
+    print(f"PID namespace: {where}")
+    print(f"PID 1 runs: {d['pid1_command']}")
+    for kind, ns in d["namespaces"].items():
+        flag = {True: "initial", False: "NEW", None: "-"}[ns["initial"]]
+        print(f"  {kind:7s} {ns['inode']:>12d}  {flag}")
+    m = d["memory"]
+    if m is None:
+        print("memory cgroup: not visible")
+    else:
+        lim = "no limit" if m["effective_limit"] is None else f"{format_bytes(m['effective_limit'])} (set on {m['limited_by']})"
+        print(f"cgroup {d['cgroup_mode']}: memory cgroup {m['cgroup']} ({m['version']}, {m['limit_file']}): {lim}")
+    return 0
+
+
+def _unshare(args) -> int:
+    from courselib.cli.main import print_json
+    from courselib.live.unshare import run_in_new_pid_namespace
+
+    result = run_in_new_pid_namespace()
+    if args.record:
+        path = Path(args.record)
+        if path.exists():
+            raise InputError("exists; not overwritten", file=str(path), hint="remove it first or choose another path")
+        rec = {k: v for k, v in result.items() if k != "recorded"}
+        rec["recorded_on"] = f"{platform.system()} {platform.release()}"
+        path.write_text(json.dumps(rec, indent=1) + "\n")
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"$ {result['command']}")
+    print(f"inside: pid {result['pid']}, hostname {result['hostname']}, {result['pid_ns']}")
+    print("inside, /proc shows: " + ", ".join(f"{p['pid']} {p['comm']}" for p in result["visible_processes"]))
+    if result.get("nspid_outside"):
+        print(f"outside, the same process is pid {result['host_pid']} (NSpid {' '.join(map(str, result['nspid_outside']))})")
+    return 0

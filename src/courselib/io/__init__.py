@@ -1,0 +1,2 @@
+"""Readers with located errors: every file a user hands the course becomes model objects or a
+one-line ``CourseError`` naming file, line and field."""

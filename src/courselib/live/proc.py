@@ -1,0 +1,215 @@
+"""Your own process, seen through /proc: namespaces, PIDs, hostname, and the cgroup you sit in.
+
+Every function takes the roots it reads (``proc``, ``cgroupfs``) so the same code runs on the
+reader's machine and on fixture trees in the tests (cgroup v1, v2 and hybrid layouts).
+Sources: proc(5), namespaces(7), cgroups(7), Documentation/admin-guide/cgroup-v2.rst.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The kernel gives the *initial* namespaces fixed inode numbers (include/linux/proc_ns.h:
+# PROC_IPC_INIT_INO = 0xEFFFFFFF ... PROC_TIME_INIT_INO = 0xEFFFFFFA). A process whose PID
+# namespace has another inode is inside a PID namespace someone created: a container, a sandbox.
+# mnt and net namespaces get ordinary dynamic inodes, so they cannot be judged this way.
+INITIAL_NS_INODES = {
+    "ipc": 0xEFFFFFFF,
+    "uts": 0xEFFFFFFE,
+    "user": 0xEFFFFFFD,
+    "pid": 0xEFFFFFFC,
+    "cgroup": 0xEFFFFFFB,
+    "time": 0xEFFFFFFA,
+}
+NS_KINDS = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
+UNLIMITED = None  # a memory limit of "max" (v2) or the v1 page-counter maximum
+
+# cgroup v1 reports "no limit" as PAGE_COUNTER_MAX pages rounded to bytes: a huge number
+# (9223372036854771712 on 4 KiB pages). Anything this large is no limit at all.
+_V1_NO_LIMIT_FLOOR = 1 << 62
+
+
+@dataclass(frozen=True)
+class Namespace:
+    kind: str
+    inode: int
+
+    @property
+    def is_initial(self) -> bool | None:
+        """True if this is the host's initial namespace of its kind; None where it cannot be told."""
+        expected = INITIAL_NS_INODES.get(self.kind)
+        return None if expected is None else self.inode == expected
+
+
+def namespaces(pid: str | int = "self", *, proc: str | Path = "/proc") -> dict[str, Namespace]:
+    """The namespaces of ``pid``, read from the ``/proc/PID/ns/*`` links (``pid:[4026531836]``)."""
+    out = {}
+    base = Path(proc) / str(pid) / "ns"
+    for kind in NS_KINDS:
+        try:
+            target = os.readlink(base / kind)
+        except OSError:
+            continue
+        m = re.match(r"^(\w+):\[(\d+)\]$", target)
+        if m:
+            out[kind] = Namespace(kind, int(m.group(2)))
+    return out
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    """What a process can see of itself: the facts chapter 1 is built on."""
+
+    pid: int
+    ppid: int
+    nspid: tuple[int, ...]  # this process's PID in each nested PID namespace, outermost first
+    hostname: str
+    namespaces: dict[str, Namespace]
+    pid1_command: str | None
+
+    @property
+    def in_initial_pid_namespace(self) -> bool | None:
+        ns = self.namespaces.get("pid")
+        return None if ns is None else ns.is_initial
+
+    @property
+    def pid_depth(self) -> int:
+        """How many PID namespaces deep this process is (1 = the host's own)."""
+        return len(self.nspid) or 1
+
+
+def _status_fields(path: Path) -> dict[str, str]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(":")
+            out[key] = value.strip()
+    except OSError:
+        pass
+    return out
+
+
+def process_view(pid: str | int = "self", *, proc: str | Path = "/proc",
+                 hostname: str | None = None) -> ProcessView:
+    """Read ``/proc/PID/status`` (Pid, PPid, NSpid), ``/proc/PID/ns`` and PID 1's command line."""
+    proc = Path(proc)
+    status = _status_fields(proc / str(pid) / "status")
+    nspid = tuple(int(x) for x in status.get("NSpid", status.get("Pid", "0")).split())
+    try:
+        raw = (proc / "1" / "cmdline").read_bytes()
+        pid1 = raw.replace(b"\0", b" ").decode(errors="replace").strip() or None
+    except OSError:
+        pid1 = None
+    return ProcessView(
+        pid=int(status.get("Pid", os.getpid() if pid == "self" else pid)),
+        ppid=int(status.get("PPid", 0)),
+        nspid=nspid,
+        hostname=hostname if hostname is not None else socket.gethostname(),
+        namespaces=namespaces(pid, proc=proc),
+        pid1_command=pid1,
+    )
+
+
+@dataclass(frozen=True)
+class CgroupEntry:
+    """One line of ``/proc/PID/cgroup``: ``hierarchy-ID:controller-list:path``."""
+
+    hierarchy: int
+    controllers: tuple[str, ...]
+    path: str
+
+
+def parse_proc_cgroup(text: str) -> list[CgroupEntry]:
+    """Parse ``/proc/PID/cgroup``. A v2 (unified) line is ``0::/path``; v1 lines name controllers."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        hid, controllers, path = line.split(":", 2)
+        ctl = tuple(c for c in controllers.split(",") if c)
+        out.append(CgroupEntry(int(hid), ctl, path))
+    return out
+
+
+def cgroup_mode(cgroupfs: str | Path = "/sys/fs/cgroup") -> str:
+    """``"v2"`` (unified), ``"hybrid"`` (v1 controllers plus a v2 tree) or ``"v1"``."""
+    root = Path(cgroupfs)
+    if (root / "cgroup.controllers").exists():
+        return "v2"
+    if (root / "unified" / "cgroup.controllers").exists():
+        return "hybrid"
+    return "v1"
+
+
+def _read_limit(path: Path) -> int | None | bool:
+    """Bytes in a limit file, ``None`` for no limit, ``False`` if the file is not there."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return False
+    if text == "max":
+        return UNLIMITED
+    value = int(text)
+    return UNLIMITED if value >= _V1_NO_LIMIT_FLOOR else value
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The memory limit that holds a process, and where it comes from."""
+
+    version: str                 # "v1" or "v2"
+    cgroup: str                  # the process's own cgroup path, as /proc/PID/cgroup names it
+    own_limit: int | None        # bytes in its own cgroup's file (None: no limit)
+    effective_limit: int | None  # the smallest limit on the way to the root (None: no limit)
+    limited_by: str | None       # the cgroup whose limit is the effective one
+    limit_file: str              # memory.max (v2) or memory.limit_in_bytes (v1)
+    usage: int | None            # bytes charged to its own cgroup now, if readable
+
+
+def memory_limit(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/cgroup",
+                 pid: str | int = "self") -> MemoryLimit | None:
+    """The memory limit of ``pid``'s cgroup, v1 or v2, walking up to the effective (smallest) one.
+
+    A child cgroup can never use more than its ancestors allow, so the limit that bites is the
+    smallest on the path to the root (cgroup-v2.rst, "memory.max"; v1 memory.rst, hierarchy).
+    Returns None where the memory controller is not visible.
+    """
+    entries = parse_proc_cgroup((Path(proc) / str(pid) / "cgroup").read_text())
+    root = Path(cgroupfs)
+    mode = cgroup_mode(root)
+    if mode == "v2":
+        entry = next((e for e in entries if e.hierarchy == 0), None)
+        base, limit_file, usage_file, version = root, "memory.max", "memory.current", "v2"
+    else:
+        entry = next((e for e in entries if "memory" in e.controllers), None)
+        base, limit_file, usage_file, version = root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "v1"
+    if entry is None or not base.exists():
+        return None
+
+    # Inside a cgroup namespace /proc/self/cgroup says "/" and the mount is already our cgroup;
+    # so try the path under the mount, and fall back to the mount root itself.
+    rel = entry.path.lstrip("/")
+    own_dir = base / rel if rel and (base / rel).exists() else base
+    own = _read_limit(own_dir / limit_file)
+    effective, limited_by = UNLIMITED, None
+    d = own_dir
+    while True:
+        lim = _read_limit(d / limit_file)
+        if lim not in (False, UNLIMITED) and (effective is UNLIMITED or lim < effective):
+            rel_d = str(d.relative_to(base))
+            effective, limited_by = lim, "/" if rel_d == "." else "/" + rel_d
+        if d == base:
+            break
+        d = d.parent
+    usage = _read_limit(own_dir / usage_file)
+    return MemoryLimit(version=version, cgroup=entry.path, own_limit=None if own is False else own,
+                       effective_limit=effective, limited_by=limited_by, limit_file=limit_file,
+                       usage=usage if isinstance(usage, int) and usage is not False else None)
+
+
+def cgroup_entries(pid: str | int = "self", *, proc: str | Path = "/proc") -> list[CgroupEntry]:
+    """The cgroups ``pid`` sits in, one per hierarchy."""
+    return parse_proc_cgroup((Path(proc) / str(pid) / "cgroup").read_text())
