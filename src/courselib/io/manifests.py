@@ -1,0 +1,747 @@
+"""Read Kubernetes manifests (multi-document YAML) and say how each workload is ganged.
+
+For every document: its kind, the **gang size and the rule it came from** (Volcano
+``spec.minAvailable``, PodGroup ``spec.minMember``, a Job's ``spec.parallelism``, the sum of a
+Kubeflow job's replicas), GPUs per pod (per task / replica type), total GPUs, the memory limit per
+pod, and the queue (Volcano ``spec.queue`` or annotation, Kueue label
+``kueue.x-k8s.io/queue-name``). Sources: FACTS §3.1 (Volcano), §3.2 (Kueue), §3.3.
+
+Core kinds (Pod, Job, Deployment, ...) are validated against the real Kubernetes OpenAPI schemas
+shipped in ``kubernetes-validate`` (offline); custom resources (Volcano, Kueue, Kubeflow) are read
+by the rules above. ``$NUM_NODES``/``<image>`` left in a structural field is reported as an
+unresolved template, not guessed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from courselib.errors import CourseError, InputError
+from courselib.units import parse_memory
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "habana.ai/gaudi")
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"           # what the Volcano scheduler reads
+VOLCANO_GROUP_ANNOTATION = "scheduling.volcano.sh/group-name"  # a constant + vGPU fallback only
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology",
+                        "kueue.x-k8s.io/podset-preferred-topology")
+PODGROUP_GROUPS = ("scheduling.volcano.sh", "scheduling.incubator.k8s.io", "scheduling.x-k8s.io",
+                   "scheduling.sigs.k8s.io")
+CORE_KINDS = {"Pod", "Job", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Service",
+              "Namespace", "ConfigMap", "CronJob", "PriorityClass"}
+K8S_SCHEMA_VERSION = "1.33.0"
+_TEMPLATE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}|<[A-Za-z][^<>]*>")
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """A group of identical pods: a Volcano task, a Kubeflow replica type, a Job's pods."""
+
+    name: str
+    replicas: int | None
+    replicas_line: int | None
+    gpus_per_pod: int
+    gpu_line: int | None
+    memory_limit: int | None            # bytes per pod; None if any container has no limit
+    memory_limit_text: str | None
+    memory_request: int | None
+    containers_without_memory_limit: tuple[tuple[str, int | None], ...]
+    limit_below_request: tuple[tuple[str, int | None, str, str], ...]  # (container, line, req, lim)
+    gpu_request_problems: tuple[tuple[str, int | None, str], ...]
+    scheduler_name: str | None
+    annotations: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+    has_topology_constraint: bool
+    line: int | None
+
+
+@dataclass(frozen=True)
+class ManifestReading:
+    """One YAML document, read for scheduling: who gangs its pods, with how many GPUs each."""
+
+    file: str | None
+    doc_index: int
+    line: int | None
+    kind: str | None
+    api_version: str | None
+    name: str | None
+    namespace: str | None
+    gang_size: int | None
+    gang_rule: str
+    gang_line: int | None
+    pod_sets: tuple[PodSet, ...]
+    queue: str | None
+    queue_source: str | None
+    queue_line: int | None
+    scheduler_name: str | None
+    templates: tuple[tuple[int | None, str, str], ...]     # (line, field path, value)
+    validation_errors: tuple[tuple[int | None, str], ...]
+    problems: tuple[tuple[int | None, str, str], ...]       # (line, field, message)
+    notes: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    is_workload: bool = False
+
+    @property
+    def pods(self) -> int | None:
+        if not self.pod_sets:
+            return None
+        reps = [p.replicas for p in self.pod_sets]
+        return None if any(r is None for r in reps) else sum(reps)
+
+    @property
+    def gpus_per_pod(self):
+        """An int for one pod set, else ``{pod set: GPUs}``."""
+        if not self.pod_sets:
+            return None
+        if len(self.pod_sets) == 1:
+            return self.pod_sets[0].gpus_per_pod
+        return {p.name: p.gpus_per_pod for p in self.pod_sets}
+
+    @property
+    def total_gpus(self) -> int | None:
+        if not self.pod_sets:
+            return None
+        if any(p.replicas is None for p in self.pod_sets):
+            return None
+        return sum(p.replicas * p.gpus_per_pod for p in self.pod_sets)
+
+    @property
+    def memory_limit(self):
+        """Memory limit per pod as written (``"32000Mi"``); a dict for several pod sets."""
+        if not self.pod_sets:
+            return None
+        if len(self.pod_sets) == 1:
+            return self.pod_sets[0].memory_limit_text
+        return {p.name: p.memory_limit_text for p in self.pod_sets}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "doc_index": self.doc_index, "line": self.line, "kind": self.kind,
+            "api_version": self.api_version, "name": self.name, "namespace": self.namespace,
+            "gang_size": self.gang_size, "gang_rule": self.gang_rule, "pods": self.pods,
+            "gpus_per_pod": self.gpus_per_pod, "total_gpus": self.total_gpus,
+            "memory_limit": self.memory_limit, "queue": self.queue,
+            "queue_source": self.queue_source, "scheduler_name": self.scheduler_name,
+            "pod_sets": [{"name": p.name, "replicas": p.replicas, "gpus_per_pod": p.gpus_per_pod,
+                          "memory_limit": p.memory_limit_text,
+                          "memory_limit_bytes": p.memory_limit,
+                          "topology_constraint": p.has_topology_constraint}
+                         for p in self.pod_sets],
+            "unresolved_templates": [{"line": ln, "field": f, "value": v}
+                                     for ln, f, v in self.templates],
+            "validation_errors": [{"line": ln, "message": m} for ln, m in self.validation_errors],
+            "problems": [{"line": ln, "field": f, "message": m} for ln, f, m in self.problems],
+            "notes": list(self.notes),
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# small, forgiving accessors: a manifest may hold anything
+
+def _get(obj, *keys):
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj
+
+
+def _line(obj, key=None) -> int | None:
+    if key is not None and hasattr(obj, "line_of"):
+        try:
+            return obj.line_of(key)
+        except Exception:  # noqa: BLE001 - a list index out of range, an odd key
+            return getattr(obj, "line", None)
+    return getattr(obj, "line", None)
+
+
+def _str_map(obj) -> tuple[tuple[str, str], ...]:
+    if not isinstance(obj, dict):
+        return ()
+    return tuple((str(k), str(v)) for k, v in obj.items())
+
+
+def _int_field(parent, key, problems, where, templates) -> tuple[int | None, int | None, bool]:
+    """(value, line, present) of an integer field; templates and bad types are recorded."""
+    if not isinstance(parent, dict) or key not in parent or parent.get(key) is None:
+        return None, None, False
+    value = parent[key]
+    line = _line(parent, key)
+    if isinstance(value, bool):
+        problems.append((line, f"{where}.{key}", f"expected a whole number, got {value!r}"))
+        return None, line, True
+    if isinstance(value, int):
+        if value < 0:
+            problems.append((line, f"{where}.{key}", f"{value} is negative"))
+            return None, line, True
+        return value, line, True
+    if isinstance(value, str):
+        if _TEMPLATE.search(value):
+            templates.append((line, f"{where}.{key}", value))
+            return None, line, True
+        if value.strip().isdigit():
+            return int(value.strip()), line, True
+    problems.append((line, f"{where}.{key}", f"expected a whole number, got {value!r}"))
+    return None, line, True
+
+
+def _quantity_int(value) -> int | None:
+    """A count such as GPUs: ``1``, ``"1"``; ``None`` if it is not a whole number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _memory(value) -> int | None:
+    """Bytes in a Kubernetes memory quantity, or ``None`` if it is not one we can read."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        v = value.strip()
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+)([eE][0-9]+)", v)
+        if m:
+            try:
+                return int(float(v))
+            except (ValueError, OverflowError):
+                return None
+        if v.endswith("m"):     # milli-bytes: legal, odd, almost always a typo for M
+            try:
+                return int(float(v[:-1]) / 1000)
+            except (ValueError, OverflowError):
+                return None
+        if v.endswith(("E", "P", "T", "Ei", "Pi")):
+            mult = {"E": 1000 ** 6, "P": 1000 ** 5, "Ei": 1024 ** 6, "Pi": 1024 ** 5}
+            for suf, k in mult.items():
+                if v.endswith(suf):
+                    try:
+                        return int(float(v[:-len(suf)]) * k)
+                    except (ValueError, OverflowError):
+                        return None
+    try:
+        return parse_memory(value)
+    except (CourseError, ValueError, OverflowError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+
+def _pod_set(name: str, replicas: int | None, replicas_line: int | None, template,
+             problems: list, templates: list, where: str) -> PodSet:
+    """Read a pod template (``{metadata, spec}``) or a bare pod spec."""
+    meta = _get(template, "metadata") or {}
+    spec = _get(template, "spec")
+    if not isinstance(spec, dict):
+        spec = {}
+    containers = spec.get("containers")
+    if not isinstance(containers, list):
+        if "containers" in spec:
+            problems.append((_line(spec, "containers"), f"{where}.spec.containers",
+                             "expected a list of containers"))
+        containers = []
+    gpus = 0
+    gpu_line = None
+    mem_total = 0
+    mem_text: list[str] = []
+    mem_req_total = 0
+    no_limit: list[tuple[str, int | None]] = []
+    below: list = []
+    gpu_problems: list = []
+    for i, c in enumerate(containers):
+        if not isinstance(c, dict):
+            problems.append((_line(containers, i), f"{where}.spec.containers[{i}]",
+                             "expected a container mapping"))
+            continue
+        cname = str(c.get("name", f"#{i}"))
+        res = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+        limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+        requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        for key in GPU_RESOURCES:
+            lim = limits.get(key)
+            req = requests.get(key)
+            for val, holder, part in ((lim, limits, "limits"), (req, requests, "requests")):
+                if isinstance(val, str) and _TEMPLATE.search(val):
+                    templates.append((_line(holder, key), f"{where}.{cname}.{part}.{key}", val))
+            n_lim, n_req = _quantity_int(lim), _quantity_int(req)
+            if lim is not None and n_lim is None and not (isinstance(lim, str) and _TEMPLATE.search(lim)):
+                problems.append((_line(limits, key), f"{where}.{cname}.limits.{key}",
+                                 f"{lim!r} is not a whole number of GPUs"))
+            if req is not None and lim is None:
+                gpu_problems.append((cname, _line(requests, key),
+                                     f"{key} is requested but has no limit: the API server "
+                                     f"requires a limit for extended resources"))
+            elif req is not None and n_req is not None and n_lim is not None and n_req != n_lim:
+                gpu_problems.append((cname, _line(requests, key),
+                                     f"{key} request {n_req} differs from limit {n_lim}: "
+                                     f"extended resources cannot be overcommitted"))
+            n = n_lim if n_lim is not None else n_req
+            if n:
+                gpus += n
+                gpu_line = gpu_line or _line(limits if lim is not None else requests, key)
+        mlim = limits.get("memory")
+        mreq = requests.get("memory")
+        if mlim is None:
+            no_limit.append((cname, _line(c, "resources") if "resources" in c else _line(c)))
+        else:
+            b = _memory(mlim)
+            if b is None:
+                problems.append((_line(limits, "memory"), f"{where}.{cname}.limits.memory",
+                                 f"{mlim!r} is not a memory quantity"))
+            elif mem_total is not None:
+                mem_total += b
+            mem_text.append(str(mlim))
+        if mreq is not None:
+            br = _memory(mreq)
+            if br is not None:
+                mem_req_total += br
+                bl = _memory(mlim) if mlim is not None else None
+                if bl is not None and bl < br:
+                    below.append((cname, _line(limits, "memory"), str(mreq), str(mlim)))
+    if no_limit or not containers:
+        mem_total = None
+    annotations = _str_map(_get(meta, "annotations"))
+    labels = _str_map(_get(meta, "labels"))
+    topo = bool(spec.get("affinity") and (_get(spec, "affinity", "podAffinity")
+                                          or _get(spec, "affinity", "podAntiAffinity")
+                                          or _get(spec, "affinity", "nodeAffinity"))) \
+        or bool(spec.get("topologySpreadConstraints")) \
+        or any(k in TOPOLOGY_ANNOTATIONS for k, _ in annotations)
+    sched = spec.get("schedulerName")
+    return PodSet(
+        name=name, replicas=replicas, replicas_line=replicas_line, gpus_per_pod=gpus,
+        gpu_line=gpu_line, memory_limit=mem_total,
+        memory_limit_text=None if (no_limit or not mem_text) else
+        (mem_text[0] if len(mem_text) == 1 else str(mem_total)),
+        memory_request=mem_req_total or None,
+        containers_without_memory_limit=tuple(no_limit), limit_below_request=tuple(below),
+        gpu_request_problems=tuple(gpu_problems),
+        scheduler_name=str(sched) if sched is not None else None,
+        annotations=annotations, labels=labels, has_topology_constraint=topo,
+        line=_line(template))
+
+
+def _api_group(api_version: str | None) -> str:
+    if not api_version or "/" not in api_version:
+        return ""
+    return api_version.split("/", 1)[0]
+
+
+def read_document(doc, *, file: str | None = None, doc_index: int = 0,
+                  validate: bool = True) -> ManifestReading:
+    """One YAML document -> :class:`ManifestReading` (never raises on odd content; records it)."""
+    problems: list = []
+    templates: list = []
+    notes: list[str] = []
+    if not isinstance(doc, dict):
+        problems.append((getattr(doc, "line", None), "", "this document is not a mapping "
+                         f"(got {type(doc).__name__}); it is not a Kubernetes object"))
+        return ManifestReading(file, doc_index, getattr(doc, "line", None), None, None, None, None,
+                               None, "not a Kubernetes object", None, (), None, None, None, None,
+                               (), (), tuple(problems))
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else None
+    api = doc.get("apiVersion") if isinstance(doc.get("apiVersion"), str) else None
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = meta.get("name")
+    if name is None and meta.get("generateName"):
+        name = f"{meta.get('generateName')}*"
+    name = str(name) if name is not None else None
+    ns = meta.get("namespace")
+    labels = _str_map(meta.get("labels"))
+    annotations = _str_map(meta.get("annotations"))
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    group = _api_group(api)
+    pod_sets: list[PodSet] = []
+    gang_size = None
+    gang_rule = "not a workload"
+    gang_line = None
+    queue = queue_source = None
+    queue_line = None
+    sched = None
+    workload = False
+    if kind is None:
+        problems.append((_line(doc), "kind", "no 'kind': not a Kubernetes object"))
+
+    def kueue_label(*maps_and_holders):
+        for m in maps_and_holders:
+            if isinstance(m, dict) and isinstance(m.get(KUEUE_QUEUE_LABEL), str):
+                return m[KUEUE_QUEUE_LABEL], _line(m, KUEUE_QUEUE_LABEL)
+        return None, None
+
+    if kind == "Job" and group == "batch.volcano.sh":
+        workload = True
+        tasks = spec.get("tasks")
+        if not isinstance(tasks, list):
+            tasks = []
+            problems.append((_line(spec), "spec.tasks", "a Volcano Job needs a list of tasks"))
+        for i, t in enumerate(tasks):
+            if not isinstance(t, dict):
+                continue
+            reps, rl, present = _int_field(t, "replicas", problems, f"spec.tasks[{i}]", templates)
+            if not present:
+                reps = 1  # Volcano's default task replicas... is 0 in the API; a task without
+                # replicas is rejected by the admission webhook, so count it as one and note it
+                notes.append(f"spec.tasks[{i}] has no replicas")
+            pod_sets.append(_pod_set(str(t.get("name", f"task{i}")), reps, rl, t.get("template"),
+                                     problems, templates, f"spec.tasks[{i}].template"))
+        ma, ml, present = _int_field(spec, "minAvailable", problems, "spec", templates)
+        if present and ma is not None:
+            gang_size, gang_rule, gang_line = ma, "spec.minAvailable", ml
+        elif present:
+            gang_rule = "spec.minAvailable (unresolved)"
+            gang_line = ml
+        else:
+            total = sum(p.replicas or 0 for p in pod_sets)
+            gang_size, gang_rule = total, "spec.minAvailable unset -> sum of task replicas"
+        if isinstance(spec.get("queue"), str):
+            queue, queue_source, queue_line = spec["queue"], "spec.queue", _line(spec, "queue")
+        else:
+            notes.append("spec.queue unset: Volcano uses the queue 'default'")
+        sched = spec.get("schedulerName") or "volcano"
+    elif kind == "PodGroup" and group in PODGROUP_GROUPS:
+        mm, ml, present = _int_field(spec, "minMember", problems, "spec", templates)
+        gang_size, gang_line = mm, ml
+        gang_rule = "spec.minMember" if present else "spec.minMember unset"
+        if isinstance(spec.get("queue"), str):
+            queue, queue_source, queue_line = spec["queue"], "spec.queue", _line(spec, "queue")
+        if group == "scheduling.incubator.k8s.io":
+            notes.append(f"legacy API group {group}: current Volcano uses scheduling.volcano.sh")
+    elif kind in ("Job", "Pod", "Deployment", "StatefulSet", "ReplicaSet") and group in ("", "batch", "apps"):
+        workload = True
+        if kind == "Pod":
+            pod_sets.append(_pod_set("pod", 1, None, doc, problems, templates, "pod"))
+            gang_size, gang_rule = 1, "a single pod"
+        elif kind == "Job":
+            par, pl, present = _int_field(spec, "parallelism", problems, "spec", templates)
+            if not present:
+                par, gang_rule = 1, "spec.parallelism unset -> default 1"
+            else:
+                gang_rule = "spec.parallelism"
+            comp, _, cpresent = _int_field(spec, "completions", problems, "spec", templates)
+            if par is not None and cpresent and comp is not None and comp < par:
+                notes.append(f"spec.completions {comp} < parallelism {par}: at most {comp} pods run")
+                par = comp
+            gang_size, gang_line = par, pl
+            pod_sets.append(_pod_set("job", par, pl, spec.get("template"), problems, templates,
+                                     "spec.template"))
+        else:
+            reps, rl, present = _int_field(spec, "replicas", problems, "spec", templates)
+            if not present:
+                reps = 1
+            gang_rule = "not a gang object"
+            pod_sets.append(_pod_set(kind.lower(), reps, rl, spec.get("template"), problems,
+                                     templates, "spec.template"))
+        q, ql = kueue_label(meta.get("labels"))
+        if q:
+            queue, queue_source, queue_line = q, f"label {KUEUE_QUEUE_LABEL}", ql
+        if pod_sets:
+            if queue is None:
+                q, ql = kueue_label(_get(spec, "template", "metadata", "labels"))
+                if q:
+                    queue, queue_source, queue_line = q, f"pod label {KUEUE_QUEUE_LABEL}", ql
+            if queue is None:
+                for k, v in pod_sets[0].annotations + annotations:
+                    if k == VOLCANO_QUEUE_ANNOTATION:
+                        queue, queue_source = v, f"annotation {VOLCANO_QUEUE_ANNOTATION}"
+                        break
+            sched = pod_sets[0].scheduler_name
+    elif group == "kubeflow.org" and isinstance(spec, dict) and \
+            any(isinstance(k, str) and k.endswith("ReplicaSpecs") and isinstance(v, dict)
+                for k, v in spec.items()):
+        workload = True
+        key = next(k for k, v in spec.items()
+                   if isinstance(k, str) and k.endswith("ReplicaSpecs") and isinstance(v, dict))
+        parts = []
+        for rname, rs in spec[key].items():
+            if not isinstance(rs, dict):
+                continue
+            reps, rl, present = _int_field(rs, "replicas", problems, f"spec.{key}.{rname}", templates)
+            if not present:
+                reps = 1
+            pod_sets.append(_pod_set(str(rname), reps, rl, rs.get("template"), problems,
+                                     templates, f"spec.{key}.{rname}.template"))
+            parts.append(f"{rname} {reps if reps is not None else '?'}")
+        run_policy = spec.get("runPolicy") if isinstance(spec.get("runPolicy"), dict) else {}
+        sp = run_policy.get("schedulingPolicy") if isinstance(run_policy.get("schedulingPolicy"), dict) else {}
+        ma, ml, present = _int_field(sp, "minAvailable", problems, "spec.runPolicy.schedulingPolicy", templates)
+        if present and ma is not None:
+            gang_size, gang_rule, gang_line = ma, "spec.runPolicy.schedulingPolicy.minAvailable", ml
+        else:
+            reps = [p.replicas for p in pod_sets]
+            gang_size = None if any(r is None for r in reps) else sum(reps)
+            gang_rule = f"sum of replicas ({' + '.join(parts)})"
+        if isinstance(sp.get("queue"), str):
+            queue, queue_source, queue_line = sp["queue"], "spec.runPolicy.schedulingPolicy.queue", _line(sp, "queue")
+        q, ql = kueue_label(meta.get("labels"))
+        if q:
+            queue, queue_source, queue_line = q, f"label {KUEUE_QUEUE_LABEL}", ql
+        ep = spec.get("elasticPolicy")
+        if isinstance(ep, dict):
+            notes.append(f"elasticPolicy minReplicas {ep.get('minReplicas')} / maxReplicas "
+                         f"{ep.get('maxReplicas')}: the job may run with fewer workers")
+        scheds = {p.scheduler_name for p in pod_sets if p.scheduler_name}
+        sched = scheds.pop() if len(scheds) == 1 else (", ".join(sorted(scheds)) or None)
+        if sp and sched is None:
+            sched = "(operator's gang scheduler)"
+    elif group == "kueue.x-k8s.io":
+        gang_rule = "not a workload (Kueue configuration)"
+        if kind == "LocalQueue" and isinstance(spec.get("clusterQueue"), str):
+            notes.append(f"points to ClusterQueue {spec['clusterQueue']}")
+        if kind == "ClusterQueue":
+            quota = _cluster_queue_gpus(spec)
+            if quota:
+                notes.append(f"nominal GPU quota {quota}")
+    elif group == "scheduling.volcano.sh" and kind == "Queue":
+        gang_rule = "not a workload (Volcano queue)"
+    _scan_templates(doc, templates)
+    validation: list = []
+    if validate and kind in CORE_KINDS and group in ("", "batch", "apps", "scheduling.k8s.io"):
+        validation = _validate(doc)
+    # queues given only as annotations on the object
+    if queue is None:
+        for k, v in annotations:
+            if k == VOLCANO_QUEUE_ANNOTATION:
+                queue, queue_source = v, f"annotation {VOLCANO_QUEUE_ANNOTATION}"
+    return ManifestReading(
+        file=file, doc_index=doc_index, line=_line(doc), kind=kind, api_version=api, name=name,
+        namespace=str(ns) if ns is not None else None, gang_size=gang_size, gang_rule=gang_rule,
+        gang_line=gang_line, pod_sets=tuple(pod_sets), queue=queue, queue_source=queue_source,
+        queue_line=queue_line, scheduler_name=str(sched) if sched is not None else None,
+        templates=tuple(dict.fromkeys(templates)), validation_errors=tuple(validation),
+        problems=tuple(problems), notes=tuple(notes), labels=labels, annotations=annotations,
+        is_workload=workload)
+
+
+def _list(x) -> list:
+    return x if isinstance(x, list) else []
+
+
+def _cluster_queue_gpus(spec) -> int | None:
+    total = 0
+    for rg in _list(spec.get("resourceGroups")):
+        for fl in _list(_get(rg, "flavors")):
+            for r in _list(_get(fl, "resources")):
+                if isinstance(r, dict) and r.get("name") in GPU_RESOURCES:
+                    total += _quantity_int(r.get("nominalQuota")) or 0
+    return total or None
+
+
+# fields whose text is run by a shell at run time: a '$VAR' there is not a template
+_RUNTIME_KEYS = {"command", "args", "env", "script", "value", "lifecycle", "livenessProbe",
+                 "readinessProbe", "startupProbe"}
+
+
+def _scan_templates(obj, out: list, path: str = "") -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k in _RUNTIME_KEYS:
+                continue
+            p = f"{path}.{k}" if path else str(k)
+            if isinstance(v, str) and _TEMPLATE.search(v):
+                out.append((_line(obj, k), p, v))
+            else:
+                _scan_templates(v, out, p)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            p = f"{path}[{i}]"
+            if isinstance(v, str) and _TEMPLATE.search(v):
+                out.append((_line(obj, i), p, v))
+            else:
+                _scan_templates(v, out, p)
+
+
+def _plain(obj):
+    """Located YAML -> plain dicts/lists (for the schema validator)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+@lru_cache(maxsize=1)
+def _validator_module():
+    try:
+        import kubernetes_validate
+    except ImportError:     # optional extra: courselib[io]
+        return None
+    return kubernetes_validate
+
+
+def _validate(doc) -> list[tuple[int | None, str]]:
+    """Errors the real Kubernetes OpenAPI schema finds (offline, ``kubernetes-validate``)."""
+    kv = _validator_module()
+    if kv is None:
+        return []
+    try:
+        kv.validate(_plain(doc), K8S_SCHEMA_VERSION, strict=True)
+        return []
+    except kv.ValidationError as err:
+        path = list(getattr(err, "path", []) or [])
+        node, line = doc, _line(doc)
+        for key in path:
+            try:
+                line = _line(node, key) or line
+                node = node[key]
+            except (KeyError, IndexError, TypeError):
+                break
+        where = ".".join(str(p) for p in path)
+        msg = str(getattr(err, "message", err)).splitlines()[0]
+        return [(line, f"{where}: {msg}" if where else msg)]
+    except Exception as err:  # noqa: BLE001 - schema missing for this kind/version: say so, go on
+        return [(_line(doc), f"could not validate: {type(err).__name__}")]
+
+
+def read_manifests_text(text: str, *, file: str | None = None, validate: bool = True) -> list[ManifestReading]:
+    """Every non-empty document of a multi-document YAML text, read."""
+    from courselib.io.yamlfile import load_all_text
+    if "\x00" in text:
+        raise InputError("this is a binary file, not YAML", file=file, line=1)
+    docs = load_all_text(text, file=file)
+    return [read_document(d, file=file, doc_index=i, validate=validate)
+            for i, d in enumerate(docs) if d is not None]
+
+
+def read_manifests(path, *, validate: bool = True) -> list[ManifestReading]:
+    """Read the manifest file at ``path`` (never written to)."""
+    from courselib.io.yamlfile import read_text
+    return read_manifests_text(read_text(path), file=str(path), validate=validate)
+
+
+# ----------------------------------------------------------------------------------------------
+# lint
+
+_BATCH_KINDS = {"Job", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob",
+                "TrainJob", "Pod"}
+
+
+def lint_manifests(readings: list[ManifestReading]) -> list:
+    """Findings for the documents of one file (codes K0xx), cross-checking PodGroups and pods."""
+    from courselib.model.lint import Finding, gang_mismatch
+
+    out: list[Finding] = []
+
+    def add(r, code, sev, line, msg, fix):
+        out.append(Finding(code, sev, r.file, line if line is not None else r.line,
+                           f"{r.kind or 'document'} {r.name or '#' + str(r.doc_index)}: {msg}", fix))
+
+    podgroups = {r.name: r for r in readings if r.kind == "PodGroup" and r.name}
+    members: dict[str, int] = {}
+    for r in readings:
+        for p in r.pod_sets:
+            ann = dict(p.annotations) | dict(r.annotations)
+            g = ann.get(GROUP_ANNOTATION) or ann.get(VOLCANO_GROUP_ANNOTATION)
+            if g and p.replicas is not None:
+                members[g] = members.get(g, 0) + p.replicas
+    for r in readings:
+        for ln, fld, v in r.templates:
+            add(r, "K001", "error", ln, f"unresolved template in {fld}: {v!r}",
+                "render the template (envsubst, helm template, kustomize) before applying it")
+        for ln, msg in r.validation_errors:
+            add(r, "K002", "error", ln, f"the Kubernetes schema rejects it: {msg}",
+                "fix the field named; `kubectl apply --dry-run=server` shows the same error")
+        for ln, fld, msg in r.problems:
+            add(r, "K003", "error", ln, f"{fld}: {msg}" if fld else msg, "fix the value")
+        # gang minimum vs pods
+        if r.kind == "PodGroup" and r.gang_size is not None and r.name in members:
+            rel = gang_mismatch(r.gang_size, members[r.name])
+            if rel:
+                add(r, "K004", "error" if rel == "above" else "warning", r.gang_line,
+                    f"minMember {r.gang_size} is {rel} the {members[r.name]} pods in this file "
+                    f"that join the group" + (": it can never be met (NotEnoughTasks)" if rel == "above"
+                                              else ": a partial gang can start"),
+                    f"set minMember: {members[r.name]}")
+        if r.gang_rule.startswith(("spec.minAvailable", "spec.runPolicy")) and r.pods is not None \
+                and r.gang_size is not None:
+            rel = gang_mismatch(r.gang_size, r.pods)
+            if rel == "above":
+                add(r, "K004", "error", r.gang_line,
+                    f"minAvailable {r.gang_size} is above the {r.pods} pods the job creates: "
+                    f"the gang can never be complete and no pod is ever bound (FACTS §3.1)",
+                    f"set minAvailable: {r.pods}")
+            elif rel == "below":
+                gpu = (r.total_gpus or 0) > 0
+                add(r, "K004", "warning" if gpu else "info", r.gang_line,
+                    f"minAvailable {r.gang_size} is below the {r.pods} pods: the scheduler may start "
+                    f"{r.gang_size} and leave the rest pending"
+                    + ("; a synchronous training job then holds its GPUs waiting at the first "
+                       "collective" if gpu else ""),
+                    f"set minAvailable: {r.pods} for all-or-nothing (lower only for elastic jobs)")
+        # wrong group annotation
+        for p in r.pod_sets:
+            ann = dict(p.annotations) | dict(r.annotations)
+            if VOLCANO_GROUP_ANNOTATION in ann and GROUP_ANNOTATION not in ann:
+                add(r, "K005", "warning", p.line,
+                    f"pods name their group with {VOLCANO_GROUP_ANNOTATION}, which the Volcano "
+                    f"scheduler does not read (it keys on {GROUP_ANNOTATION}; FACTS §3.1, §7.6)",
+                    f"use the annotation {GROUP_ANNOTATION}: {ann[VOLCANO_GROUP_ANNOTATION]}")
+        multi_gpu = r.is_workload and r.kind in _BATCH_KINDS and (r.pods or 0) > 1 \
+            and (r.total_gpus or 0) > 0
+        if multi_gpu:
+            gang = _gang_mechanism(r)
+            if gang is None:
+                schedulers = {p.scheduler_name for p in r.pod_sets}
+                extra = (" schedulerName: volcano alone does not tie the pods into one PodGroup "
+                         "(no scheduling.k8s.io/group-name annotation)."
+                         if "volcano" in schedulers else "")
+                add(r, "K006", "error", r.gang_line or r.line,
+                    f"{r.pods} pods x GPUs with no gang scheduler: the default scheduler binds "
+                    f"pods one at a time, so some can hold {r.total_gpus} GPUs' worth of nodes "
+                    f"while the others stay Pending (a partial gang that never trains).{extra}",
+                    f"admit it whole: add the label {KUEUE_QUEUE_LABEL}: <local-queue> (Kueue), "
+                    f"or schedulerName: volcano with a PodGroup (minMember: {r.pods}) named in the "
+                    f"pods' {GROUP_ANNOTATION} annotation")
+            if not any(p.has_topology_constraint for p in r.pod_sets if p.gpus_per_pod):
+                add(r, "K007", "warning", r.line,
+                    f"{r.pods} GPU pods with no topology constraint: they may be spread over "
+                    f"any nodes, racks or zones, and NCCL traffic crosses the slowest link"
+                    + ("; Kueue admits by quota, not placement (FACTS §7.7)" if gang == "kueue" else ""),
+                    "add kueue.x-k8s.io/podset-required-topology (Kueue TAS), or podAffinity with "
+                    "a topologyKey, or Volcano networkTopology")
+        # memory
+        for p in r.pod_sets:
+            for cname, ln in p.containers_without_memory_limit:
+                sev = "warning" if p.gpus_per_pod else "info"
+                add(r, "K008", sev, ln,
+                    f"container {cname} ({p.name}) has no memory limit: its cgroup's memory.max is "
+                    f"'max', so it can grow until the node runs short and the kernel's global OOM "
+                    f"killer picks a victim (FACTS §1, §2)",
+                    "set resources.limits.memory (equal to requests.memory for Guaranteed QoS)")
+            for cname, ln, req, lim in p.limit_below_request:
+                add(r, "K009", "error", ln,
+                    f"container {cname}: memory limit {lim} is below its request {req}; the API "
+                    f"server rejects this",
+                    f"raise limits.memory to at least {req}")
+            for cname, ln, msg in p.gpu_request_problems:
+                add(r, "K010", "error", ln, f"container {cname}: {msg}",
+                    "give GPUs in resources.limits (requests, if set, must be equal)")
+    return out
+
+
+def _gang_mechanism(r: ManifestReading) -> str | None:
+    """What admits this workload's pods together, if anything: volcano / kubeflow / kueue / ..."""
+    if r.kind == "Job" and (r.api_version or "").startswith("batch.volcano.sh"):
+        return "volcano"
+    if r.gang_rule.startswith("spec.runPolicy.schedulingPolicy"):
+        return "kubeflow"
+    for p in r.pod_sets:
+        ann = dict(p.annotations) | dict(r.annotations)
+        if GROUP_ANNOTATION in ann:
+            return "podgroup"
+        if COSCHEDULING_LABEL in dict(p.labels) | dict(r.labels):
+            return "coscheduling"
+    if (r.api_version or "").startswith("kubeflow.org") and \
+            any(p.scheduler_name == "volcano" for p in r.pod_sets):
+        return "kubeflow"
+    if r.queue and r.queue_source and "kueue" in r.queue_source:
+        return "kueue"
+    return None

@@ -1,0 +1,841 @@
+"""Read an sbatch script the way Slurm does, and say what it asks for.
+
+Slurm's rules (sbatch(1); ``src/sbatch/opt.c``; corpus README):
+
+* only lines that begin at column 0 with ``#SBATCH`` are directives, and parsing stops at the
+  first line whose first non-blank character is not ``#`` — every later ``#SBATCH`` line
+  (including one inside a heredoc) is silently ignored;
+* an unescaped ``#`` inside a directive starts a comment; quotes group; ``\\`` escapes;
+* several options may share a line, and a later occurrence overrides an earlier one;
+* ``#SBATCH hetjob`` (old name ``packjob``) starts a new heterogeneous-job component;
+  job-wide options (``--time``, ``--job-name``, ``--account``, ...) carry into later components,
+  resource options (``--nodes``, ``--partition``, ``--gres``, ``--constraint``) do not;
+* ``--time`` takes ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``15`` is
+  15 minutes and ``3:00`` is 3 minutes); seconds round up to a whole minute;
+* sbatch refuses a script whose first two bytes are not ``#!``.
+
+``read_sbatch(path)`` / ``parse_sbatch(text, file=...)`` return an :class:`SbatchReading`.
+A value Slurm would reject (``--nodes=two``) is a located :class:`~courselib.errors.InputError`
+when ``strict`` (the default), or a recorded problem when not (what ``courselib lint`` uses).
+Options sbatch does not know are reported in ``unknown_options``, never a crash.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from courselib.errors import CourseError, InputError
+
+MAGIC = "#SBATCH"
+
+# Long options of sbatch(1) (Slurm 24.x/25.x): name -> "req" (needs a value), "opt" (value only
+# with '='), "none" (a flag). Old names sbatch still accepts are included.
+LONG_OPTIONS: dict[str, str] = {
+    "account": "req", "acctg-freq": "req", "array": "req", "batch": "req", "bb": "req",
+    "bbf": "req", "begin": "req", "chdir": "req", "cluster-constraint": "req",
+    "clusters": "req", "comment": "req", "constraint": "req", "container": "req",
+    "container-id": "req", "contiguous": "none", "core-spec": "req",
+    "cores-per-socket": "req", "cpu-freq": "req", "cpus-per-gpu": "req",
+    "cpus-per-task": "req", "deadline": "req", "delay-boot": "req", "dependency": "req",
+    "distribution": "req", "error": "req", "exclude": "req", "exclusive": "opt",
+    "export": "req", "export-file": "req", "extra": "req", "extra-node-info": "req",
+    "get-user-env": "opt", "gid": "req", "gpu-bind": "req", "gpu-freq": "req", "gpus": "req",
+    "gpus-per-node": "req", "gpus-per-socket": "req", "gpus-per-task": "req", "gres": "req",
+    "gres-flags": "req", "help": "none", "hint": "req", "hold": "none", "ignore-pbs": "none",
+    "input": "req", "job-name": "req", "kill-on-invalid-dep": "req", "licenses": "req",
+    "mail-type": "req", "mail-user": "req", "mcs-label": "req", "mem": "req",
+    "mem-bind": "req", "mem-per-cpu": "req", "mem-per-gpu": "req", "mincpus": "req",
+    "network": "req", "nice": "opt", "no-kill": "opt", "no-requeue": "none",
+    "nodefile": "req", "nodelist": "req", "nodes": "req", "ntasks": "req",
+    "ntasks-per-core": "req", "ntasks-per-gpu": "req", "ntasks-per-node": "req",
+    "ntasks-per-socket": "req", "oom-kill-step": "opt", "open-mode": "req", "output": "req",
+    "overcommit": "none", "oversubscribe": "none", "parsable": "none", "partition": "req",
+    "power": "req", "prefer": "req", "priority": "req", "profile": "req", "propagate": "opt",
+    "qos": "req", "quiet": "none", "reboot": "none", "requeue": "none", "reservation": "req",
+    "resv-ports": "opt", "segment": "req", "signal": "req", "sockets-per-node": "req",
+    "spread-job": "none", "stepmgr": "none", "switches": "req", "test-only": "none",
+    "thread-spec": "req", "threads-per-core": "req", "time": "req", "time-min": "req",
+    "tmp": "req", "tres-bind": "req", "tres-per-task": "req", "uid": "req", "usage": "none",
+    "use-min-nodes": "none", "verbose": "none", "version": "none", "wait": "none",
+    "wait-all-nodes": "req", "wckey": "req", "wrap": "req", "x11": "opt",
+    # older spellings sbatch still maps
+    "workdir": "req", "share": "none", "mem_bind": "req", "cpu_bind": "req",
+}
+# Short options -> long name.
+SHORT_OPTIONS: dict[str, str] = {
+    "A": "account", "a": "array", "b": "begin", "B": "extra-node-info", "c": "cpus-per-task",
+    "C": "constraint", "d": "dependency", "D": "chdir", "e": "error", "F": "nodefile",
+    "G": "gpus", "h": "help", "H": "hold", "i": "input", "J": "job-name", "k": "no-kill",
+    "L": "licenses", "m": "distribution", "M": "clusters", "n": "ntasks", "N": "nodes",
+    "o": "output", "O": "overcommit", "p": "partition", "q": "qos", "Q": "quiet",
+    "s": "oversubscribe", "S": "core-spec", "t": "time", "v": "verbose", "V": "version",
+    "w": "nodelist", "W": "wait", "x": "exclude",
+}
+ALIASES = {"workdir": "chdir", "share": "oversubscribe", "mem_bind": "mem-bind",
+           "cpu_bind": "cpu-bind"}
+# Job-wide options that carry into later hetjob components (corpus README, opt.c).
+PROPAGATING = {"time", "job-name", "output", "error", "dependency", "account", "qos",
+               "reservation", "array", "mail-type", "mail-user", "chdir", "comment", "begin",
+               "requeue", "no-requeue", "signal", "open-mode", "wckey", "deadline", "nice",
+               "priority", "licenses", "clusters"}
+
+_PLACEHOLDER = re.compile(r"<[^<>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One option as Slurm would see it: ``--nodes=2`` on line 3 of component 0."""
+
+    line: int
+    option: str            # canonical long name, e.g. "nodes"; or the unknown name as written
+    value: str | None
+    written: str           # as written, e.g. "-N 2" or "--nodes=2"
+    component: int = 0
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A value Slurm would reject, kept (non-strict mode) so lint can report all of them."""
+
+    line: int
+    field: str
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """``--array=1-10%1``: ``tasks`` indices, at most ``max_running`` at once."""
+
+    text: str
+    tasks: int
+    max_running: int | None
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """A ``--time`` value: whole minutes (``None`` = unlimited) and the form it was written in."""
+
+    text: str
+    minutes: int | None
+    form: str              # "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S", "UNLIMITED"
+
+
+@dataclass(frozen=True)
+class GpuSource:
+    """One way the script asked for GPUs, e.g. ``--gres=gpu:a100:4`` -> per node 4, type a100."""
+
+    option: str
+    line: int
+    per: str               # "node", "task", "job"
+    count: int
+    gpu_type: str | None = None
+
+
+@dataclass(frozen=True)
+class SbatchComponent:
+    """One (heterogeneous) job component: what it asks of the cluster."""
+
+    index: int
+    nodes: int | None
+    nodes_max: int | None
+    ntasks: int | None
+    ntasks_per_node: int | None
+    gpus_per_node: int | None
+    gpu_type: str | None
+    total_gpus: int | None
+    total_gpus_reason: str | None
+    gpu_sources: tuple[GpuSource, ...]
+    constraint: str | None
+    exclusive: bool
+    time_limit: TimeLimit | None
+    partition: str | None
+    mem: str | None
+    first_line: int
+    options: tuple[tuple[str, str | None, int], ...]   # (option, value, line), in order
+
+    @property
+    def time_limit_min(self) -> int | None:
+        return self.time_limit.minutes if self.time_limit else None
+
+    def option(self, name: str) -> str | None:
+        """The last value given for ``name`` (``None`` if absent or a bare flag)."""
+        for opt, value, _ in reversed(self.options):
+            if opt == name:
+                return value
+        return None
+
+    def has(self, name: str) -> bool:
+        return any(opt == name for opt, _, _ in self.options)
+
+    def line_of(self, name: str) -> int | None:
+        for opt, _, line in reversed(self.options):
+            if opt == name:
+                return line
+        return None
+
+
+@dataclass(frozen=True)
+class SbatchReading:
+    """What an sbatch script asks for, with the lines each answer came from."""
+
+    file: str | None
+    has_shebang: bool                      # first two bytes are "#!" (sbatch refuses otherwise)
+    shebang_line: int | None               # where a "#!" line was found, if not line 1
+    first_command_line: int | None         # directives after this line are ignored by Slurm
+    components: tuple[SbatchComponent, ...]
+    directives: tuple[Directive, ...]
+    ignored_directives: tuple[tuple[int, str], ...]    # (line, text) after the first command
+    unknown_options: tuple[tuple[int, str], ...]       # (line, option as written)
+    stray_arguments: tuple[tuple[int, str], ...]       # non-option words in a directive
+    problems: tuple[Problem, ...]
+    array: ArraySpec | None
+    job_name: str | None
+
+    # The first component answers the job-level questions (Slurm's het-job leader).
+    @property
+    def leader(self) -> SbatchComponent:
+        return self.components[0]
+
+    @property
+    def nodes(self) -> int | None:
+        return self.leader.nodes
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        return self.leader.gpus_per_node
+
+    @property
+    def total_gpus(self) -> int | None:
+        if len(self.components) > 1:
+            asking = [c for c in self.components if c.gpu_sources]
+            if not asking:
+                return None
+            totals = [c.total_gpus for c in asking]
+            return None if any(t is None for t in totals) else sum(totals)
+        return self.leader.total_gpus
+
+    @property
+    def total_gpus_reason(self) -> str | None:
+        asking = [c for c in self.components if c.gpu_sources] or self.components[:1]
+        for c in asking:
+            if c.total_gpus is None:
+                return (f"component {c.index}: " if len(self.components) > 1 else "") + \
+                    (c.total_gpus_reason or "unknown")
+        return None
+
+    @property
+    def constraint(self) -> str | None:
+        return self.leader.constraint
+
+    @property
+    def exclusive(self) -> bool:
+        return self.leader.exclusive
+
+    @property
+    def time_limit_min(self) -> int | None:
+        return self.leader.time_limit_min
+
+    @property
+    def partition(self) -> str | None:
+        return self.leader.partition
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of ``courselib sbatch parse --json`` (``null`` where the script is silent)."""
+        def comp(c: SbatchComponent) -> dict:
+            return {
+                "index": c.index, "nodes": c.nodes, "nodes_max": c.nodes_max,
+                "ntasks": c.ntasks, "ntasks_per_node": c.ntasks_per_node,
+                "gpus_per_node": c.gpus_per_node, "gpu_type": c.gpu_type,
+                "total_gpus": c.total_gpus, "total_gpus_reason": c.total_gpus_reason,
+                "gpu_sources": [{"option": g.option, "line": g.line, "per": g.per,
+                                 "count": g.count, "type": g.gpu_type} for g in c.gpu_sources],
+                "constraint": c.constraint, "exclusive": c.exclusive,
+                "time_limit_min": c.time_limit_min,
+                "time_limit_text": c.time_limit.text if c.time_limit else None,
+                "partition": c.partition, "mem": c.mem, "first_line": c.first_line,
+            }
+        return {
+            "file": self.file,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "total_gpus": self.total_gpus,
+            "total_gpus_reason": self.total_gpus_reason,
+            "constraint": self.constraint,
+            "exclusive": self.exclusive,
+            "time_limit_min": self.time_limit_min,
+            "partition": self.partition,
+            "array": None if self.array is None else {
+                "text": self.array.text, "tasks": self.array.tasks,
+                "max_running": self.array.max_running},
+            "job_name": self.job_name,
+            "components": [comp(c) for c in self.components],
+            "ignored_directives": [{"line": ln, "text": t} for ln, t in self.ignored_directives],
+            "unknown_options": [{"line": ln, "option": o} for ln, o in self.unknown_options],
+            "stray_arguments": [{"line": ln, "word": w} for ln, w in self.stray_arguments],
+            "problems": [{"line": p.line, "field": p.field, "message": p.message,
+                          "hint": p.hint} for p in self.problems],
+            "has_shebang": self.has_shebang,
+            "first_command_line": self.first_command_line,
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# tokenising a directive line (opt.c _get_argument)
+
+def split_directive(rest: str) -> list[str]:
+    """The words of the text after ``#SBATCH``: whitespace separates, ``"``/``'`` group,
+    ``\\`` escapes, an unescaped ``#`` outside quotes ends the line."""
+    words: list[str] = []
+    cur: list[str] = []
+    in_word = False
+    quote: str | None = None
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                cur.append(ch)
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < len(rest):
+            cur.append(rest[i + 1])
+            in_word = True
+            i += 2
+            continue
+        if ch in "\"'":
+            quote = ch
+            in_word = True
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if in_word:
+                words.append("".join(cur))
+                cur, in_word = [], False
+        else:
+            cur.append(ch)
+            in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(cur))
+    return words
+
+
+# ----------------------------------------------------------------------------------------------
+# values
+
+_TIME_RE = {
+    "M": re.compile(r"^(\d+)$"),
+    "M:S": re.compile(r"^(\d+):(\d+)$"),
+    "H:M:S": re.compile(r"^(\d+):(\d+):(\d+)$"),
+    "D-H": re.compile(r"^(\d+)-(\d+)$"),
+    "D-H:M": re.compile(r"^(\d+)-(\d+):(\d+)$"),
+    "D-H:M:S": re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"),
+}
+
+
+def parse_time(text: str) -> TimeLimit:
+    """Slurm's ``--time``: whole minutes (seconds round up), as ``time_str2mins`` reads it.
+
+    ``"15"`` -> 15 (minutes), ``"3:00"`` -> 3 (minutes:seconds), ``"1-0"`` -> 1440 (a day),
+    ``"0:10:00"`` -> 10, ``"UNLIMITED"`` -> ``None``.
+    """
+    t = text.strip()
+    if t.upper() in ("INFINITE", "UNLIMITED", "-1"):
+        return TimeLimit(text, None, "UNLIMITED")
+    for form, rx in _TIME_RE.items():
+        m = rx.match(t)
+        if not m:
+            continue
+        n = [int(g) for g in m.groups()]
+        if form == "M":
+            secs = n[0] * 60
+        elif form == "M:S":
+            secs = n[0] * 60 + n[1]
+        elif form == "H:M:S":
+            secs = n[0] * 3600 + n[1] * 60 + n[2]
+        elif form == "D-H":
+            secs = n[0] * 86400 + n[1] * 3600
+        elif form == "D-H:M":
+            secs = n[0] * 86400 + n[1] * 3600 + n[2] * 60
+        else:
+            secs = n[0] * 86400 + n[1] * 3600 + n[2] * 60 + n[3]
+        return TimeLimit(text, (secs + 59) // 60, form)
+    raise InputError(f"{text!r} is not a Slurm time limit",
+                     hint="write minutes (30), H:MM:SS (2:00:00) or D-HH:MM:SS (1-00:00:00)")
+
+
+def _count(text: str, what: str) -> int:
+    t = text.strip()
+    m = re.fullmatch(r"(\d+)([kKmM]?)", t)
+    if not m:
+        raise InputError(f"{text!r} is not a whole number", hint=f"give {what} as a number, e.g. 2")
+    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2}[m.group(2).lower()]
+    return n
+
+
+def parse_nodes(text: str) -> tuple[int, int | None]:
+    """``-N 2`` -> (2, None); ``-N 2-4`` -> (2, 4): a minimum and an optional maximum."""
+    t = text.strip()
+    if "-" in t:
+        lo, _, hi = t.partition("-")
+        a, b = _count(lo, "the node count"), _count(hi, "the node count")
+        if b < a:
+            raise InputError(f"{text!r}: the maximum node count is below the minimum")
+        return a, b
+    if "," in t or ":" in t:  # --nodes=1,3,5 (list of allowed sizes) -> the smallest
+        sizes = [_count(s, "the node count") for s in re.split(r"[,:]", t) if s]
+        if not sizes:
+            raise InputError(f"{text!r} is not a node count")
+        return min(sizes), max(sizes)
+    return _count(t, "the node count"), None
+
+
+def parse_typed_count(text: str, what: str) -> tuple[str | None, int]:
+    """``--gpus-per-node=8`` -> (None, 8); ``=volta:3`` -> ("volta", 3)."""
+    t = text.strip()
+    if ":" in t:
+        typ, _, n = t.rpartition(":")
+        return typ or None, _count(n, what)
+    return None, _count(t, what)
+
+
+def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
+    """``--gres=gpu:a100:4,nvme:200`` -> [("gpu", "a100", 4), ("nvme", None, 200)].
+
+    Each item is ``name[[:type]:count]``; a missing count is 1 (``--gres=gpu`` is one GPU).
+    ``none`` clears the request.
+    """
+    out = []
+    t = text.strip()
+    if t.lower() == "none":
+        return out
+    for item in t.split(","):
+        item = re.sub(r"\(.*?\)$", "", item.strip())  # gpu:2(S:0-1) socket hints
+        if not item:
+            raise InputError(f"{text!r} has an empty item", hint="write --gres=gpu:4")
+        parts = item.split(":")
+        name = parts[0]
+        if not name:
+            raise InputError(f"{text!r}: a GRES item has no name", hint="write --gres=gpu:4")
+        if len(parts) == 1:
+            out.append((name, None, 1))
+        elif len(parts) == 2:
+            if re.fullmatch(r"\d+[kKmM]?", parts[1]):
+                out.append((name, None, _count(parts[1], "the GRES count")))
+            else:
+                out.append((name, parts[1], 1))
+        else:
+            out.append((name, ":".join(parts[1:-1]), _count(parts[-1], "the GRES count")))
+    return out
+
+
+def parse_array(text: str) -> ArraySpec:
+    """``1-10%1`` -> 10 tasks, at most 1 running; ``0-15:4`` -> 4 tasks; ``1,3,5`` -> 3."""
+    t = text.strip()
+    body, pct, limit = t.partition("%")
+    max_running = _count(limit, "the array throttle") if pct else None
+    indices: set[int] = set()
+    count = 0
+    for item in body.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", item.strip())
+        if not m:
+            raise InputError(f"{text!r} is not a job array", hint="write --array=1-10 or 1,3,5 or 0-15:4%2")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
+        if hi < lo or step < 1 or hi - lo > 10_000_000:
+            raise InputError(f"{text!r}: bad range {item.strip()!r}")
+        r = range(lo, hi + 1, step)
+        count += len(r)
+        if count <= 100_000:
+            indices.update(r)
+    return ArraySpec(t, len(indices) if count <= 100_000 else count, max_running)
+
+
+# ----------------------------------------------------------------------------------------------
+# option lookup (getopt_long: exact match, else a unique prefix)
+
+def _long_name(name: str) -> str | None:
+    if name in LONG_OPTIONS:
+        return ALIASES.get(name, name)
+    matches = [o for o in LONG_OPTIONS if o.startswith(name)]
+    if len(matches) == 1 and name:
+        return ALIASES.get(matches[0], matches[0])
+    return None
+
+
+def _parse_words(words: list[str], line: int, comp: int, out: list[Directive],
+                 unknown: list, stray: list) -> None:
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and len(w) > 2:
+            name, eq, value = w[2:].partition("=")
+            canon = _long_name(name)
+            if canon is None:
+                unknown.append((line, "--" + name))
+                out.append(Directive(line, name, value if eq else None, w, comp, known=False))
+                i += 1
+                continue
+            kind = LONG_OPTIONS.get(canon, LONG_OPTIONS.get(name, "req"))
+            if kind == "req" and not eq:
+                if i + 1 < len(words):
+                    value = words[i + 1]
+                    out.append(Directive(line, canon, value, f"{w} {value}", comp))
+                    i += 2
+                    continue
+                out.append(Directive(line, canon, None, w, comp))
+                i += 1
+                continue
+            if kind == "none" and eq:
+                out.append(Directive(line, canon, value, w, comp))
+            else:
+                out.append(Directive(line, canon, value if eq else None, w, comp))
+            i += 1
+        elif w.startswith("-") and len(w) > 1 and w != "--":
+            j = 1
+            while j < len(w):
+                ch = w[j]
+                canon = SHORT_OPTIONS.get(ch)
+                if canon is None:
+                    unknown.append((line, "-" + ch))
+                    out.append(Directive(line, "-" + ch, None, w, comp, known=False))
+                    j += 1
+                    continue
+                kind = LONG_OPTIONS[canon]
+                if kind == "req":
+                    rest = w[j + 1:]
+                    if rest:
+                        out.append(Directive(line, canon, rest.lstrip("="), w, comp))
+                    elif i + 1 < len(words):
+                        i += 1
+                        out.append(Directive(line, canon, words[i], f"{w} {words[i]}", comp))
+                    else:
+                        out.append(Directive(line, canon, None, w, comp))
+                    break
+                out.append(Directive(line, canon, None, w, comp))
+                j += 1
+            i += 1
+        else:
+            stray.append((line, w))
+            i += 1
+
+
+# ----------------------------------------------------------------------------------------------
+
+def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> SbatchReading:
+    """Read an sbatch script's text into an :class:`SbatchReading` (see the module docstring)."""
+    if not isinstance(text, str):
+        raise InputError("expected the text of an sbatch script", file=file)
+    if "\x00" in text:
+        raise InputError("this is a binary file, not an sbatch script", file=file, line=1)
+    lines = text.splitlines()
+    has_shebang = text.startswith("#!")
+    shebang_line = None
+    directives: list[Directive] = []
+    unknown: list[tuple[int, str]] = []
+    stray: list[tuple[int, str]] = []
+    ignored: list[tuple[int, str]] = []
+    first_command: int | None = None
+    comp = 0
+    comp_starts = {0: None}
+    for n, raw in enumerate(lines, start=1):
+        if first_command is None:
+            if raw.startswith("#!") and shebang_line is None:
+                shebang_line = n
+            if raw.startswith(MAGIC):
+                words = split_directive(raw[len(MAGIC):])
+                if words and words[0] in ("hetjob", "packjob"):
+                    comp += 1
+                    comp_starts[comp] = n
+                    words = words[1:]
+                before = len(directives)
+                _parse_words(words, n, comp, directives, unknown, stray)
+                if comp_starts[comp] is None and len(directives) > before:
+                    comp_starts[comp] = n
+                continue
+            stripped = raw.strip()
+            if stripped and not stripped.startswith("#"):
+                first_command = n
+            continue
+        if raw.startswith(MAGIC):
+            ignored.append((n, raw.rstrip()))
+    problems: list[Problem] = []
+
+    def fail(line: int, fld: str, err: CourseError) -> None:
+        if strict:
+            raise InputError(err.message, file=file, line=line, field=fld, hint=err.hint)
+        problems.append(Problem(line, fld, err.message, err.hint))
+
+    comps = []
+    carried: dict[str, tuple[str | None, int]] = {}
+    array = None
+    job_name = None
+    for ci in range(comp + 1):
+        own = [d for d in directives if d.component == ci and d.known]
+        opts: list[tuple[str, str | None, int]] = []
+        own_names = {d.option for d in own}
+        for name, (value, line) in carried.items():
+            if name not in own_names:
+                opts.append((name, value, line))
+        opts += [(d.option, d.value, d.line) for d in own]
+        for d in own:
+            if d.option in PROPAGATING:
+                carried[d.option] = (d.value, d.line)
+            if LONG_OPTIONS.get(d.option) == "req" and d.value is None:
+                fail(d.line, "--" + d.option, InputError("needs a value",
+                     hint=f"write --{d.option}=VALUE"))
+        comps.append(_component(ci, opts, comp_starts.get(ci) or 0, fail))
+        if ci == 0:
+            a = _last(opts, "array")
+            if a and a[0] is not None:
+                try:
+                    array = parse_array(a[0])
+                except CourseError as err:
+                    fail(a[1], "--array", err)
+            jn = _last(opts, "job-name")
+            job_name = jn[0] if jn else None
+    return SbatchReading(
+        file=file, has_shebang=has_shebang,
+        shebang_line=shebang_line if shebang_line and shebang_line != 1 else None,
+        first_command_line=first_command, components=tuple(comps),
+        directives=tuple(directives), ignored_directives=tuple(ignored),
+        unknown_options=tuple(unknown), stray_arguments=tuple(stray),
+        problems=tuple(problems), array=array, job_name=job_name)
+
+
+def _last(opts, name):
+    for opt, value, line in reversed(opts):
+        if opt == name:
+            return value, line
+    return None
+
+
+def _component(index: int, opts, first_line: int, fail) -> SbatchComponent:
+    def get(name, conv, fld=None):
+        hit = _last(opts, name)
+        if hit is None or hit[0] is None:
+            return None, None
+        try:
+            return conv(hit[0]), hit[1]
+        except CourseError as err:
+            fail(hit[1], fld or "--" + name, err)
+            return None, hit[1]
+
+    nodes_pair, _ = get("nodes", parse_nodes)
+    nodes, nodes_max = nodes_pair if nodes_pair else (None, None)
+    ntasks, _ = get("ntasks", lambda v: _count(v, "the task count"))
+    tpn, _ = get("ntasks-per-node", lambda v: _count(v, "tasks per node"))
+    time_limit, _ = get("time", parse_time)
+    constraint_hit = _last(opts, "constraint")
+    constraint = constraint_hit[0] if constraint_hit else None
+    part_hit = _last(opts, "partition")
+    partition = part_hit[0] if part_hit else None
+    mem_hit = _last(opts, "mem")
+    mem = mem_hit[0] if mem_hit else None
+    exclusive = _last(opts, "exclusive") is not None
+    if _last(opts, "oversubscribe") is not None:
+        # the later of --exclusive / --oversubscribe wins
+        ex_line = max((ln for o, _, ln in opts if o == "exclusive"), default=-1)
+        ov_line = max((ln for o, _, ln in opts if o == "oversubscribe"), default=-1)
+        exclusive = ex_line > ov_line
+
+    sources: list[GpuSource] = []
+    gpn_opt, line = get("gpus-per-node", lambda v: parse_typed_count(v, "GPUs per node"))
+    if gpn_opt:
+        sources.append(GpuSource("--gpus-per-node", line, "node", gpn_opt[1], gpn_opt[0]))
+    gres, line = get("gres", parse_gres)
+    if gres:
+        gpu_items = [g for g in gres if g[0] == "gpu"]
+        if gpu_items:
+            sources.append(GpuSource("--gres", line, "node", sum(g[2] for g in gpu_items),
+                                     gpu_items[0][1]))
+    gpt, line = get("gpus-per-task", lambda v: parse_typed_count(v, "GPUs per task"))
+    if gpt:
+        sources.append(GpuSource("--gpus-per-task", line, "task", gpt[1], gpt[0]))
+    gpus, line = get("gpus", lambda v: parse_typed_count(v, "GPUs"))
+    if gpus:
+        sources.append(GpuSource("--gpus", line, "job", gpus[1], gpus[0]))
+
+    # tasks per node, where the script fixes it
+    if tpn is None and ntasks is not None and nodes is not None and nodes_max is None \
+            and nodes > 0 and ntasks % nodes == 0:
+        tasks_per_node = ntasks // nodes
+    else:
+        tasks_per_node = tpn
+
+    gpn: int | None = None
+    gpu_type = None
+    reason = None
+    for s in sources:      # per-node requests are the direct answer
+        if s.per == "node":
+            gpn, gpu_type = s.count, s.gpu_type
+            break
+    if gpn is None:
+        for s in sources:
+            if s.per == "task":
+                if tasks_per_node is not None:
+                    gpn, gpu_type = s.count * tasks_per_node, s.gpu_type
+                else:
+                    reason = "--gpus-per-task is set but the tasks per node are not fixed"
+            elif s.per == "job":
+                gpu_type = gpu_type or s.gpu_type
+                if nodes is not None and nodes_max is None and nodes > 0 and s.count % nodes == 0:
+                    gpn = s.count // nodes
+                elif nodes is None:
+                    reason = "--gpus is a job total and the node count is not set"
+            if gpn is not None:
+                break
+
+    total: int | None = None
+    job_total = next((s for s in sources if s.per == "job"), None)
+    if not sources:
+        reason = "the script requests no GPUs"
+        total = None
+    elif job_total is not None:
+        total = job_total.count
+        reason = None
+    elif gpn is not None and nodes is not None:
+        total = gpn * nodes
+        reason = None
+        if nodes_max is not None:
+            reason = f"between {gpn * nodes} and {gpn * nodes_max} (--nodes={nodes}-{nodes_max})"
+    elif gpn is not None and nodes is None:
+        if ntasks is not None:
+            reason = (f"--nodes is not set: with --ntasks={ntasks} Slurm picks as many nodes as "
+                      f"the tasks need (depends on the nodes' cores); {gpn} GPUs x N nodes")
+        elif tasks_per_node is not None and gpt is not None:
+            reason = (f"--nodes is not set: Slurm's default of 1 node would give {gpn}")
+        else:
+            reason = (f"--nodes is not set (given at submission?); Slurm's default of 1 node "
+                      f"would give {gpn}")
+    elif reason is None:
+        reason = "the GPU count per node cannot be worked out from the script"
+
+    return SbatchComponent(
+        index=index, nodes=nodes, nodes_max=nodes_max, ntasks=ntasks, ntasks_per_node=tpn,
+        gpus_per_node=gpn, gpu_type=gpu_type, total_gpus=total, total_gpus_reason=reason,
+        gpu_sources=tuple(sources), constraint=constraint, exclusive=exclusive,
+        time_limit=time_limit, partition=partition, mem=mem, first_line=first_line,
+        options=tuple(opts))
+
+
+def read_sbatch(path, *, strict: bool = True) -> SbatchReading:
+    """Read the sbatch script at ``path`` (never written to)."""
+    from courselib.io.yamlfile import read_text
+    return parse_sbatch(read_text(path), file=str(path), strict=strict)
+
+
+def constraint_features(expr: str | None) -> tuple[str, ...]:
+    """The node features a ``--constraint`` expression names: ``"[rack1|rack2]&nvlink"`` ->
+    ``("rack1", "rack2", "nvlink")`` (counts such as ``*2`` dropped)."""
+    if not expr:
+        return ()
+    names = []
+    for tok in re.split(r"[&|,\[\]()]", expr):
+        tok = re.sub(r"\*\d+$", "", tok.strip())
+        if tok and tok not in names:
+            names.append(tok)
+    return tuple(names)
+
+
+def has_placeholder(value: str | None) -> bool:
+    """``<partition>`` or ``$PARTITION``: a value someone forgot to fill in."""
+    return bool(value) and bool(_PLACEHOLDER.search(value))
+
+
+# ----------------------------------------------------------------------------------------------
+# lint: the seed's failure modes, before a cluster finds them
+
+def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
+    """Findings for an sbatch script (codes S0xx). ``reading`` should come from ``strict=False``."""
+    from courselib.model.lint import Finding, time_confusion
+
+    f = reading.file
+    out: list[Finding] = []
+    lines = text.splitlines() if text is not None else []
+
+    def add(code, sev, line, msg, fix):
+        out.append(Finding(code, sev, f, line, msg, fix))
+
+    if not reading.has_shebang:
+        where = (f"'#!' is on line {reading.shebang_line}" if reading.shebang_line
+                 else "there is no '#!' line")
+        add("S001", "error", 1,
+            f"sbatch refuses this script: its first two bytes are not '#!' ({where})",
+            "put '#!/bin/bash' on line 1, before any comment")
+    fc = reading.first_command_line
+    for line, txt in reading.ignored_directives:
+        cmd = lines[fc - 1].strip() if lines and fc and fc <= len(lines) else ""
+        add("S002", "error", line,
+            f"Slurm ignores this directive: '#SBATCH {' '.join(split_directive(txt[len(MAGIC):]))[:60]}' "
+            f"comes after the first command "
+            f"(line {fc}{': ' + cmd[:40] if cmd else ''}), where sbatch stops reading #SBATCH lines",
+            f"move it above line {fc}, with the other #SBATCH lines")
+    for p in reading.problems:
+        add("S003", "error", p.line, f"{p.field}: {p.message} (sbatch rejects the script)",
+            p.hint or "fix the value")
+    for line, opt in reading.unknown_options:
+        add("S004", "warning", line,
+            f"{opt} is not an sbatch option: plain Slurm rejects the script "
+            f"(unless a site SPANK plugin defines it)",
+            f"remove {opt}, or check your site's documentation for it")
+    for line, word in reading.stray_arguments:
+        add("S005", "warning", line,
+            f"'{word}' in a directive is not an option; sbatch does not use it as you may expect",
+            "write options as --name=value; put arguments for the script on the sbatch command line")
+    for c in reading.components:
+        tag = f"component {c.index}: " if len(reading.components) > 1 else ""
+        if c.time_limit is not None:
+            why = time_confusion(c.time_limit.minutes, c.time_limit.form)
+            if why:
+                a = c.time_limit.text.strip()
+                if c.time_limit.form == "M":
+                    fix = (f"if you meant {a} hours write --time={int(a)}:00:00; "
+                           f"if minutes are right, write --time=0:{int(a):02d}:00 to say so")
+                else:
+                    m_, s_ = a.split(":")
+                    fix = (f"if you meant {int(m_)} h {int(s_)} min write "
+                           f"--time={int(m_)}:{int(s_):02d}:00")
+                add("S006", "warning", c.line_of("time"), f"{tag}--time={a}: {why}", fix)
+        node_srcs = [s for s in c.gpu_sources if s.per == "node"]
+        if len({s.option for s in node_srcs}) > 1:
+            counts = {s.count for s in node_srcs}
+            if len(counts) > 1:
+                add("S007", "error", node_srcs[-1].line,
+                    f"{tag}GPU requests disagree: " + ", ".join(
+                        f"{s.option} asks {s.count} per node (line {s.line})" for s in node_srcs),
+                    "keep one GPU option, e.g. only --gpus-per-node")
+            else:
+                add("S007", "warning", node_srcs[-1].line,
+                    f"{tag}GPUs are requested twice ({' and '.join(s.option for s in node_srcs)}); "
+                    f"Slurm 26.05+ rejects --gpus-per-node together with --gres=gpu",
+                    "keep only --gpus-per-node (or only --gres=gpu:N)")
+        for opt in ("partition", "account", "job-name", "qos", "reservation"):
+            v = c.option(opt)
+            if v and has_placeholder(v):
+                add("S008", "error", c.line_of(opt),
+                    f"{tag}--{opt}={v} is a placeholder that was never filled in",
+                    f"replace it with your cluster's {opt} (see `sinfo`/`sacctmgr show assoc`)")
+        if c.total_gpus is None and c.gpu_sources:
+            add("S009", "info", c.line_of("nodes") or c.first_line,
+                f"{tag}total GPUs unknown: {c.total_gpus_reason}",
+                "set --nodes in the script so readers (and backfill) know the job's size")
+        multi = (c.nodes or 0) > 1 or c.nodes is None and c.ntasks and c.ntasks > 1
+        if c.time_limit is None and c.gpu_sources and multi:
+            add("S010", "info", c.first_line,
+                f"{tag}no --time: the partition's DefaultTime (else its MaxTime) applies, and "
+                f"backfill needs realistic limits to fit jobs into gaps (FACTS §3.4)",
+                "set --time to a realistic upper bound, e.g. --time=12:00:00")
+        job_total = next((s for s in c.gpu_sources if s.per == "job"), None)
+        if job_total and c.nodes and job_total.count % c.nodes:
+            add("S011", "warning", job_total.line,
+                f"{tag}--gpus={job_total.count} does not divide over {c.nodes} nodes: ranks get "
+                f"unequal GPU counts",
+                "use --gpus-per-node so every node gets the same number")
+    return out
