@@ -44,10 +44,10 @@ book-student: setup
 # Unit, property, CLI, book-execution, site and real-system tests, then every playground and
 # solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).
 test: setup
-	$(BIN)/python -m pytest tests notebooks solutions --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(BIN)/python -m pytest tests notebooks solutions --nbval-lax --nbval-current-env
 
 test-fast: setup
-	$(BIN)/python -m pytest tests -m "not slow and not real" -p no:cacheprovider
+	$(BIN)/python -m pytest tests -m "not slow and not real"
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=$(CURDIR)

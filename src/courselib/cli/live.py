@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 from pathlib import Path
 
@@ -22,6 +23,13 @@ def register(sub) -> None:
     un.add_argument("--record", metavar="FILE",
                     help="write the run as the course's recorded run (refuses to overwrite)")
     un.set_defaults(func=_unshare)
+
+    cpu = lsub.add_parser("cpu-throttle", help="a busy loop under a real CFS CPU limit beside an unlimited one (needs root)")
+    cpu.add_argument("--cpu", default="250m", help="the CPU limit, as in a pod's limits.cpu (default 250m)")
+    cpu.add_argument("--seconds", default="2s", help="how long to measure (default 2s)")
+    cpu.add_argument("--json", action="store_true")
+    cpu.add_argument("--record", metavar="FILE", help="write the run as a recorded run (refuses to overwrite)")
+    cpu.set_defaults(func=_cpu_throttle)
 
 
 def show_dict() -> dict:
@@ -66,6 +74,36 @@ def _show(args) -> int:
     return 0
 
 
+def _refuse_overwrite(path: Path) -> None:
+    if path.exists():
+        raise InputError("exists; not overwritten", file=str(path), hint="remove it first or choose another path")
+
+
+def _cpu_throttle(args) -> int:
+    from courselib.cli.main import print_json
+    from courselib.live.cpu import run_throttle
+    from courselib.model.cpu import parse_cpu
+    from courselib.units import parse_duration
+
+    milli = parse_cpu(args.cpu, field="--cpu")
+    seconds = parse_duration(args.seconds, field="--seconds")
+    if args.record:
+        _refuse_overwrite(Path(args.record))
+    run = run_throttle(milli, seconds=seconds, interval=0.5)
+    d = run.as_dict()
+    if args.record:
+        d.update(recorded_on=f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs")
+        Path(args.record).write_text(json.dumps(d, indent=1) + "\n")
+    if args.json:
+        print_json(d)
+        return 0
+    print(f"limit {args.cpu} -> {', '.join(f'{k}={v}' for k, v in run.files_written.items())} (cgroup {run.cgroup_version})")
+    print(f"CPUs used, limited:   {' '.join(f'{x:.2f}' for x in run.limited_cpus)}  mean {run.mean_limited:.2f}")
+    print(f"CPUs used, unlimited: {' '.join(f'{x:.2f}' for x in run.unlimited_cpus)}  mean {run.mean_unlimited:.2f}")
+    print(f"throttled in {run.nr_throttled} of {run.nr_periods} periods")
+    return 0
+
+
 def _unshare(args) -> int:
     from courselib.cli.main import print_json
     from courselib.live.unshare import run_in_new_pid_namespace
@@ -73,8 +111,7 @@ def _unshare(args) -> int:
     result = run_in_new_pid_namespace()
     if args.record:
         path = Path(args.record)
-        if path.exists():
-            raise InputError("exists; not overwritten", file=str(path), hint="remove it first or choose another path")
+        _refuse_overwrite(path)
         rec = {k: v for k, v in result.items() if k != "recorded"}
         rec["recorded_on"] = f"{platform.system()} {platform.release()}"
         path.write_text(json.dumps(rec, indent=1) + "\n")

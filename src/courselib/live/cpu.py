@@ -1,0 +1,199 @@
+"""The kernel enforcing a CPU limit, for real: a busy process in a temporary cgroup with a CFS quota.
+
+A process that would use a whole CPU is put in a child cgroup whose ``cpu.max`` (v2) or
+``cpu.cfs_quota_us``/``cpu.cfs_period_us`` (v1) allows a fraction of one CPU; we sample the CPU time
+it gets (``/proc/PID/stat`` utime+stime) and the cgroup's throttling counters. The same busy loop
+without a limit runs beside it as the control. Both processes and the cgroup are always removed,
+also on error or Ctrl-C. Without the privilege: :class:`PrivilegeError`, nothing touched.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from courselib.errors import CourseError, PrivilegeError
+from courselib.live.proc import cgroup_mode, parse_proc_cgroup
+from courselib.model.cpu import CpuLimit, milli_cpu_to_quota, parse_cfs, parse_cpu_max
+
+BUSY = "while True:\n    pass\n"
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass
+class ThrottleRun:
+    """What the kernel did: CPU used per sampling interval, with and without the limit."""
+
+    milli_cpu: int
+    limit: dict                     # {"quota_us", "period_us", "cpus"}
+    cgroup_version: str
+    files_written: dict
+    interval_s: float
+    limited_cpus: list[float] = field(default_factory=list)     # CPUs used by the limited process, per interval
+    unlimited_cpus: list[float] = field(default_factory=list)   # the control, per interval
+    nr_periods: int = 0
+    nr_throttled: int = 0
+    recorded: bool = False
+    recorded_on: str | None = None
+
+    @property
+    def mean_limited(self) -> float:
+        return sum(self.limited_cpus) / len(self.limited_cpus) if self.limited_cpus else 0.0
+
+    @property
+    def mean_unlimited(self) -> float:
+        return sum(self.unlimited_cpus) / len(self.unlimited_cpus) if self.unlimited_cpus else 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["mean_limited"] = round(self.mean_limited, 3)
+        d["mean_unlimited"] = round(self.mean_unlimited, 3)
+        return d
+
+
+def _own_dir(base: Path, rel: str) -> Path:
+    rel = rel.lstrip("/")
+    return base / rel if rel and (base / rel).is_dir() else base
+
+
+def find_cpu_place(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> tuple[str, Path]:
+    """(version, parent directory) where a child CPU cgroup may be created, or PrivilegeError."""
+    root = Path(cgroupfs)
+    entries = parse_proc_cgroup((Path(proc) / "self" / "cgroup").read_text())
+    mode = cgroup_mode(root)
+    reasons = []
+    if mode == "v2":
+        entry = next((e for e in entries if e.hierarchy == 0), None)
+        parent = _own_dir(root, entry.path if entry else "/")
+        try:
+            enabled = "cpu" in (parent / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            enabled = False
+        if enabled and os.access(parent, os.W_OK):
+            return "v2", parent
+        reasons.append(f"cgroup v2: cpu is not enabled for children of {parent}" if not enabled
+                       else f"cgroup v2: {parent} is not writable")
+    else:
+        entry = next((e for e in entries if "cpu" in e.controllers), None)
+        base = root / "cpu"
+        if entry is not None and (base / "cpu.cfs_quota_us").exists():
+            parent = _own_dir(base, entry.path)
+            if os.access(parent, os.W_OK):
+                return "v1", parent
+            reasons.append(f"cgroup v1: {parent} is not writable")
+    raise PrivilegeError("the CPU-limit experiment needs to create a cgroup, and it cannot here ("
+                         + ("; ".join(reasons) or "no cpu controller found") + "); nothing was touched",
+                         hint="run it as root; the chapter shows a recorded run")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14, 15 of proc(5))
+
+
+def _read_stat(path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            out[k] = int(v)
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def run_throttle(milli_cpu: int = 250, *, seconds: float = 2.0, interval: float = 0.25,
+                 proc="/proc", cgroupfs="/sys/fs/cgroup") -> ThrottleRun:
+    """Run the experiment: a busy loop limited to ``milli_cpu`` beside an unlimited one."""
+    if milli_cpu <= 0:
+        raise CourseError("the CPU limit must be positive", field="cpu", hint="try 250m")
+    version, parent = find_cpu_place(proc=proc, cgroupfs=cgroupfs)
+    limit = CpuLimit(milli_cpu_to_quota(milli_cpu))
+    files = limit.v2_files() if version == "v2" else limit.v1_files()
+    path = parent / f"courselib-cpu-{os.getpid()}-{time.monotonic_ns() % 10 ** 9}"
+    procs: list[subprocess.Popen] = []
+    os.mkdir(path)
+    try:
+        for name, value in files.items():
+            (path / name).write_text(value)
+        procs_file = str(path / "cgroup.procs")
+
+        def enter():  # in the child, before exec: join the limited cgroup
+            with open(procs_file, "w") as fh:
+                fh.write(str(os.getpid()))
+
+        limited = subprocess.Popen([sys.executable, "-I", "-S", "-c", BUSY], preexec_fn=enter,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+        procs.append(limited)
+        control = subprocess.Popen([sys.executable, "-I", "-S", "-c", BUSY],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+        procs.append(control)
+        run = ThrottleRun(milli_cpu=milli_cpu, limit={"quota_us": limit.quota_us, "period_us": limit.period_us,
+                                                      "cpus": limit.cpus},
+                          cgroup_version=version, files_written=files, interval_s=interval)
+        time.sleep(interval)  # let both start
+        before = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
+        for _ in range(max(1, int(round(seconds / interval)))):
+            time.sleep(interval)
+            now = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
+            dt = now[2] - before[2]
+            run.limited_cpus.append(round((now[0] - before[0]) / dt, 3))
+            run.unlimited_cpus.append(round((now[1] - before[1]) / dt, 3))
+            before = now
+        stat = _read_stat(path / "cpu.stat")
+        run.nr_periods, run.nr_throttled = stat.get("nr_periods", 0), stat.get("nr_throttled", 0)
+        return run
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        deadline = time.monotonic() + 10
+        while path.exists():
+            try:
+                os.rmdir(path)
+            except OSError as err:
+                if err.errno == errno.ENOENT:
+                    break
+                if time.monotonic() > deadline:
+                    raise CourseError(f"could not remove {path}: {err.strerror}",
+                                      hint=f"remove it by hand: rmdir {path}") from None
+                time.sleep(0.05)
+
+
+def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None:
+    """The CPU ceiling on this process's own cgroup (None where the cpu controller is not visible)."""
+    entries = parse_proc_cgroup((Path(proc) / "self" / "cgroup").read_text())
+    root = Path(cgroupfs)
+    try:
+        if cgroup_mode(root) == "v2":
+            entry = next(e for e in entries if e.hierarchy == 0)
+            return parse_cpu_max((_own_dir(root, entry.path) / "cpu.max").read_text())
+        entry = next(e for e in entries if "cpu" in e.controllers)
+        d = _own_dir(root / "cpu", entry.path)
+        return parse_cfs((d / "cpu.cfs_quota_us").read_text(), (d / "cpu.cfs_period_us").read_text())
+    except (StopIteration, OSError):
+        return None
+
+
+def recorded_run() -> ThrottleRun:
+    data = json.loads(resources.files("courselib.data").joinpath("recorded/cpu_throttle.json").read_text())
+    for k in ("mean_limited", "mean_unlimited", "recorded"):
+        data.pop(k, None)
+    run = ThrottleRun(**data)
+    run.recorded = True
+    return run
+
+
+def live_or_recorded(milli_cpu: int = 250, **kw) -> tuple[ThrottleRun, str | None]:
+    """A live run where permitted, else the recorded one and the reason."""
+    try:
+        return run_throttle(milli_cpu, **kw), None
+    except PrivilegeError as err:
+        return recorded_run(), str(err)

@@ -1,0 +1,89 @@
+"""CPU limits: kubelet's conversions, the v1/v2 table, and the real kernel throttling a busy loop."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from courselib.errors import InputError, PrivilegeError
+from courselib.live import cpu as live_cpu
+from courselib.model import cpu
+from courselib.model.cgroup_files import KNOBS, knob
+
+
+@pytest.mark.parametrize("q,milli", [("250m", 250), ("1", 1000), ("1.5", 1500), (2, 2000), ("0.1", 100), ("1.0001", 1001)])
+def test_parse_cpu(q, milli):
+    assert cpu.parse_cpu(q) == milli
+
+
+@pytest.mark.parametrize("bad", ["one", "-1", "250M", None, True, "1Gi"])
+def test_parse_cpu_rejects(bad):
+    with pytest.raises(InputError):
+        cpu.parse_cpu(bad)
+
+
+def test_kubelet_quota_and_shares():
+    """kubelet milliCPUToQuota / MilliCPUToShares (pkg/kubelet/kuberuntime, pkg/kubelet/cm helpers_linux.go)."""
+    assert cpu.milli_cpu_to_quota(250) == 25_000
+    assert cpu.milli_cpu_to_quota(1500) == 150_000
+    assert cpu.milli_cpu_to_quota(5) == 1_000          # floor: minQuotaPeriod
+    assert cpu.milli_cpu_to_quota(0) is None           # no limit
+    assert cpu.milli_cpu_to_shares(1000) == 1024
+    assert cpu.milli_cpu_to_shares(500) == 512
+    assert cpu.milli_cpu_to_shares(0) == 2 and cpu.milli_cpu_to_shares(1) == 2
+    assert cpu.milli_cpu_to_shares(10_000_000) == 262_144
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=512_000), st.integers(min_value=1, max_value=512_000))
+def test_more_cpu_never_less_quota_or_shares(a, b):
+    lo, hi = sorted((a, b))
+    assert cpu.milli_cpu_to_quota(lo) <= cpu.milli_cpu_to_quota(hi)
+    assert cpu.milli_cpu_to_shares(lo) <= cpu.milli_cpu_to_shares(hi)
+
+
+def test_limit_files_round_trip():
+    lim = cpu.CpuLimit(25_000)
+    assert cpu.parse_cpu_max(lim.v2_files()["cpu.max"]) == lim
+    v1 = lim.v1_files()
+    assert cpu.parse_cfs(v1["cpu.cfs_quota_us"], v1["cpu.cfs_period_us"]) == lim
+    assert cpu.parse_cpu_max("max 100000").cpus is None
+    assert cpu.parse_cfs("-1", "100000").cpus is None
+
+
+def test_expected_usage():
+    assert cpu.CpuLimit(25_000).expected_usage(1.0, 8) == 0.25
+    assert cpu.CpuLimit(400_000).expected_usage(8.0, 2) == 2      # cannot exceed the machine
+    assert cpu.CpuLimit(None).expected_usage(1.0, 8) == 1.0
+
+
+def test_knob_table_is_complete():
+    assert knob("memory hard limit").v2 == "memory.max"
+    assert knob("memory hard limit").v1 == "memory.limit_in_bytes"
+    assert len({k.what for k in KNOBS}) == len(KNOBS)
+    with pytest.raises(KeyError):
+        knob("gpu")
+
+
+def test_recorded_throttle_run_is_labelled_and_sane():
+    run = live_cpu.recorded_run()
+    assert run.recorded and run.recorded_on
+    assert run.limit["cpus"] == pytest.approx(run.milli_cpu / 1000)
+    assert abs(run.mean_limited - run.limit["cpus"]) < 0.05
+
+
+@pytest.mark.real
+def test_real_kernel_holds_a_busy_loop_to_its_quota():
+    if os.geteuid() != 0:
+        pytest.skip("creating a cgroup needs root here")
+    try:
+        run = live_cpu.run_throttle(300, seconds=2.0, interval=0.5)
+    except PrivilegeError as err:
+        pytest.skip(str(err))
+    assert abs(run.mean_limited - 0.3) < 0.06          # the quota, within clock-tick resolution
+    assert run.nr_throttled >= run.nr_periods * 0.8     # a busy loop hits its quota nearly every period
+    assert run.mean_unlimited > run.mean_limited        # the control was not held back
+    # nothing left behind
+    from pathlib import Path
+    assert not [p for p in Path("/sys/fs/cgroup").rglob("courselib-cpu-*")]
