@@ -1,0 +1,250 @@
+"""The cluster's free capacity, indexed so that placing a pod does not scan every node.
+
+:class:`Cluster` holds, per node, the free GPUs and memory and which job's pods sit there.
+Nodes are kept in buckets by free-GPU count (each a sorted list of node indexes), so "a node
+with at least g free GPUs, fewest first (best fit) or most first (spread)" looks at the few
+buckets ``g … gpus_per_node`` and the first node that passes the memory/feature checks.
+
+Constraints follow Slurm's ``--constraint`` (FACTS §3.4, ``sbatch.1`` L281–286): ``a`` (the
+node carries feature ``a``), ``a&b`` (AND), ``a|b`` (OR, per node), and the matching OR
+``[a|b]`` ("all nodes must be allocated on a single rack"), which :func:`alternatives`
+splits into the plain constraints to try one after another.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from courselib.model.workload import ClusterSpec, Job, Node
+
+_FEATURE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def parse_constraint(expr: str | None) -> list[frozenset[str]] | None:
+    """``a&b|c`` → OR of ANDs ``[{a,b},{c}]`` (``&`` binds tighter, as in Slurm); None = any node."""
+    if expr is None or not str(expr).strip():
+        return None
+    text = str(expr).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    terms = []
+    for alt in text.split("|"):
+        feats = [f.strip() for f in alt.split("&")]
+        if not all(_FEATURE.match(f) for f in feats):
+            raise ValueError(f"{expr!r} is not a constraint: use features joined by & and |, "
+                             "or [a|b] for a matching OR")
+        terms.append(frozenset(feats))
+    return terms
+
+
+def alternatives(expr: str | None) -> list[str | None]:
+    """The plain constraints to try: ``[a|b]`` → ``['a', 'b']`` (all nodes from one); else ``[expr]``."""
+    if expr and expr.strip().startswith("[") and expr.strip().endswith("]"):
+        return [alt.strip() for alt in expr.strip()[1:-1].split("|")]
+    return [expr]
+
+
+def node_matches(node: Node, terms: list[frozenset[str]] | None) -> bool:
+    return terms is None or any(t <= node.features for t in terms)
+
+
+@dataclass
+class Binding:
+    """``pods`` ranks of one job on one node, holding ``gpus`` GPUs and ``memory`` bytes."""
+
+    node: int
+    pods: int
+    gpus: int
+    memory: int
+
+
+class Cluster:
+    """Mutable free-capacity state of a :class:`ClusterSpec` (GPUs, memory, exclusivity)."""
+
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        self.nodes = spec.node_list()
+        self.capacity = spec.gpus_per_node
+        self.free = [n.gpus for n in self.nodes]
+        self.free_mem = [n.memory for n in self.nodes]
+        self.owner_exclusive: list[str | None] = [None] * len(self.nodes)
+        self.jobs_on: list[dict[str, int]] = [dict() for _ in self.nodes]
+        self.alloc: dict[str, dict[int, Binding]] = {}
+        self._buckets: list[list[int]] = [[] for _ in range(self.capacity + 1)]
+        self._buckets[self.capacity] = list(range(len(self.nodes)))
+        self._allowed_cache: dict[str | None, frozenset[int] | None] = {}
+
+    # ---- queries -------------------------------------------------------------------------
+    @property
+    def total_gpus(self) -> int:
+        return self.spec.total_gpus
+
+    @property
+    def free_gpus(self) -> int:
+        return sum(self.free)
+
+    def held(self, job: str) -> int:
+        """GPUs held by ``job`` (bound pods, or whole nodes when exclusive)."""
+        return sum(b.gpus for b in self.alloc.get(job, {}).values())
+
+    def bound_pods(self, job: str) -> int:
+        return sum(b.pods for b in self.alloc.get(job, {}).values())
+
+    def allowed(self, constraint: str | None) -> frozenset[int] | None:
+        """Indexes of nodes that satisfy ``constraint`` (None = every node), cached."""
+        if constraint not in self._allowed_cache:
+            terms = parse_constraint(constraint)
+            self._allowed_cache[constraint] = None if terms is None else frozenset(
+                n.index for n in self.nodes if node_matches(n, terms))
+        return self._allowed_cache[constraint]
+
+    def fits(self, job: Job, i: int, constraint: str | None = "__job__") -> bool:
+        """Can one more pod of ``job`` go on node ``i`` right now?"""
+        c = job.constraint if constraint == "__job__" else constraint
+        allowed = self.allowed(c)
+        if allowed is not None and i not in allowed:
+            return False
+        owner = self.owner_exclusive[i]
+        if job.exclusive:
+            if owner == job.name:
+                return self._room_in_own_node(job, i) > 0
+            if self.jobs_on[i]:
+                return False
+            return self.free[i] >= job.gpus_per_pod and self._mem_ok(job, i)
+        if owner is not None:
+            return False
+        return self.free[i] >= job.gpus_per_pod and self._mem_ok(job, i)
+
+    def _mem_ok(self, job: Job, i: int) -> bool:
+        return job.memory_per_pod == 0 or self.nodes[i].memory == 0 or \
+            self.free_mem[i] >= job.memory_per_pod
+
+    def _room_in_own_node(self, job: Job, i: int) -> int:
+        b = self.alloc[job.name][i]
+        per_node = self.nodes[i].gpus // job.gpus_per_pod if job.gpus_per_pod else 10 ** 9
+        return per_node - b.pods
+
+    def candidates(self, job: Job, *, spread: bool, constraint: str | None = "__job__"):
+        """Nodes that fit one pod of ``job``: best fit (fewest free GPUs first) or, with
+        ``spread``, most free first (kube-scheduler's LeastAllocated); ties by node index."""
+        c = job.constraint if constraint == "__job__" else constraint
+        if job.exclusive and job.name in self.alloc:
+            for i in sorted(self.alloc[job.name]):
+                if self.fits(job, i, c):
+                    yield i
+        need = self.capacity if job.exclusive else job.gpus_per_pod
+        levels = range(self.capacity, need - 1, -1) if spread else range(need, self.capacity + 1)
+        for g in levels:
+            for i in self._buckets[g]:
+                if self.fits(job, i, c):
+                    yield i
+
+    def first_fit_node(self, job: Job, *, spread: bool, constraint: str | None = "__job__") -> int | None:
+        return next(self.candidates(job, spread=spread, constraint=constraint), None)
+
+    # ---- changes -------------------------------------------------------------------------
+    def _set_free(self, i: int, value: int) -> None:
+        old = self.free[i]
+        if old == value:
+            return
+        bucket = self._buckets[old]
+        del bucket[bisect.bisect_left(bucket, i)]
+        bisect.insort(self._buckets[value], i)
+        self.free[i] = value
+
+    def bind(self, job: Job, i: int) -> int:
+        """Bind one pod of ``job`` to node ``i``; returns the GPUs newly held (a whole node for
+        the first pod of an exclusive job on it, 0 for its later pods there)."""
+        if not self.fits(job, i, None):  # capacity only: callers chose i among candidates()
+            raise ValueError(f"pod of {job.name} does not fit on {self.nodes[i].name}")
+        per_job = self.alloc.setdefault(job.name, {})
+        b = per_job.get(i)
+        if b is None:
+            b = per_job[i] = Binding(i, 0, 0, 0)
+            self.jobs_on[i][job.name] = 0
+        taken = 0
+        if job.exclusive:
+            if self.owner_exclusive[i] is None:
+                self.owner_exclusive[i] = job.name
+                taken = self.free[i]
+        else:
+            taken = job.gpus_per_pod
+        b.pods += 1
+        b.gpus += taken
+        self.jobs_on[i][job.name] += 1
+        if self.nodes[i].memory:
+            b.memory += job.memory_per_pod
+            self.free_mem[i] -= job.memory_per_pod
+        self._set_free(i, self.free[i] - taken)
+        return taken
+
+    def unbind_one(self, job: Job, i: int) -> int:
+        """Remove one pod of ``job`` from node ``i`` (eviction); returns GPUs freed."""
+        b = self.alloc[job.name][i]
+        freed = 0 if job.exclusive and b.pods > 1 else (b.gpus if job.exclusive else job.gpus_per_pod)
+        b.pods -= 1
+        b.gpus -= freed
+        self.jobs_on[i][job.name] -= 1
+        if self.nodes[i].memory:
+            b.memory -= job.memory_per_pod
+            self.free_mem[i] += job.memory_per_pod
+        if b.pods == 0:
+            del self.alloc[job.name][i]
+            del self.jobs_on[i][job.name]
+            if not self.alloc[job.name]:
+                del self.alloc[job.name]
+            if self.owner_exclusive[i] == job.name:
+                self.owner_exclusive[i] = None
+        self._set_free(i, self.free[i] + freed)
+        return freed
+
+    def release(self, job: str) -> int:
+        """Free every pod of ``job``; returns the GPUs freed."""
+        freed = 0
+        for i, b in sorted(self.alloc.pop(job, {}).items()):
+            freed += b.gpus
+            del self.jobs_on[i][job]
+            if self.nodes[i].memory:
+                self.free_mem[i] += b.memory
+            if self.owner_exclusive[i] == job:
+                self.owner_exclusive[i] = None
+            self._set_free(i, self.free[i] + b.gpus)
+        return freed
+
+    def place(self, job: Job, count: int, *, spread: bool = False,
+              constraint: str | None = "__job__") -> int:
+        """Bind up to ``count`` more pods of ``job`` greedily; returns how many were bound."""
+        done = 0
+        while done < count:
+            i = self.first_fit_node(job, spread=spread, constraint=constraint)
+            if i is None:
+                break
+            self.bind(job, i)
+            done += 1
+        return done
+
+    def place_all_or_nothing(self, job: Job, count: int, *, spread: bool = False) -> bool:
+        """Bind ``count`` pods of ``job`` or none (a Volcano Statement, discarded if short).
+
+        A matching-OR constraint ``[a|b]`` tries each alternative in turn (all nodes from one).
+        """
+        for alt in alternatives(job.constraint):
+            before = {i: b.pods for i, b in self.alloc.get(job.name, {}).items()}
+            if self.place(job, count, spread=spread, constraint=alt) == count:
+                return True
+            self._rollback(job, before)
+        return False
+
+    def _rollback(self, job: Job, before: dict[int, int]) -> None:
+        for i, b in sorted(list(self.alloc.get(job.name, {}).items())):
+            for _ in range(b.pods - before.get(i, 0)):
+                self.unbind_one(job, i)
+
+    def check(self) -> None:
+        """Invariants: no GPU double-booked or lost; indexes agree with the free counts."""
+        for i, n in enumerate(self.nodes):
+            used = sum(self.alloc[j][i].gpus for j in self.jobs_on[i])
+            assert 0 <= self.free[i] and self.free[i] + used == n.gpus, (n.name, self.free[i], used)
+            assert i in self._buckets[self.free[i]]
+        assert sum(len(b) for b in self._buckets) == len(self.nodes)

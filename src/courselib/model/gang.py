@@ -1,0 +1,206 @@
+"""A gang's life in the scheduler, and what it cost: per-job state, the trace, the metrics.
+
+A job trains only when ``min_member`` of its ranks are placed — ``ncclCommInitRank``
+"implicitly syncronizes with other ranks" (FACTS §4.1, NVIDIA/nccl ``src/nccl.h.in``
+L180–186) — so GPUs a job holds before that are *wasted*: ``wasted GPU-hours = Σ GPUs held ×
+time held without training`` (DESIGN §3, the cost calculator's N_allocated × T_wait).
+
+Policies (``courselib.model.policies``) change a :class:`SchedState` through its methods
+(:meth:`SchedState.bind`, :meth:`SchedState.release`, :meth:`SchedState.log`), so every GPU
+that moves is recorded once, in the trace and in the job's held-GPU history.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from courselib.model.cluster import Cluster
+from courselib.model.workload import Job, Workload
+
+PENDING, HOLDING, RUNNING, COMPLETED, TIMEOUT = "PENDING", "HOLDING", "RUNNING", "COMPLETED", "TIMEOUT"
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One line of the allocation sequence: at ``time`` (s), ``job`` ``what``; ``held`` GPUs after."""
+
+    time: float
+    job: str
+    what: str
+    held: int = 0
+
+
+@dataclass
+class JobRun:
+    """The scheduler's view of one job while the simulation runs."""
+
+    job: Job
+    seq: int
+    state: str = PENDING
+    eligible_at: float = 0.0
+    first_bound: float | None = None
+    start: float | None = None
+    end: float | None = None
+    remaining: float = 0.0
+    gpus_held_max: int = 0
+    pending_reason: str | None = None
+    restarts: int = 0
+    evictions: int = 0
+    history: list = field(default_factory=list)  # (time, held GPUs, training?) change points
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (COMPLETED, TIMEOUT)
+
+
+class SchedState:
+    """The cluster plus every submitted job; the only way policies change the world."""
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        self.cluster = Cluster(workload.cluster)
+        self.runs: dict[str, JobRun] = {}
+        self.trace: list[TraceEvent] = []
+        self.now = 0.0
+        self._bound_this_cycle: dict[str, int] = {}
+        self.stopped: list[JobRun] = []  # runs whose training the simulator must interrupt
+
+    # ---- jobs ----------------------------------------------------------------------------
+    def submit(self, job: Job) -> JobRun:
+        run = JobRun(job, len(self.runs), remaining=job.duration, eligible_at=job.submit)
+        run.history.append((self.now, 0, False))
+        self.runs[job.name] = run
+        self.log(job.name, f"submitted: {job.pods} pods x {job.gpus_per_pod} GPU "
+                           f"(min_member {job.min_member})")
+        return run
+
+    def active(self):
+        """Submitted, unfinished runs in submission order."""
+        return [r for r in self.runs.values() if not r.finished]
+
+    def held(self, run: JobRun) -> int:
+        return self.cluster.held(run.name)
+
+    def bound(self, run: JobRun) -> int:
+        return self.cluster.bound_pods(run.name)
+
+    # ---- changes -------------------------------------------------------------------------
+    def bind(self, run: JobRun, node: int) -> None:
+        self.cluster.bind(run.job, node)
+        self._after_bind(run, 1)
+
+    def place(self, run: JobRun, count: int, *, spread: bool = False) -> int:
+        n = self.cluster.place(run.job, count, spread=spread)
+        if n:
+            self._after_bind(run, n)
+        return n
+
+    def place_all_or_nothing(self, run: JobRun, count: int, *, spread: bool = False) -> bool:
+        ok = self.cluster.place_all_or_nothing(run.job, count, spread=spread)
+        if ok and count:
+            self._after_bind(run, count)
+        return ok
+
+    def _after_bind(self, run: JobRun, n: int) -> None:
+        if run.first_bound is None:
+            run.first_bound = self.now
+        self._bound_this_cycle[run.name] = self._bound_this_cycle.get(run.name, 0) + n
+        self.note(run)
+
+    def release(self, run: JobRun, why: str) -> int:
+        freed = self.cluster.release(run.name)
+        if freed or why:
+            self.log(run.name, f"{why}: released {freed} GPUs")
+        self.note(run)
+        return freed
+
+    def note(self, run: JobRun) -> None:
+        """Record the job's held GPUs / training status after a change (for metrics and plots)."""
+        held = self.held(run)
+        run.gpus_held_max = max(run.gpus_held_max, held)
+        training = run.state == RUNNING
+        if run.state == PENDING and held:
+            run.state = HOLDING
+        elif run.state == HOLDING and not held:
+            run.state = PENDING
+        last = run.history[-1]
+        if (last[1], last[2]) != (held, training):
+            if last[0] == self.now:
+                run.history[-1] = (self.now, held, training)
+            else:
+                run.history.append((self.now, held, training))
+
+    def set_reason(self, run: JobRun, reason: str | None) -> None:
+        """Set why ``run`` waits; the trace records each change (not every cycle's repeat)."""
+        if reason != run.pending_reason and reason is not None:
+            self.log(run.name, f"waiting: {reason}")
+        run.pending_reason = reason
+
+    def stop_training(self, run: JobRun, why: str) -> None:
+        """The barrier broke (a rank was lost): training stops, progress is lost (no checkpoint)."""
+        run.state = HOLDING
+        run.remaining = run.job.duration
+        run.restarts += 1
+        self.stopped.append(run)
+        self.log(run.name, f"training stopped: {why}")
+        self.note(run)
+
+    def log(self, job: str, what: str) -> None:
+        if self._bound_this_cycle:  # keep the sequence in order: binds so far come first
+            self.flush_binds()
+        self.trace.append(TraceEvent(self.now, job, what, self.cluster.held(job)))
+
+    def flush_binds(self) -> None:
+        """One trace line per job per scheduling cycle: how many pods it bound, how many it holds."""
+        bound, self._bound_this_cycle = self._bound_this_cycle, {}
+        for name, n in bound.items():
+            run = self.runs[name]
+            self.log(name, f"bound {n} pod{'s' if n != 1 else ''}: {self.bound(run)}/{run.job.pods} "
+                           f"placed (min_member {run.job.min_member})")
+
+    def check(self) -> None:
+        """GPUs are never double-booked or lost (raises AssertionError otherwise)."""
+        self.cluster.check()
+        held = sum(self.cluster.held(r.name) for r in self.runs.values())
+        assert held + self.cluster.free_gpus == self.cluster.total_gpus, (held, self.cluster.free_gpus)
+
+
+# ---- metrics (pure functions over histories) ------------------------------------------------
+def integrate(history, end: float) -> tuple[float, float]:
+    """(training GPU-seconds, held-but-idle GPU-seconds) of one job's history up to ``end``."""
+    train = idle = 0.0
+    for (t0, held, training), nxt in zip(history, list(history[1:]) + [(end, 0, False)]):
+        dt = max(0.0, min(nxt[0], end) - t0)
+        if training:
+            train += held * dt
+        else:
+            idle += held * dt
+    return train, idle
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100); None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = max(1, math.ceil(p / 100 * len(v)))
+    return v[k - 1]
+
+
+def verdict(policy: str, jobs: list[dict], deadlock: bool, wasted_gpu_hours: float) -> str:
+    """One sentence a learner can read: what happened under this policy."""
+    never = [j["name"] for j in jobs if j["start"] is None]
+    if deadlock:
+        stuck = [j for j in jobs if j["start"] is None and j["gpus_held"] > 0]
+        held = sum(j["gpus_held"] for j in stuck)
+        return (f"DEADLOCK under {policy}: {', '.join(j['name'] for j in stuck)} hold {held} GPUs "
+                f"without training and nothing can ever change; {wasted_gpu_hours:.2f} GPU-hours wasted.")
+    if never:
+        return (f"{policy}: no deadlock, but {', '.join(never)} never started training within the "
+                f"horizon; {wasted_gpu_hours:.2f} GPU-hours held idle.")
+    return (f"{policy}: every job trained; {wasted_gpu_hours:.2f} GPU-hours held idle "
+            "while waiting for the barrier.")

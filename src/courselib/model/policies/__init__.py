@@ -1,0 +1,69 @@
+"""The four scheduling policies, each a small module that uses the field's own names.
+
+Every policy has the same shape (:class:`Policy`): the simulator hands it the jobs that arrive
+at one instant (:meth:`Policy.submit`), then runs a scheduling cycle (:meth:`Policy.schedule`)
+whenever something changed; a cycle binds pods through the :class:`~courselib.model.gang.SchedState`
+and returns the future times at which it wants another cycle (Kueue's timeouts and backoffs).
+Training starts, completions and preemptions are the simulator's business (``courselib.sim.gang``).
+
+=================  ==========================================================================
+``kube-default``   one FIFO queue of pods, each bound greedily on its own (FACTS §3.3)
+``volcano``        PodGroup ``minMember``: enqueue, then allocate all-or-nothing (FACTS §3.1)
+``kueue``          ClusterQueue quota admission, no placement check, ``waitForPodsReady`` (§3.2)
+``slurm``          whole-job allocation in priority order, backfill with reservations (§3.4)
+=================  ==========================================================================
+"""
+from __future__ import annotations
+
+import inspect
+
+from courselib.model.gang import JobRun, SchedState
+from courselib.model.workload import Workload
+
+
+class Policy:
+    """Base class: a policy decides which pods to bind; the simulator moves time."""
+
+    name = "policy"
+    #: Slurm kills a job at its ``--time`` limit (FACTS §3.4 ``sbatch.1`` L2477–2487).
+    enforces_time_limit = False
+
+    def __init__(self, workload: Workload, seed: int = 0):
+        self.workload = workload
+        self.seed = seed
+
+    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        """Jobs that arrive together (same submit time), in workload order."""
+
+    def schedule(self, state: SchedState) -> list[float]:
+        """One scheduling cycle at ``state.now``; returns times for future cycles."""
+        return []
+
+    def on_finish(self, state: SchedState, run: JobRun) -> None:
+        """``run`` completed (or hit its time limit) and released its GPUs."""
+
+
+def policy_names() -> list[str]:
+    return list(_registry())
+
+
+def _registry() -> dict:
+    from courselib.model.policies.kube_default import KubeDefault
+    from courselib.model.policies.kueue import Kueue
+    from courselib.model.policies.slurm import Slurm
+    from courselib.model.policies.volcano import Volcano
+    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": Slurm}
+
+
+def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Policy:
+    """The policy called ``name`` with its options (e.g. ``overcommit_factor=1.2``)."""
+    reg = _registry()
+    if name not in reg:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(reg)}")
+    cls = reg[name]
+    params = inspect.signature(cls.__init__).parameters
+    bad = [k for k in options if k not in params or k in ("self", "workload", "seed")]
+    if bad:
+        allowed = [p for p in params if p not in ("self", "workload", "seed")]
+        raise ValueError(f"policy {name!r} has no option {bad[0]!r}; options: {', '.join(allowed) or 'none'}")
+    return cls(workload, seed=seed, **options)

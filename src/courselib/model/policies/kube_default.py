@@ -1,0 +1,127 @@
+"""``kube-default``: the default kube-scheduler, one pod at a time (FACTS §3.3).
+
+Before v1.35 the default scheduler has no gang scheduling: every pod is taken from one queue
+and bound on its own to the node that scores best, or left Unschedulable. Two training jobs
+that each need more than half of the free GPUs can therefore each bind a part of their
+ranks — and then wait for each other forever: a deadlock with GPUs held and nothing training.
+
+The model:
+
+- one queue of pods in pod-creation order, sorted by priority first (the ``PrioritySort``
+  queue-sort plugin), then creation order;
+- pods of jobs submitted at the same instant are created round-robin (a0, b0, a1, b1, …), as
+  concurrent Job controllers interleave their pod creations;
+- each pod goes to the node with the most free GPUs that fits it (LeastAllocated-style
+  spreading), ties to the lowest node index — a modelling choice; the real scheduler breaks
+  ties at random;
+- optional ``preemption``: a pod that does not fit may evict pods of lower-priority jobs on
+  one node (the PostFilter preemption). A running job that loses a rank stops training and
+  restarts from scratch once it has its ranks again — TorchElastic "all workers are stopped
+  and restarted" (FACTS §4.3).
+"""
+from __future__ import annotations
+
+from courselib.model.gang import RUNNING, JobRun, SchedState
+from courselib.model.policies import Policy
+from courselib.model.workload import Workload
+
+
+class KubeDefault(Policy):
+    name = "kube-default"
+
+    def __init__(self, workload: Workload, seed: int = 0, preemption: bool = False):
+        super().__init__(workload, seed)
+        self.preemption = preemption
+        self.queue: list[JobRun] = []  # one entry per pending pod, in creation order
+        self.known: dict[str, JobRun] = {}  # jobs whose pods this scheduler was given
+
+    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        self.create_pods(runs, {r.name: r.job.pods for r in runs}, state)
+
+    def create_pods(self, runs: list[JobRun], counts: dict[str, int], state: SchedState | None = None) -> None:
+        """Round-robin pod creation across jobs created at the same instant."""
+        self.known.update((r.name, r) for r in runs)
+        if state is not None and len(runs) > 1:
+            names = ", ".join(f"{r.name}-{k}" for k in range(2) for r in runs)
+            state.log(runs[0].name, f"pods of {len(runs)} jobs created round-robin: {names}, ...")
+        for k in range(max(counts.values(), default=0)):
+            for run in runs:
+                if k < counts[run.name]:
+                    self.queue.append(run)
+
+    def drop_pods(self, run: JobRun) -> None:
+        self.queue = [r for r in self.queue if r is not run]
+
+    def schedule(self, state: SchedState) -> list[float]:
+        cluster = state.cluster
+        order = sorted((r for r in self.queue if not r.finished),  # a finished job's pods are gone
+                       key=lambda r: -r.job.priority)  # stable: creation order kept
+        self.queue = []  # pods re-created during this cycle (preemption victims) land here
+        failed: dict[tuple, int] = {}  # (constraint, exclusive owner, memory) -> least GPUs that failed
+        left: list[JobRun] = []
+        unschedulable: dict[str, int] = {}
+        for run in order:
+            job = run.job
+            key = (job.constraint, job.name if job.exclusive else None, job.memory_per_pod)
+            if key in failed and job.gpus_per_pod >= failed[key]:
+                left.append(run)
+                unschedulable[run.name] = unschedulable.get(run.name, 0) + 1
+                continue
+            node = cluster.first_fit_node(job, spread=True)
+            if node is None and self.preemption:
+                node = self._preempt_for(state, run)
+            if node is None:
+                failed[key] = min(job.gpus_per_pod, failed.get(key, job.gpus_per_pod))
+                left.append(run)
+                unschedulable[run.name] = unschedulable.get(run.name, 0) + 1
+                continue
+            state.bind(run, node)
+        self.queue = [r for r in left if not r.finished] + self.queue
+        n = len(cluster.nodes)
+        for run in self.known.values():
+            k = unschedulable.get(run.name)
+            state.set_reason(run, None if k is None else
+                             f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
+                             "Insufficient nvidia.com/gpu")
+        return []
+
+    # ---- preemption (PostFilter) -----------------------------------------------------------
+    def _preempt_for(self, state: SchedState, run: JobRun) -> int | None:
+        """Evict the fewest, lowest-priority pods on one node so that one pod of ``run`` fits."""
+        cluster, job = state.cluster, run.job
+        allowed = cluster.allowed(job.constraint)
+        best = None
+        for i, node in enumerate(cluster.nodes):
+            if allowed is not None and i not in allowed:
+                continue
+            victims = sorted(((state.runs[name].job.priority, name) for name in cluster.jobs_on[i]
+                              if state.runs[name].job.priority < job.priority), key=lambda v: v)
+            free, chosen = cluster.free[i], []
+            for prio, name in victims:
+                if free >= job.gpus_per_pod:
+                    break
+                victim = state.runs[name]
+                for _ in range(cluster.jobs_on[i][name]):
+                    if free >= job.gpus_per_pod:
+                        break
+                    chosen.append(victim)
+                    free += victim.job.gpus_per_pod
+            if free >= job.gpus_per_pod and chosen:
+                score = (max(v.job.priority for v in chosen), len(chosen), i)
+                if best is None or score < best[0]:
+                    best = (score, i, chosen)
+        if best is None:
+            return None
+        _, i, chosen = best
+        for victim in chosen:
+            cluster.unbind_one(victim.job, i)
+            state.log(victim.name, f"pod on {cluster.nodes[i].name} preempted by {run.name} "
+                                   f"(priority {victim.job.priority} < {job.priority})")
+            if victim.state == RUNNING:
+                state.stop_training(victim, "a rank was preempted: all ranks restart")
+            state.note(victim)
+            self.create_pods([victim], {victim.name: 1})  # its Job controller recreates the pod
+        if not cluster.fits(job, i):
+            return None
+        return i
+

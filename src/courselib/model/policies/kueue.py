@@ -1,0 +1,145 @@
+"""``kueue``: ClusterQueue quota admission, all-or-nothing per workload, no placement check (FACTS §3.2).
+
+- **Admission** reserves quota for the *whole* Workload or not at all (``all_or_nothing.md``
+  L17–19). A podset fits if its GPUs ≤ the ClusterQueue's unused ``nominalQuota`` (1), or ≤
+  the cohort's unused quota (2) **and** ≤ unused ``nominalQuota + borrowingLimit`` (3)
+  (``cluster_queue.md`` L229–241); other queues lend at most their ``lendingLimit``. A queue
+  not declared in the workload has the whole cluster as its nominal quota.
+- **No placement check**: an admitted workload's pods are created and bound one by one by the
+  default scheduler (``kube-default``); quota is not placement (``all_or_nothing.md`` L35–37),
+  so an admitted workload can hold part of its GPUs and wait.
+- **waitForPodsReady**: if an admitted workload's pods are not all ready ``timeout`` after
+  admission, the admission is cancelled (reason ``PodsReadyTimeout``), its pods are deleted,
+  and the workload is re-queued after ``backoff_base × 2^(n−1)`` s, capped at ``backoff_max``
+  (``setup_wait_for_pods_ready.md`` L64–70, L101, L112–118). Defaults follow the config API:
+  ``config_api="v1beta2"`` → timeout 30 min, ``block_admission`` false; ``"v1beta1"`` →
+  timeout 5 min, ``block_admission`` true (``apis/config/*/defaults.go``). Backoff 60 s → 3600 s
+  in both. After ``backoff_limit`` re-queues the workload is deactivated (None = never).
+
+Pending order is priority, then creation time (``BestEffortFIFO``).
+"""
+from __future__ import annotations
+
+from courselib.model.gang import RUNNING, JobRun, SchedState
+from courselib.model.policies import Policy
+from courselib.model.policies.kube_default import KubeDefault
+from courselib.model.workload import Workload
+
+TIMEOUTS = {"v1beta2": 30 * 60.0, "v1beta1": 5 * 60.0}
+BLOCK_ADMISSION = {"v1beta2": False, "v1beta1": True}
+
+
+def requeue_delay(n: int, base: float = 60.0, cap: float = 3600.0) -> float:
+    """Seconds before the n-th re-queue (n ≥ 1): 60, 120, 240, …, 3600 (FACTS §3.2)."""
+    return min(base * 2 ** (n - 1), cap)
+
+
+class Kueue(Policy):
+    name = "kueue"
+
+    def __init__(self, workload: Workload, seed: int = 0, wait_for_pods_ready: bool = True,
+                 config_api: str = "v1beta2", timeout: float | None = None,
+                 block_admission: bool | None = None, backoff_base: float = 60.0,
+                 backoff_max: float = 3600.0, backoff_limit: int | None = None):
+        super().__init__(workload, seed)
+        if config_api not in TIMEOUTS:
+            raise ValueError(f"config_api must be one of {', '.join(TIMEOUTS)}")
+        self.wait_for_pods_ready = wait_for_pods_ready
+        self.timeout = TIMEOUTS[config_api] if timeout is None else timeout
+        self.block_admission = BLOCK_ADMISSION[config_api] if block_admission is None else block_admission
+        self.backoff_base, self.backoff_max, self.backoff_limit = backoff_base, backoff_max, backoff_limit
+        self.pods = KubeDefault(workload, seed)  # the scheduler that places admitted pods
+        self.workloads: list[JobRun] = []
+        self.admitted: dict[str, float] = {}  # name -> admission time
+        self.requeues: dict[str, int] = {}
+        self.deactivated: set[str] = set()
+
+    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        self.workloads.extend(runs)
+
+    # ---- quota -------------------------------------------------------------------------------
+    def nominal(self, state: SchedState, queue: str) -> int:
+        q = self.workload.queue(queue).nominal_quota
+        return state.cluster.total_gpus if q is None else q
+
+    def usage(self, queue: str) -> int:
+        return sum(r.job.gpus for r in self.workloads if r.name in self.admitted and r.job.queue == queue)
+
+    def fits_quota(self, state: SchedState, run: JobRun) -> tuple[bool, int]:
+        """(fits?, GPUs more needed) for ``run``'s whole podset in its ClusterQueue."""
+        qname, need = run.job.queue, run.job.gpus
+        own_free = self.nominal(state, qname) - self.usage(qname)
+        if need <= own_free:
+            return True, 0
+        spec = self.workload.queue(qname)
+        if spec.cohort is None:
+            return False, need - max(0, own_free)
+        lend = 0
+        for other in {j.queue for j in self.workload.jobs} | {q.name for q in self.workload.queues}:
+            o = self.workload.queue(other)
+            if other == qname or o.cohort != spec.cohort:
+                continue
+            unused = max(0, self.nominal(state, other) - self.usage(other))
+            lend += unused if o.lending_limit is None else min(unused, o.lending_limit)
+        borrow = need - max(0, own_free)
+        limit_ok = spec.borrowing_limit is None or \
+            self.usage(qname) + need <= self.nominal(state, qname) + spec.borrowing_limit
+        if borrow <= lend and limit_ok:
+            return True, 0
+        return False, borrow - lend if borrow > lend else need
+
+    # ---- cycle -------------------------------------------------------------------------------
+    def schedule(self, state: SchedState) -> list[float]:
+        wake: list[float] = []
+        now = state.now
+        if self.wait_for_pods_ready:
+            for run in list(self.workloads):
+                t0 = self.admitted.get(run.name)
+                if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout:
+                    wake += self._evict(state, run)
+        self._admit(state, wake)
+        self.pods.schedule(state)
+        return wake
+
+    def _admit(self, state: SchedState, wake: list[float]) -> None:
+        order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
+                       key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+        for run in order:
+            if run.name in self.deactivated:
+                continue
+            if run.eligible_at > state.now:
+                state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
+                continue
+            if self.block_admission and any(r.state != RUNNING for r in self.workloads
+                                            if r.name in self.admitted and not r.finished):
+                state.set_reason(run, "Pending: admission blocked until admitted workloads have PodsReady")
+                continue
+            ok, more = self.fits_quota(state, run)
+            if not ok:
+                state.set_reason(run, f"Pending: insufficient unused quota for nvidia.com/gpu in "
+                                      f"ClusterQueue {run.job.queue}, {more} more needed")
+                continue
+            self.admitted[run.name] = state.now
+            state.set_reason(run, None)
+            state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
+                                f"(placement not checked)")
+            self.pods.create_pods([run], {run.name: run.job.pods})
+            if self.wait_for_pods_ready:
+                wake.append(state.now + self.timeout)
+
+    def _evict(self, state: SchedState, run: JobRun) -> list[float]:
+        del self.admitted[run.name]
+        self.pods.drop_pods(run)
+        state.release(run, "evicted: PodsReadyTimeout")
+        n = self.requeues[run.name] = self.requeues.get(run.name, 0) + 1
+        if self.backoff_limit is not None and n > self.backoff_limit:
+            self.deactivated.add(run.name)
+            state.set_reason(run, "Deactivated: requeuing limit exceeded")
+            return []
+        run.eligible_at = state.now + requeue_delay(n, self.backoff_base, self.backoff_max)
+        run.evictions += 1
+        state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
+        return [run.eligible_at]
+
+    def on_finish(self, state: SchedState, run: JobRun) -> None:
+        self.admitted.pop(run.name, None)

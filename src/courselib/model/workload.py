@@ -1,0 +1,177 @@
+"""Clusters and gang workloads: what the mini gang scheduler is asked to place.
+
+Public API (stable; the Slurm replay of issue 7 builds on it):
+
+- :class:`Job` — one training job, a gang of ``pods`` ranks with ``gpus_per_pod`` GPUs each.
+  ``Job(name, pods, gpus_per_pod, submit=0.0, duration, min_member=None, priority=0,
+  queue="default", constraint=None, exclusive=False, time_limit=None, memory_per_pod=0)``.
+  Times are seconds; ``duration`` is required (the training time once every rank is placed);
+  ``min_member`` defaults to ``pods`` (Volcano's PodGroup ``minMember``: the job trains only
+  when that many ranks are placed — the NCCL init barrier, FACTS §4.1); ``time_limit`` is
+  Slurm's ``--time`` (backfill plans with ``time_limit`` or, if absent, ``duration``);
+  ``constraint`` is a Slurm ``--constraint`` expression over node features (``nvlink``,
+  ``a&b``, ``a|b``, matching-OR ``[a|b]``); ``exclusive`` is ``--exclusive`` (whole nodes).
+  For Slurm a pod is a task: ``-n pods --gpus-per-task=gpus_per_pod``.
+- :class:`ClusterSpec` — ``ClusterSpec(nodes, gpus_per_node, memory_per_node=0, features=(),
+  island_size=0)``: ``nodes`` identical nodes named ``node1 … nodeN`` (Slurm style), each
+  with ``gpus_per_node`` GPUs. ``features`` is either a tuple of feature names carried by
+  every node or, per node, a tuple of frozensets (see :meth:`ClusterSpec.with_features`).
+  ``island_size`` groups consecutive nodes into NVLink islands / topology blocks; node ``i``
+  of island ``k`` also carries the feature ``island{k}``. ``memory_per_node`` 0 = not modelled.
+- :class:`Queue` — a Kueue ClusterQueue / Volcano queue: ``nominal_quota`` in GPUs (None =
+  the whole cluster), ``cohort``, ``borrowing_limit``, ``lending_limit`` (FACTS §3.2).
+- :class:`Workload` — ``Workload(cluster, jobs, queues=())``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine: its GPUs, memory (bytes; 0 = not modelled), feature labels and island."""
+
+    index: int
+    name: str
+    gpus: int
+    memory: int = 0
+    features: frozenset = frozenset()
+    island: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A homogeneous cluster of ``nodes`` × ``gpus_per_node`` GPUs, with optional labels."""
+
+    nodes: int
+    gpus_per_node: int
+    memory_per_node: int = 0
+    features: tuple = ()
+    island_size: int = 0
+
+    def __post_init__(self):
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError("a cluster needs at least one node with at least one GPU")
+        if self.island_size < 0:
+            raise ValueError("island_size must be >= 0")
+        feats = tuple(self.features)
+        if feats and all(isinstance(f, str) for f in feats):
+            feats = tuple(frozenset(feats) for _ in range(self.nodes))
+        elif feats:
+            if len(feats) != self.nodes:
+                raise ValueError(f"per-node features: expected {self.nodes} entries, got {len(feats)}")
+            feats = tuple(frozenset(f) for f in feats)
+        object.__setattr__(self, "features", feats)
+
+    @classmethod
+    def with_features(cls, nodes: int, gpus_per_node: int, by_feature: dict[str, range | list[int]],
+                      **kw) -> "ClusterSpec":
+        """A cluster where feature ``f`` is carried by the 0-based node indexes ``by_feature[f]``."""
+        per = [set() for _ in range(nodes)]
+        for feat, idxs in by_feature.items():
+            for i in idxs:
+                per[i].add(feat)
+        return cls(nodes, gpus_per_node, features=tuple(frozenset(p) for p in per), **kw)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def island_of(self, i: int) -> int | None:
+        return i // self.island_size if self.island_size else None
+
+    def node_list(self) -> tuple[Node, ...]:
+        out = []
+        for i in range(self.nodes):
+            feats = set(self.features[i]) if self.features else set()
+            island = self.island_of(i)
+            if island is not None:
+                feats.add(f"island{island}")
+            out.append(Node(i, f"node{i + 1}", self.gpus_per_node, self.memory_per_node,
+                            frozenset(feats), island))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A gang of ``pods`` ranks; it trains for ``duration`` seconds once ``min_member`` are placed."""
+
+    name: str
+    pods: int
+    gpus_per_pod: int
+    submit: float = 0.0
+    duration: float | None = None
+    min_member: int | None = None
+    priority: int = 0
+    queue: str = "default"
+    constraint: str | None = None
+    exclusive: bool = False
+    time_limit: float | None = None
+    memory_per_pod: int = 0
+
+    def __post_init__(self):
+        if self.duration is None:
+            raise ValueError(f"job {self.name!r}: duration is required")
+        if self.pods < 1 or self.gpus_per_pod < 0:
+            raise ValueError(f"job {self.name!r}: needs pods >= 1 and gpus_per_pod >= 0")
+        if self.min_member is None:
+            object.__setattr__(self, "min_member", self.pods)
+        if not 1 <= self.min_member <= self.pods:
+            raise ValueError(f"job {self.name!r}: min_member must be between 1 and pods ({self.pods})")
+        if self.duration < 0 or self.submit < 0:
+            raise ValueError(f"job {self.name!r}: submit and duration must be >= 0")
+        if self.time_limit is not None and self.time_limit <= 0:
+            raise ValueError(f"job {self.name!r}: time_limit must be > 0")
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole gang (``pods × gpus_per_pod``)."""
+        return self.pods * self.gpus_per_pod
+
+    @property
+    def min_gpus(self) -> int:
+        """GPUs the barrier needs (``min_member × gpus_per_pod``): Volcano's minResources."""
+        return self.min_member * self.gpus_per_pod
+
+    @property
+    def planned_runtime(self) -> float:
+        """What a planner (Slurm backfill) assumes: ``time_limit`` if given, else ``duration``."""
+        return self.time_limit if self.time_limit is not None else self.duration
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A ClusterQueue (Kueue) / queue (Volcano) with a GPU quota; None = the whole cluster."""
+
+    name: str
+    nominal_quota: int | None = None
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A cluster and the jobs submitted to it (and, optionally, their queues)."""
+
+    cluster: ClusterSpec
+    jobs: tuple[Job, ...]
+    queues: tuple[Queue, ...] = field(default=())
+
+    def __post_init__(self):
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        object.__setattr__(self, "queues", tuple(self.queues))
+        names = [j.name for j in self.jobs]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate job names: {sorted(dup)}")
+
+    def queue(self, name: str) -> Queue:
+        """The named queue; a queue never declared has the whole cluster as its quota."""
+        for q in self.queues:
+            if q.name == name:
+                return q
+        return Queue(name)
+
+    def replace_jobs(self, jobs) -> "Workload":
+        return replace(self, jobs=tuple(jobs))

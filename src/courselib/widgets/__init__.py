@@ -1,0 +1,1 @@
+"""Interactive playgrounds (ipywidgets), imported lazily by the notebooks."""

@@ -1,0 +1,114 @@
+"""Property tests (hypothesis) of the mini gang scheduler over random clusters and workloads."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from courselib.model.workload import ClusterSpec, Job, Workload
+from courselib.sim.gang import simulate
+
+POLICIES = ["kube-default", "volcano", "kueue", "slurm"]
+
+
+@st.composite
+def workloads(draw, same_submit: bool = False, plain: bool = False):
+    nodes = draw(st.integers(1, 5))
+    gpn = draw(st.sampled_from([1, 2, 4, 8]))
+    island = 0 if plain else draw(st.sampled_from([0, 0, 2]))
+    feats = () if plain else draw(st.sampled_from([(), ("nvlink",)]))
+    cluster = ClusterSpec(nodes, gpn, features=feats, island_size=island)
+    jobs = []
+    for k in range(draw(st.integers(1, 5))):
+        gpp = draw(st.integers(1, gpn))
+        pods = draw(st.integers(1, max(1, (nodes * gpn) // gpp + 2)))
+        jobs.append(Job(
+            name=f"j{k}", pods=pods, gpus_per_pod=gpp,
+            submit=0.0 if same_submit else float(draw(st.sampled_from([0, 0, 60, 600]))),
+            duration=float(draw(st.sampled_from([60, 600, 3600]))),
+            min_member=None if plain else draw(st.one_of(st.none(), st.integers(1, pods))),
+            priority=0 if plain else draw(st.integers(0, 2)),
+            constraint=None if plain else draw(st.sampled_from([None, None, "nvlink", "[island0|island1]"])),
+            exclusive=False if plain else draw(st.booleans()),
+            time_limit=None))
+    return Workload(cluster, jobs)
+
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(workloads(), st.sampled_from(POLICIES))
+def test_gpus_are_never_double_booked_or_lost(w, policy):
+    """After every scheduling cycle: free + held = total on every node (SchedState.check)."""
+    r = simulate(w, policy, check=True, horizon=6 * 3600)
+    for j in r.jobs:
+        assert 0 <= j.gpus_held <= j.gpus_held_max
+        if j.state in ("COMPLETED", "TIMEOUT"):
+            assert j.gpus_held == 0
+    assert sum(j.gpus_held for j in r.jobs) <= w.cluster.total_gpus
+
+
+@FAST
+@given(workloads(), st.sampled_from(["volcano", "slurm"]))
+def test_volcano_and_slurm_never_hold_gpus_without_training(w, policy):
+    """FACTS §3.1 (Discard unless JobReady) and §3.4 (a job is one whole allocation)."""
+    r = simulate(w, policy, horizon=6 * 3600)
+    assert not r.deadlock and r.wasted_gpu_hours == 0
+    for name, history in r.histories.items():
+        for _, held, training in history:
+            assert held == 0 or training, (name, history)
+
+
+@settings(max_examples=25, deadline=None)
+@given(workloads(), st.sampled_from(POLICIES), st.integers(0, 3))
+def test_simulation_is_deterministic(w, policy, seed):
+    a = simulate(w, policy, seed=seed, horizon=6 * 3600).to_dict()
+    b = simulate(w, policy, seed=seed, horizon=6 * 3600).to_dict()
+    assert a == b
+
+
+def brute_force_kube_deadlock(w: Workload) -> tuple[bool, set]:
+    """An independent, deliberately naive replay of kube-default for jobs all submitted at t=0:
+    pods in round-robin order, each to the node with most free GPUs (lowest index on ties), every
+    node scanned for every pod; a job runs when all its pods are bound; time jumps to the next end
+    (every job ending at that instant releases its GPUs before the next pass, as in the simulator).
+    Deadlock: nothing runs, and some job holds GPUs without having all its pods."""
+    free = [w.cluster.gpus_per_node] * w.cluster.nodes
+    queue = [j for k in range(max(j.pods for j in w.jobs)) for j in w.jobs if k < j.pods]
+    bound = {j.name: [] for j in w.jobs}
+    running, started, now = {}, set(), 0.0
+    while True:
+        left = []
+        for job in queue:
+            best = None
+            for i in range(len(free)):
+                if free[i] >= job.gpus_per_pod and (best is None or free[i] > free[best]):
+                    best = i
+            if best is None:
+                left.append(job)
+            else:
+                free[best] -= job.gpus_per_pod
+                bound[job.name].append(best)
+        queue = left
+        for job in w.jobs:
+            if job.name not in started and len(bound[job.name]) == job.pods:
+                started.add(job.name)
+                running[job.name] = now + job.duration
+        if not running:
+            stuck = any(0 < len(bound[j.name]) < j.pods for j in w.jobs)
+            return stuck, started
+        now = min(running.values())
+        for name in [n for n, end in running.items() if end == now]:  # all ends at one instant, then a cycle
+            del running[name]
+            job = next(j for j in w.jobs if j.name == name)
+            for i in bound[name]:
+                free[i] += job.gpus_per_pod
+            bound[name] = [None] * job.pods  # finished: keeps its count, holds nothing
+
+
+@settings(max_examples=80, deadline=None)
+@given(workloads(same_submit=True, plain=True))
+def test_kube_default_deadlock_agrees_with_brute_force(w):
+    expected, started = brute_force_kube_deadlock(w)
+    r = simulate(w, "kube-default")
+    assert r.deadlock == expected
+    assert {j.name for j in r.jobs if j.start is not None} == started

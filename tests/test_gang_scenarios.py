@@ -1,0 +1,230 @@
+"""Scenario tests of the mini gang scheduler, each taken from FACTS §3–4 or the seed's two stories."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from courselib.model.cluster import Cluster, alternatives, parse_constraint
+from courselib.model.policies import make_policy, policy_names
+from courselib.model.policies.kueue import requeue_delay
+from courselib.model.workload import ClusterSpec, Job, Queue, Workload
+from courselib.sim.gang import simulate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workloads"
+
+
+def two_512_jobs() -> Workload:
+    return Workload(ClusterSpec(75, 8), [Job("a", 512, 1, duration=7200), Job("b", 512, 1, duration=7200)])
+
+
+# ---- the seed's stories --------------------------------------------------------------------------
+def test_story1_600_free_gpus_deadlock_under_kube_default():
+    """Seed story 1: 600 free GPUs, two 512-GPU jobs; FACTS §3.3: the default scheduler places pods
+    one at a time (no gang scheduling before v1.35), so round-robin creation gives 300 + 300."""
+    r = simulate(two_512_jobs(), "kube-default", check=True)
+    assert r.deadlock
+    assert [(j.gpus_held, j.start) for j in r.jobs] == [(300, None), (300, None)]
+    # the concrete allocation sequence: both jobs bound 300 pods and then wait
+    bound = [(e.job, e.held) for e in r.trace if e.what.startswith("bound")]
+    assert bound == [("a", 300), ("b", 300)]
+    assert r.wasted_gpu_hours == pytest.approx(600 * r.horizon / 3600)
+
+
+@pytest.mark.parametrize("policy", ["volcano", "slurm", "kueue"])
+def test_story1_one_job_starts_under_gang_aware_policies(policy):
+    """FACTS §3.1 (minMember: "the scheduler will not start anyone"), §3.4 (a job is one allocation)."""
+    r = simulate(two_512_jobs(), policy, check=True)
+    assert not r.deadlock and r.wasted_gpu_hours == 0
+    assert r.job("a").start == 0 and r.job("b").start == 7200
+
+
+def test_story2_400_of_512_for_25_minutes_costs_166_67_gpu_hours():
+    """Seed story 2: 400 GPUs held 25 min at the NCCL barrier (FACTS §4.1 L180-186): 400 x 25/60 GPU-h."""
+    from courselib.io.workload import load_workload
+    w = load_workload(EXAMPLES / "seed-400-of-512-25min.yaml")
+    r = simulate(w, "kube-default", check=True)
+    big = r.job("pretrain")
+    assert big.first_bound == 0 and big.start == 25 * 60
+    assert big.wasted_gpu_hours == pytest.approx(400 * 25 / 60)
+    assert r.wasted_gpu_hours == pytest.approx(166.6667, abs=1e-3)
+    for policy in ("volcano", "slurm"):
+        other = simulate(w, policy)
+        assert other.wasted_gpu_hours == 0 and other.job("pretrain").start == 25 * 60
+
+
+def test_every_example_workload_loads_and_runs_under_every_policy():
+    from courselib.io.workload import load_workload
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert len(files) >= 4
+    for f in files:
+        for p in policy_names():
+            simulate(load_workload(f), p, check=True)
+
+
+# ---- Volcano -------------------------------------------------------------------------------------
+def test_volcano_discards_a_placement_short_of_min_member():
+    """FACTS §3.1 allocate.go L343/L865: commit only if JobReady, else stmt.Discard(): nothing bound."""
+    w = Workload(ClusterSpec(2, 8, ), [Job("small", 1, 8, duration=3600), Job("gang", 2, 8, duration=60)],
+                 queues=[Queue("default", nominal_quota=1000)])
+    r = simulate(w, "volcano", check=True)
+    g = r.job("gang")
+    assert g.first_bound == 3600 and g.wasted_gpu_hours == 0
+    kube = simulate(w, "kube-default")
+    assert kube.job("gang").wasted_gpu_hours == pytest.approx(8 * 1.0)
+
+
+def test_volcano_overcommit_factor_1_2_admits_then_allocate_refuses():
+    """FACTS §3.1 overcommit.go L37 (factor 1.2), L91 (idle = total*1.2 - used), L124 (inqueue+minReq <= idle).
+    With a queue quota above the cluster the proportion check passes, so overcommit decides."""
+    jobs = [Job("a", 60, 1, duration=100), Job("b", 60, 1, duration=100)]
+    w = Workload(ClusterSpec(100, 1), jobs, queues=[Queue("default", nominal_quota=1000)])
+    pol = make_policy("volcano", w)
+    assert pol.overcommit_factor == 1.2
+    r = simulate(w, "volcano", check=True)
+    inq = [e for e in r.trace if "Inqueue" in e.what and e.time == 0]
+    assert [e.job for e in inq] == ["a", "b"]  # 60 + 60 <= 100 * 1.2 - 0
+    assert r.job("b").first_bound == 100 and r.wasted_gpu_hours == 0  # but b binds nothing until a ends
+    strict = simulate(w, "volcano", overcommit_factor=1.0)
+    assert [e.job for e in strict.trace if "Inqueue" in e.what and e.time == 0] == ["a"]
+    assert any("overused" in e.what and e.job == "b" for e in strict.trace)
+
+
+def test_volcano_proportion_rejects_a_job_larger_than_the_cluster():
+    """FACTS §3.1 proportion.go: minReq + allocated + inqueue > capability -> rejected (never Inqueue)."""
+    w = Workload(ClusterSpec(4, 8), [Job("huge", 36, 1, duration=60)])  # 36 <= 32 * 1.2, > 32
+    r = simulate(w, "volcano")
+    assert r.job("huge").state == "PENDING" and "proportion" in r.job("huge").pending_reason
+    assert not r.deadlock and r.wasted_gpu_hours == 0
+
+
+def test_min_member_below_pods_trains_with_min_member_ranks():
+    """PodGroup minMember (FACTS §3.1 L179): the job may start with minMember of its pods."""
+    w = Workload(ClusterSpec(1, 6), [Job("elastic", 8, 1, duration=60, min_member=4)])
+    r = simulate(w, "volcano", check=True)
+    assert r.job("elastic").start == 0 and r.job("elastic").gpus_held_max == 6
+
+
+# ---- Kueue ---------------------------------------------------------------------------------------
+def test_kueue_requeue_backoff_doubles_from_60s_to_3600s():
+    """FACTS §3.2 setup_wait_for_pods_ready.md L112-118: ~60, 120, 240, ..., 3600, ..., 3600 s."""
+    assert [requeue_delay(n) for n in range(1, 9)] == [60, 120, 240, 480, 960, 1920, 3600, 3600]
+
+
+def test_kueue_wait_for_pods_ready_defaults_depend_on_config_api():
+    """FACTS §3.2 / §7.7: timeout 30 min (v1beta2) or 5 min (v1beta1, BlockAdmission true)."""
+    w = two_512_jobs()
+    v2, v1 = make_policy("kueue", w), make_policy("kueue", w, config_api="v1beta1")
+    assert (v2.timeout, v2.block_admission) == (1800, False)
+    assert (v1.timeout, v1.block_admission) == (300, True)
+
+
+def test_kueue_admits_on_quota_not_placement_then_evicts_after_timeout():
+    """FACTS §3.2 all_or_nothing.md L35-37: quota does not guarantee placement; L64-70: PodsReadyTimeout."""
+    from courselib.io.workload import load_workload
+    r = simulate(load_workload(EXAMPLES / "kueue-quota-not-placement.yaml"), "kueue", check=True)
+    big = r.job("big")
+    evictions = [e.time for e in r.trace if e.job == "big" and "PodsReadyTimeout" in e.what]
+    admissions = [e.time for e in r.trace if e.job == "big" and e.what.startswith("admitted")]
+    assert evictions == [60 + 1800]
+    assert admissions == [60, 60 + 1800 + 60]
+    assert big.start == 3600 and big.evictions == 1
+    assert big.wasted_gpu_hours == pytest.approx(16 * (1800 + (3600 - 1920)) / 3600)
+
+
+def test_kueue_cohort_borrowing_matches_the_docs_example():
+    """FACTS §3.2 cluster_queue.md L229-241: team-a 9 + idle team-b 12 in one cohort -> up to 21."""
+    queues = [Queue("team-a", 9, cohort="c"), Queue("team-b", 12, cohort="c")]
+    w = Workload(ClusterSpec(3, 8), [Job("x", 21, 1, duration=60, queue="team-a")], queues)
+    assert simulate(w, "kueue").job("x").start == 0
+    w22 = Workload(ClusterSpec(3, 8), [Job("x", 22, 1, duration=60, queue="team-a")], queues)
+    assert simulate(w22, "kueue", horizon=600).job("x").start is None
+    limited = [Queue("team-a", 9, cohort="c", borrowing_limit=5), Queue("team-b", 12, cohort="c")]
+    assert simulate(Workload(w.cluster, w.jobs, limited), "kueue", horizon=600).job("x").start is None
+
+
+# ---- Slurm ---------------------------------------------------------------------------------------
+def test_slurm_backfill_with_reservations():
+    """FACTS §3.4 sched_config.shtml L68/L83/L88: start lower-priority jobs only if no reservation moves."""
+    from courselib.io.workload import load_workload
+    w = load_workload(EXAMPLES / "slurm-backfill.yaml")
+    r = simulate(w, "slurm", check=True)
+    assert r.job("short").start == 120  # fits before wide's reservation at 1h
+    assert r.job("wide").start == 3600  # not delayed
+    assert r.job("long").start == 3600 + 7200
+    mid = simulate(w, "slurm", horizon=1800)
+    assert (mid.job("wide").pending_reason, mid.job("long").pending_reason) == ("Resources", "Priority")
+
+
+def test_slurm_without_backfill_is_strict_priority_order():
+    """FACTS §3.4 L16: without backfill, once a job is left pending no other job is scheduled."""
+    from courselib.io.workload import load_workload
+    w = load_workload(EXAMPLES / "slurm-backfill.yaml")
+    r = simulate(w, "slurm", horizon=1800, backfill=False)
+    assert r.job("short").start is None and r.job("short").pending_reason == "Priority"
+
+
+def test_slurm_default_reserves_for_every_job_easy_only_for_one():
+    """FACTS §3.4 / §7.2: bf_job_part_count_reserve=0 "will reserve resources for any pending job";
+    1 approximates EASY (only the top job is protected, so a small job may delay the second one)."""
+    jobs = [Job("run", 2, 8, duration=3600), Job("run2", 2, 8, duration=7200),
+            Job("w1", 5, 8, submit=1, duration=3600, priority=9),
+            Job("w2", 3, 8, submit=1, duration=3600, priority=8),
+            Job("small", 1, 8, submit=2, duration=5400)]
+    w = Workload(ClusterSpec(5, 8), jobs)
+    conservative = simulate(w, "slurm", check=True)
+    easy = simulate(w, "slurm", check=True, bf_job_part_count_reserve=1)
+    assert conservative.job("w2").start == 3600 and conservative.job("small").start > 2
+    assert easy.job("small").start == 2 and easy.job("w2").start > 3600
+    assert conservative.job("w1").start == easy.job("w1").start == 7200  # the top job is never delayed
+    p0 = make_policy("slurm", w)
+    assert (p0.bf_job_part_count_reserve, p0.bf_max_job_test, p0.bf_window) == (0, 500, 86400)
+
+
+def test_slurm_reasons_partition_node_limit_and_bad_constraints():
+    """FACTS §3.4 job_reason_codes.shtml: PartitionNodeLimit, BadConstraints (never Resources)."""
+    w = Workload(ClusterSpec(4, 8, features=("nvlink",)),
+                 [Job("huge", 40, 1, duration=60), Job("h100", 1, 1, duration=60, constraint="h100"),
+                  Job("ok", 1, 1, duration=60, constraint="nvlink")])
+    r = simulate(w, "slurm")
+    assert r.job("huge").pending_reason == "PartitionNodeLimit"
+    assert r.job("h100").pending_reason == "BadConstraints"
+    assert r.job("ok").state == "COMPLETED"
+
+
+def test_slurm_exclusive_takes_whole_nodes_and_time_limit_ends_in_timeout():
+    """FACTS §3.4 sbatch.1 L940-947 (--exclusive: all GPUs of the nodes), L2477-2487 (--time)."""
+    w = Workload(ClusterSpec(4, 8), [Job("x", 3, 2, duration=7200, exclusive=True, time_limit=3600),
+                                     Job("y", 1, 8, duration=60)])
+    r = simulate(w, "slurm", check=True)
+    assert r.job("x").gpus_held_max == 8 and r.job("x").state == "TIMEOUT" and r.job("x").end == 3600
+    w2 = Workload(ClusterSpec(2, 8), [Job("x", 3, 4, duration=60, exclusive=True)])
+    assert simulate(w2, "slurm").job("x").gpus_held_max == 16
+
+
+def test_slurm_matching_or_constraint_keeps_the_job_in_one_island():
+    """FACTS §3.4 sbatch.1 L281-286: [rack1|rack2] -- all nodes allocated on a single rack."""
+    assert alternatives("[island0|island1]") == ["island0", "island1"]
+    assert parse_constraint("a&b|c") == [frozenset({"a", "b"}), frozenset({"c"})]
+    w = Workload(ClusterSpec(4, 8, island_size=2),
+                 [Job("one", 1, 4, duration=60), Job("g", 2, 8, duration=60, constraint="[island0|island1]")])
+    r = simulate(w, "slurm", check=True)
+    islands = {e.what for e in r.trace if e.job == "g"}
+    assert r.job("g").start == 0 and islands
+    c = Cluster(w.cluster)
+    assert c.nodes[2].features == frozenset({"island1"})
+
+
+# ---- preemption (used by the NCCL chapter) -----------------------------------------------------------
+def test_preempting_one_rank_restarts_the_whole_job():
+    """FACTS §4.3: "if k<=n workers fail all workers are stopped and restarted"."""
+    w = Workload(ClusterSpec(2, 8), [Job("low", 16, 1, duration=3600),
+                                     Job("high", 1, 1, submit=600, duration=600, priority=100)])
+    r = simulate(w, "kube-default", check=True, preemption=True)
+    low = r.job("low")
+    assert low.restarts == 1 and low.start == 0
+    assert low.end == 1200 + 3600  # restarted from scratch when "high" finished at 1200
+    assert r.job("high").start == 600
+    assert low.wasted_gpu_hours == pytest.approx(15 * 600 / 3600)
+    plain = simulate(w, "kube-default")
+    assert plain.job("high").start == 3600 and plain.job("low").restarts == 0
