@@ -1,0 +1,265 @@
+"""``courselib sbatch|manifest|docker|trace|lint``: read the files practitioners write.
+
+Thin views over ``courselib.io`` readers and ``courselib.model`` (layers, lint findings).
+Exit status: 0 clean, 1 lint findings (errors or warnings), 2 unreadable input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from courselib.errors import CourseError, InputError
+
+
+def _print_json(obj) -> None:
+    from courselib.cli.main import print_json
+    print_json(obj)
+
+
+def _show(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_show(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _one_line(text: str, width: int) -> str:
+    first = text.splitlines()[0] if text else ""
+    if len(first) > width or "\n" in text:
+        return first[:width - 4] + " ..."
+    return first
+
+
+# ----------------------------------------------------------------------------------------------
+
+def _sbatch_parse(args) -> int:
+    from courselib.io.sbatch import read_sbatch
+    r = read_sbatch(args.file)
+    d = r.to_dict()
+    if args.json:
+        _print_json(d)
+        return 0
+    print(f"{args.file}")
+    rows = [("nodes", d["nodes"]), ("GPUs per node", d["gpus_per_node"]),
+            ("total GPUs", d["total_gpus"] if d["total_gpus"] is not None
+             else f"unknown ({d['total_gpus_reason']})"),
+            ("constraint", d["constraint"]), ("exclusive", d["exclusive"]),
+            ("time limit (min)", d["time_limit_min"]), ("partition", d["partition"]),
+            ("array", d["array"]["text"] if d["array"] else None),
+            ("components", len(d["components"]))]
+    for k, v in rows:
+        print(f"  {k:<17} {_show(v)}")
+    for item in d["ignored_directives"]:
+        print(f"  ignored (after the first command, line {d['first_command_line']}): "
+              f"line {item['line']}: {item['text']}")
+    for item in d["unknown_options"]:
+        print(f"  unknown option: line {item['line']}: {item['option']}")
+    if not d["has_shebang"]:
+        print("  sbatch refuses this file: the first line does not start with '#!'")
+    return 0
+
+
+def _manifest_parse(args) -> int:
+    from courselib.io.manifests import read_manifests
+    readings = read_manifests(args.file, validate=not args.no_validate)
+    if args.json:
+        _print_json([r.to_dict() for r in readings])
+        return 0
+    print(args.file)
+    for r in readings:
+        d = r.to_dict()
+        print(f"  [{d['doc_index']}] {d['kind']} {d['name']} ({d['api_version']}), line {d['line']}")
+        if r.is_workload or r.kind == "PodGroup":
+            print(f"      gang {_show(d['gang_size'])} ({d['gang_rule']}); pods {_show(d['pods'])}; "
+                  f"GPUs/pod {_show(d['gpus_per_pod'])}; total GPUs {_show(d['total_gpus'])}")
+            print(f"      memory limit/pod {_show(d['memory_limit'])}; queue {_show(d['queue'])}"
+                  + (f" ({d['queue_source']})" if d["queue_source"] else "")
+                  + f"; scheduler {_show(d['scheduler_name'])}")
+        else:
+            print(f"      {d['gang_rule']}")
+        for t in d["unresolved_templates"]:
+            print(f"      unresolved template, line {t['line']}: {t['field']} = {t['value']}")
+        for v in d["validation_errors"]:
+            print(f"      schema: line {v['line']}: {v['message']}")
+        for n in d["notes"]:
+            print(f"      note: {n}")
+    return 0
+
+
+def _docker_layers(args) -> int:
+    from courselib.io.dockerfile import read_dockerfile
+    from courselib.model.layers import Change, rebuilt_count
+    r = read_dockerfile(args.dockerfile)
+    change = None
+    if args.changed is not None:
+        change = Change(path=args.changed)
+    elif args.edited_line is not None:
+        change = Change(line=args.edited_line)
+    if change is None:
+        if args.json:
+            _print_json(r.to_dict())
+            return 0
+        for st in r.stages:
+            print(f"stage {st.index}{' ' + st.name if st.name else ''}: FROM {st.base}"
+                  + (f"  (= {st.base_resolved})" if st.base_resolved and st.base_resolved != st.base else ""))
+            for s in r.steps:
+                if s.stage == st.index and s.instruction != "FROM":
+                    print(f"  {s.index + 1:>3} line {s.line:<4} {_one_line(s.text, 90)}")
+        return 0
+    plan = r.plan(change)
+    if args.json:
+        _print_json({"file": r.file, "change": {"path": change.path, "line": change.line},
+                     "rebuilt": rebuilt_count(plan), "steps": len(plan),
+                     "plan": [{"step": p.step.index + 1, "stage": p.step.stage,
+                               "line": p.step.line, "instruction": p.step.instruction,
+                               "text": p.step.text, "rebuilt": p.rebuilt, "reason": p.reason}
+                              for p in plan]})
+        return 0
+    what = f"file {change.path} changed" if change.path else f"line {change.line} edited"
+    print(f"{r.file}: {what}: {rebuilt_count(plan)} of {len(plan)} steps rebuild")
+    for p in plan:
+        mark = "REBUILD" if p.rebuilt else "cached "
+        print(f"  {mark} {p.step.index + 1:>3} line {p.step.line:<4} {_one_line(p.step.text, 60):<60}"
+              + (f"  <- {p.reason}" if p.rebuilt else ""))
+    return 0
+
+
+def _trace_load(args) -> int:
+    from courselib.io.traces import read_trace
+    r = read_trace(args.file)
+    s = r.summary()
+    if args.json:
+        _print_json(s)
+        return 0
+    print(f"{s['file']}: {s['format']} ({s['kind']}), {s['rows']} rows, {s['jobs']} jobs")
+    for k in ("cluster", "span_s", "duration_s", "gpus", "multi_gpu_jobs", "gpu_hours", "procs"):
+        if s.get(k) is not None:
+            print(f"  {k:<15} {_show(s[k])}")
+    for n in s.get("notes", []):
+        print(f"  note: {n}")
+    if s.get("skipped_total"):
+        print(f"  {s['skipped_total']} lines read with missing fields (first: line "
+              f"{s['skipped'][0]['line']})")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+
+def detect_kind(path: Path, text: str) -> str:
+    """sbatch / manifest / dockerfile / trace, by name first, then by content."""
+    name = path.name.lower()
+    if name.endswith((".yaml", ".yml")):
+        return "manifest"
+    if "dockerfile" in name or name.endswith(".containerfile"):
+        return "dockerfile"
+    if name.endswith((".swf", ".csv", ".trace", ".tar.gz", ".header")):
+        return "trace"
+    if name.endswith((".sbatch", ".slurm")) or "#SBATCH" in text:
+        return "sbatch"
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    if first.split()[:1] and first.split()[0].upper() in ("FROM", "ARG"):
+        return "dockerfile"
+    if first.startswith(("apiVersion", "kind", "---")):
+        return "manifest"
+    return "sbatch" if text.startswith("#!") else "unknown"
+
+
+def lint_file(path: str) -> list:
+    """The findings for one file (raises ``CourseError`` if it cannot be read)."""
+    from courselib.io.yamlfile import read_text
+    p = Path(path)
+    if p.name.lower().endswith(".tar.gz"):
+        from courselib.io.traces import read_trace
+        read_trace(path)
+        return []
+    text = read_text(path)
+    kind = detect_kind(p, text)
+    if kind == "sbatch":
+        from courselib.io.sbatch import lint_sbatch, parse_sbatch
+        return lint_sbatch(parse_sbatch(text, file=path, strict=False), text)
+    if kind == "manifest":
+        from courselib.io.manifests import lint_manifests, read_manifests_text
+        return lint_manifests(read_manifests_text(text, file=path))
+    if kind == "dockerfile":
+        from courselib.io.dockerfile import lint_dockerfile, parse_dockerfile
+        return lint_dockerfile(parse_dockerfile(text, file=path))
+    if kind == "trace":
+        from courselib.io.traces import parse_trace_text
+        parse_trace_text(text, file=path, name=p.name)
+        return []
+    raise InputError("cannot tell what kind of file this is", file=path,
+                     hint="lint reads sbatch scripts, Kubernetes YAML, Dockerfiles and traces")
+
+
+def _lint(args) -> int:
+    from courselib.model.lint import sort_findings
+    findings = []
+    unreadable = 0
+    for path in args.files:
+        try:
+            findings += lint_file(path)
+        except CourseError as err:
+            unreadable += 1
+            print(f"courselib: {err}", file=sys.stderr)
+    if args.min_severity != "info":
+        keep = {"error": {"error"}, "warning": {"error", "warning"}}[args.min_severity]
+        findings = [f for f in findings if f.severity in keep]
+    findings = sort_findings(findings)
+    if args.json:
+        _print_json([f.to_dict() for f in findings])
+    else:
+        for f in findings:
+            print(f.format())
+        counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
+        print(f"{len(args.files)} file(s): {counts['error']} error(s), {counts['warning']} "
+              f"warning(s), {counts['info']} note(s)"
+              + (f"; {unreadable} unreadable" if unreadable else ""), file=sys.stderr)
+    if unreadable:
+        return 2
+    return 1 if any(f.severity in ("error", "warning") for f in findings) else 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sbatch", help="read an sbatch script as Slurm does")
+    sp = p.add_subparsers(dest="sbatch_command", metavar="ACTION", required=True)
+    q = sp.add_parser("parse", help="nodes, GPUs, constraint, time limit, ... of a script")
+    q.add_argument("file")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=_sbatch_parse)
+
+    p = subparsers.add_parser("manifest", help="read Kubernetes YAML: gang size, GPUs, queue")
+    sp = p.add_subparsers(dest="manifest_command", metavar="ACTION", required=True)
+    q = sp.add_parser("parse", help="one entry per document")
+    q.add_argument("file")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--no-validate", action="store_true",
+                   help="skip the Kubernetes schema check of core kinds")
+    q.set_defaults(func=_manifest_parse)
+
+    p = subparsers.add_parser("docker", help="Dockerfile stages and the layer cache")
+    sp = p.add_subparsers(dest="docker_command", metavar="ACTION", required=True)
+    q = sp.add_parser("layers", help="the build steps; with a change, which of them rebuild")
+    q.add_argument("dockerfile")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("--changed", metavar="PATH", help="a file of the build context that changed")
+    g.add_argument("--edited-line", metavar="N", type=int, help="a Dockerfile line that was edited")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_docker_layers)
+
+    p = subparsers.add_parser("trace", help="cluster traces: SWF and GPU-trace CSVs")
+    sp = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+    q = sp.add_parser("load", help="summary of a trace")
+    q.add_argument("file")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_trace_load)
+
+    p = subparsers.add_parser("lint", help="catch gang/OOM/time-limit mistakes in job files")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--min-severity", choices=("info", "warning", "error"), default="info",
+                   help="hide findings below this severity")
+    p.set_defaults(func=_lint)
