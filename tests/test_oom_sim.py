@@ -1,0 +1,117 @@
+"""The memcg timeline: memory.high throttles and never kills, memory.max kills, restarts back off."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from courselib.io.scenario import read_scenario, scenario_from_text
+from courselib.sim.memcg import simulate, summary
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "oom"
+
+
+def run(text: str) -> dict:
+    return summary(simulate(scenario_from_text(text)))
+
+
+def test_issue_example_scenario_json_fields():
+    out = run("""
+scope: memcg
+limit: 1Gi
+swap: 0
+oom_group: false
+cgroup: v2
+processes:
+  - {name: a, rss: 150000p, pagetables: 0, swap: 0, oom_score_adj: 0}
+""")
+    assert out["victim"] == "a" and out["killed"] == ["a"]
+    assert out["points"] == {"a": 150000}
+    # FACTS §1.4 with the default node_memory 16Gi = 4194304 pages: (1000 + 150000000//4194304)*2//3
+    assert out["oom_score"] == {"a": (1000 + 150000 * 1000 // 4194304) * 2 // 3}
+    assert out["events"]["oom"] == 1 and out["events"]["oom_kill"] == 1 and out["events"]["oom_group_kill"] == 0
+    assert out["exit_codes"] == {"a": 137}
+
+
+def test_memory_high_throttles_and_never_kills():
+    # FACTS §1.5: "Going over the high limit never invokes the OOM killer"
+    out = run("""
+limit: 1Gi
+high: 100Mi
+duration: 10s
+processes:
+  - {name: leak, rss: 10Mi, grow: 50Mi/s}
+""")
+    assert out["killed"] == [] and out["events"]["oom"] == 0 and out["events"]["high"] > 0
+    # throttled: without memory.high it would have grown 500 MiB in 10 s
+    tl = simulate(scenario_from_text("limit: 1Gi\nhigh: 100Mi\nduration: 10s\nprocesses:\n"
+                                     "  - {name: leak, rss: 10Mi, grow: 50Mi/s}\n"))
+    assert tl.rss["leak"][-1] * 4096 < 300 * 2 ** 20
+
+
+def test_memory_max_kills_when_usage_crosses_it_with_sizes_at_that_moment():
+    # FACTS §1.5 memory.max: "the OOM killer is invoked in the cgroup"; totalpages = limit (§1.3)
+    tl = simulate(scenario_from_text("""
+limit: 100Mi
+duration: 5s
+step: 0.5s
+processes:
+  - {name: big, rss: 60Mi}
+  - {name: leak, rss: 10Mi, grow: 10Mi/s, oom_score_adj: 0}
+"""))
+    assert len(tl.kills) == 1
+    k = tl.kills[0]
+    # 70 MiB + 5 MiB per 0.5 s step fills 100 MiB exactly at 3 s; the step at 3.5 s cannot be charged
+    assert k.time == pytest.approx(3.5)
+    assert k.oom.points == {"big": 60 * 256, "leak": 40 * 256} and k.oom.victim == "big"
+
+
+def test_crashloop_restarts_follow_the_backoff():
+    # FACTS §2.5: first restart immediate, then 10 s, 20 s ...
+    tl = simulate(read_scenario(EXAMPLES / "growing.yaml"))
+    delays = [d for _, name, d in tl.restarts if name == "leaky"]
+    assert delays[:3] == [0.0, 10.0, 20.0]
+    t = [k.time for k in tl.kills]
+    # each life regrows for the same time; the gap between crashes adds the backoff delay
+    assert t[1] - t[0] == pytest.approx(t[0] + 0.0) and t[2] - t[1] == pytest.approx(t[0] + 10.0)
+
+
+def test_group_kill_example():
+    out = summary(simulate(read_scenario(EXAMPLES / "group.yaml")))
+    assert out["killed"] == ["main", "helper"] and out["events"]["oom_group_kill"] == 1
+    assert out["exit_codes"]["pause"] is None
+
+
+def test_node_oom_deadlock_panic_and_memcg_no_panic():
+    # FACTS §1.3 no panic for memcg; global -> "System is deadlocked on memory"
+    node = run("scope: node\nlimit: 1Gi\nprocesses:\n  - {name: g, rss: 10Mi, oom_score_adj: -1000}\n")
+    assert node["victim"] is None and node["panic"] == "System is deadlocked on memory"
+    memcg = run("scope: memcg\nlimit: 1Gi\nprocesses:\n  - {name: g, rss: 10Mi, oom_score_adj: -1000}\n")
+    assert memcg["victim"] is None and memcg["panic"] is None and memcg["events"]["oom"] == 1
+
+
+def test_child_cgroup_limit_is_the_oom_domain():
+    # FACTS §1.3: only tasks in the OOMing memcg's subtree are candidates
+    out = run("""
+limit: 1Gi
+duration: 5s
+cgroups:
+  - {path: /pod-a, max: 100Mi}
+processes:
+  - {name: huge, rss: 500Mi, cgroup: /pod-b}
+  - {name: small, rss: 10Mi, cgroup: /pod-a, grow: 50Mi/s}
+""")
+    assert out["victim"] == "small" and out["ooms"][0]["domain"] == "/pod-a"
+    assert "huge" not in out["points"]
+
+
+def test_same_input_same_output():
+    a = summary(simulate(read_scenario(EXAMPLES / "growing.yaml")))
+    b = summary(simulate(read_scenario(EXAMPLES / "growing.yaml")))
+    assert a == b
+
+
+@pytest.mark.parametrize("name", ["basic", "growing", "group", "node"])
+def test_examples_run(name):
+    out = summary(simulate(read_scenario(EXAMPLES / f"{name}.yaml")))
+    assert out["victim"] is not None
