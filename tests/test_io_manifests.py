@@ -186,3 +186,12 @@ def test_mutated_corpus_manifests_never_crash(data):
         lint_manifests(read_manifests_text(mutated, file="m.yaml"))
     except CourseError as err:
         assert err.file == "m.yaml"
+
+
+def test_to_job_keeps_the_gpu_pods_as_the_gang():
+    from courselib.io.manifests import to_job
+    job = to_job(one(VCJOB.replace("MIN", "4")), duration=600)
+    # ps (no GPU) leaves the gang: 4 workers x 2 GPUs, minAvailable 4 - 1 non-GPU pod = 3
+    assert (job.pods, job.gpus_per_pod, job.min_member, job.memory_per_pod) == (4, 2, 3, 8 * 2 ** 30)
+    with pytest.raises(InputError):
+        to_job(one("apiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n"), duration=1)

@@ -220,3 +220,14 @@ def test_mutated_corpus_scripts_never_crash(data):
         lint_sbatch(parse_sbatch(mutated, file="m.sbatch", strict=False), mutated)
     except CourseError as err:
         assert err.file == "m.sbatch"
+
+
+def test_to_job_builds_the_gang_schedulers_job():
+    from courselib.io.sbatch import to_job
+    job = to_job(read_sbatch(EXAMPLES / "train-64node.sbatch"), duration=3600)
+    assert (job.name, job.pods, job.gpus_per_pod, job.min_member) == ("llm-pretrain", 64, 8, 64)
+    assert (job.constraint, job.exclusive, job.time_limit, job.duration) == ("nvlink", True, 172800.0, 3600)
+    with pytest.raises(InputError, match="node count"):
+        to_job(parse_sbatch(script("#SBATCH --gres=gpu:8 -t 10"), file="x.sbatch"))
+    with pytest.raises(InputError, match="duration"):
+        to_job(parse_sbatch(script("#SBATCH -N 2 --gres=gpu:8"), file="x.sbatch"))

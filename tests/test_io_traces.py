@@ -92,3 +92,23 @@ def test_generated_traces_never_raise_anything_but_course_errors(lines, eol, nam
         parse_trace_text(eol.join(lines), file=name, name=name).summary()
     except CourseError as err:
         assert err.file == name
+
+
+def test_trace_to_jobs_splits_big_gangs_over_nodes():
+    from courselib.io.traces import split_gang, trace_to_jobs
+    assert split_gang(4, 8) == (1, 4) and split_gang(32, 8) == (4, 8) and split_gang(12, 8) == (2, 6)
+    jobs = trace_to_jobs(read_trace(EXAMPLES / "toy.swf"), gpus_per_node=8)
+    assert [(j.name, j.submit, j.pods, j.gpus_per_pod, j.duration) for j in jobs] == [
+        ("job1", 0, 2, 8, 3600), ("job2", 60, 1, 8, 1800), ("job3", 120, 4, 8, 600)]
+    assert jobs[0].time_limit == 7200
+    with pytest.raises(InputError):
+        trace_to_jobs(parse_csv_trace("runtime\n1.0\n"))
+
+
+def test_corpus_gpu_trace_becomes_a_workload(corpus):
+    from courselib.io.traces import trace_to_jobs
+    from courselib.model.workload import ClusterSpec, Workload
+    jobs = trace_to_jobs(read_trace(corpus / "traces" / "SymbioticLab__Tiresias__simulator__60_job.csv"),
+                         gpus_per_node=4)
+    w = Workload(ClusterSpec(32, 4), jobs)
+    assert len(w.jobs) == 60 and max(j.gpus for j in jobs) <= 128

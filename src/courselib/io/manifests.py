@@ -745,3 +745,43 @@ def _gang_mechanism(r: ManifestReading) -> str | None:
     if r.queue and r.queue_source and "kueue" in r.queue_source:
         return "kueue"
     return None
+
+
+# ----------------------------------------------------------------------------------------------
+# to the gang scheduler's model
+
+def to_job(reading: ManifestReading, *, duration: float, submit: float = 0.0, priority: int = 0):
+    """A workload document as a ``courselib.model.workload.Job``: its GPU pods are the gang.
+
+    Pods without GPUs (a launcher, a parameter server) are left out of the GPU gang and the gang
+    minimum is reduced by them; GPU pod sets must agree on GPUs per pod, since a ``Job`` is a
+    gang of identical ranks.
+    """
+    from courselib.model.workload import Job
+
+    loc = dict(file=reading.file, line=reading.line)
+    if not reading.is_workload or not reading.pod_sets:
+        raise InputError(f"{reading.kind} {reading.name} is not a workload with pods", **loc)
+    if reading.pods is None:
+        raise InputError("the number of pods is not known (unresolved template?)", **loc)
+    gpu_sets = [p for p in reading.pod_sets if p.gpus_per_pod]
+    if not gpu_sets:
+        gpu_sets, gpus = list(reading.pod_sets), 0
+    else:
+        counts = {p.gpus_per_pod for p in gpu_sets}
+        if len(counts) > 1:
+            raise InputError("GPU pod sets ask for different GPUs per pod: "
+                             + ", ".join(f"{p.name}={p.gpus_per_pod}" for p in gpu_sets),
+                             hint="convert each pod set as its own job", **loc)
+        gpus = counts.pop()
+    pods = sum(p.replicas or 0 for p in gpu_sets)
+    if pods < 1:
+        raise InputError("the workload has no pods to place", **loc)
+    others = (reading.pods or 0) - pods
+    min_member = None
+    if reading.gang_size is not None and reading.gang_rule.startswith(("spec.min", "spec.runPolicy")):
+        min_member = max(1, min(pods, reading.gang_size - others))
+    mems = [p.memory_limit for p in gpu_sets if p.memory_limit is not None]
+    return Job(name=reading.name or f"doc{reading.doc_index}", pods=pods, gpus_per_pod=gpus,
+               submit=submit, duration=duration, min_member=min_member, priority=priority,
+               queue=reading.queue or "default", memory_per_pod=max(mems) if mems else 0)

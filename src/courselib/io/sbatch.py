@@ -22,7 +22,8 @@ Options sbatch does not know are reported in ``unknown_options``, never a crash.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from courselib.errors import CourseError, InputError
@@ -839,3 +840,43 @@ def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
                 f"unequal GPU counts",
                 "use --gpus-per-node so every node gets the same number")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# to the gang scheduler's model
+
+def to_job(reading: SbatchReading, *, duration: float | None = None, submit: float = 0.0,
+           name: str | None = None, priority: int = 0, component: int = 0):
+    """The script as a ``courselib.model.workload.Job`` for the mini gang scheduler.
+
+    One pod per node (``-N 64 --gpus-per-node=8`` -> 64 pods x 8 GPUs), so that Slurm's
+    whole-job allocation is a gang of ``nodes`` members; ``--constraint``, ``--exclusive`` and
+    ``--time`` (as ``time_limit`` in seconds) carry over. ``duration`` is how long the job really
+    trains; without it the job is assumed to run to its time limit.
+    """
+    from courselib.model.workload import Job
+
+    where = dict(file=reading.file, line=None)
+    if not 0 <= component < len(reading.components):
+        raise InputError(f"the script has {len(reading.components)} component(s), not {component + 1}",
+                         **where)
+    c = reading.components[component]
+    if c.nodes is None:
+        raise InputError("the node count is not in the script", field="--nodes",
+                         hint="add '#SBATCH --nodes=N' (or pass the count when you convert)",
+                         file=reading.file, line=c.first_line or None)
+    if c.gpus_per_node is None:
+        raise InputError(f"GPUs per node unknown: {c.total_gpus_reason}", field="--gpus-per-node",
+                         file=reading.file, line=c.first_line or None,
+                         hint="add '#SBATCH --gpus-per-node=G'")
+    limit = c.time_limit_min * 60.0 if c.time_limit_min is not None else None
+    if duration is None:
+        if limit is None:
+            raise InputError("give a duration: the script has no --time either", field="--time",
+                             file=reading.file, line=c.first_line or None)
+        duration = limit
+    job_name = name or reading.job_name or (Path(reading.file).stem if reading.file else "sbatch-job")
+    return Job(name=job_name, pods=c.nodes, gpus_per_pod=c.gpus_per_node, submit=submit,
+               duration=duration, priority=priority, constraint=c.constraint,
+               exclusive=c.exclusive, time_limit=limit,
+               queue=c.partition or "default")

@@ -369,3 +369,61 @@ def read_trace(path) -> TraceReading:
     from courselib.io.yamlfile import read_text
     text = read_text(path)
     return parse_trace_text(text, file=str(path), name=name)
+
+
+# ----------------------------------------------------------------------------------------------
+# to the gang scheduler's model
+
+def split_gang(gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """``(pods, gpus_per_pod)`` for a job of ``gpus`` GPUs on nodes of ``gpus_per_node``:
+    one pod if it fits a node, else the fewest equal pods that each fit a node."""
+    if gpus <= gpus_per_node:
+        return 1, gpus
+    for per in range(gpus_per_node, 0, -1):
+        if gpus % per == 0:
+            return gpus // per, per
+    return gpus, 1  # pragma: no cover - per == 1 always divides
+
+
+def trace_to_jobs(reading: TraceReading, *, gpus_per_node: int = 8, procs_per_gpu: int = 1,
+                  limit: int | None = None):
+    """The trace's jobs as ``courselib.model.workload.Job`` s (submit times start at 0).
+
+    GPU traces keep their GPU counts (a shared fraction such as ``gpu_milli`` 460 rounds up to one
+    GPU); SWF and Slurm-simulator traces count ``procs_per_gpu`` processors as one GPU. A job needs
+    a run time to be simulated: jobs without one (Gavel's step counts) are left out, as are
+    jobs asking for nothing.
+    """
+    from courselib.model.workload import Job
+
+    if reading.kind != "jobs":
+        raise InputError(f"this {reading.format} table has no jobs ({reading.kind})", file=reading.file)
+    if gpus_per_node < 1 or procs_per_gpu < 1:
+        raise InputError("gpus_per_node and procs_per_gpu must be at least 1", file=reading.file)
+    usable = [j for j in reading.jobs if j.duration is not None]
+    if not usable:
+        raise InputError("no job in this trace has a run time in seconds", file=reading.file,
+                         hint="Gavel traces give training steps; convert them with a throughput first")
+    t0 = min(j.submit for j in usable)
+    out = []
+    seen: set[str] = set()
+    for j in usable:
+        if j.gpus is not None:
+            gpus = math.ceil(j.gpus) if j.gpus > 0 else 0
+        elif j.procs is not None:
+            gpus = math.ceil(j.procs / procs_per_gpu)
+        else:
+            continue
+        if gpus < 1:
+            continue
+        pods, per = split_gang(gpus, gpus_per_node)
+        name = f"job{j.id}" if j.id.isdigit() else j.id
+        if name in seen:
+            name = f"job{j.id}@{j.line}"
+        seen.add(name)
+        out.append(Job(name=name, pods=pods, gpus_per_pod=per, submit=j.submit - t0,
+                       duration=j.duration, time_limit=j.requested_time or None,
+                       queue=j.queue or "default"))
+        if limit is not None and len(out) >= limit:
+            break
+    return tuple(out)
