@@ -168,9 +168,11 @@ class Kernel:
 
     def _restart(self, live: _Live, delay: float):
         yield self.env.timeout(delay)
-        if self.out.panic is None:
-            live.task, live.grown, live.carry, live.alive = live.spec.task, 0, 0, True
-            self.env.process(grow(self.env, self, live))
+        if self.out.panic is None:  # the new container charges its memory like any other
+            live.task, live.grown, live.carry, live.alive = replace(live.spec.task, rss=0), 0, 0, True
+            self.charge(live, live.spec.task.rss)
+            if live.alive:
+                self.env.process(grow(self.env, self, live))
 
     def charge(self, live: _Live, pages: int) -> int:
         """Charge ``pages`` to ``live``; returns the pages charged (fewer if it was killed)."""
