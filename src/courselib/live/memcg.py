@@ -472,11 +472,18 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
             except subprocess.TimeoutExpired:
                 raise CourseError("the trigger neither finished growing nor died", hint="try again") from None
         time.sleep(0.2)  # let the kernel finish reaping before we count
+        pids = {p.pid: n for n, p in exp.procs.items()}
+        lines = log.read()
+        for line in lines:  # a victim the log names has exited, or is about to: wait for it
+            m = re.search(r"Killed process (\d+) ", line)
+            if m and int(m.group(1)) in pids:
+                try:
+                    exp.procs[pids[int(m.group(1))]].wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    pass
         run.returncodes = {name: p.poll() for name, p in exp.procs.items()}
         run.killed = [n for n, rc in run.returncodes.items() if rc == -signal.SIGKILL]
         run.oom_kill = oom_kill_count(exp.path, place.version) - before
-        pids = {p.pid: n for n, p in exp.procs.items()}
-        lines = log.read()
         run.kernel_log = [ln for ln in lines if any(f"process {pid} " in ln for pid in pids)
                           or "memory cgroup out of memory" in ln.lower()]
         run.kernel_table = parse_oom_table(lines, pids)
