@@ -244,7 +244,7 @@ def lint_dockerfile(reading: DockerfileReading) -> list:
             n = sum(1 for r in plan if r.rebuilt)
             out.append(Finding(
                 "D001", "warning", f, s.line,
-                f"COPY {' '.join(s.sources)} comes before {len(installs)} install step(s) "
+                f"{s.text} comes before {len(installs)} install step(s) "
                 f"(first: line {first.line}, {first.text[:50]}...): editing any copied file, "
                 f"e.g. {probe}, rebuilds {n} steps including every package install",
                 "copy only the dependency files first (requirements.txt, pyproject.toml + lock), "
