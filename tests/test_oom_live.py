@@ -51,3 +51,19 @@ def test_returncode_minus_9_is_exit_137():
     assert d["kernel"]["exit_codes"] == {"a": None, "b": 137} and d["match"] is True
     run.oom_kill = 2
     assert run.as_dict()["match"] is False
+
+
+def test_recorded_runs_stand_in_without_privilege(monkeypatch):
+    from courselib.errors import PrivilegeError
+    from courselib.live import memcg
+
+    def refuse(**kw):
+        raise PrivilegeError("no memory cgroup here; nothing was touched")
+
+    monkeypatch.setattr(memcg, "find_place", refuse)
+    runs = memcg.live_or_recorded(("largest", "adj-shifts"))
+    assert [r["scenario"] for r in runs] == ["largest", "adj-shifts"]
+    assert all(r["recorded"] and "nothing was touched" in r["why_recorded"] for r in runs)
+    # the recorded runs are real kernel runs where prediction and kernel agreed
+    assert all(r["match"] and r["kernel"]["killed"] == r["prediction"]["killed"] for r in runs)
+    assert runs[0]["kernel"]["killed"] == ["b"] and runs[1]["kernel"]["killed"] == ["a"]
