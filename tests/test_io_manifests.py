@@ -195,3 +195,26 @@ def test_to_job_keeps_the_gpu_pods_as_the_gang():
     assert (job.pods, job.gpus_per_pod, job.min_member, job.memory_per_pod) == (4, 2, 3, 8 * 2 ** 30)
     with pytest.raises(InputError):
         to_job(one("apiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n"), duration=1)
+
+
+def test_kueue_cluster_queue_becomes_a_queue(corpus):
+    from courselib.io.manifests import to_queue
+    docs = read_manifests(corpus / "k8s" / "kubernetes-sigs__kueue__site__static__examples__tas__sample-gpu-queues.yaml")
+    cq = next(d for d in docs if d.kind == "ClusterQueue")
+    lq = next(d for d in docs if d.kind == "LocalQueue")
+    assert cq.gpu_quota[0] == 16 and lq.cluster_queue == cq.name
+    q = to_queue(cq)
+    assert (q.name, q.nominal_quota) == ("tas-cluster-queue", 16)
+    cpu_only = next(d for d in read_manifests(corpus / "k8s" / "kubernetes-sigs__kueue__site__static__examples__admin__single-clusterqueue-setup.yaml")
+                    if d.kind == "ClusterQueue")
+    assert cpu_only.gpu_quota is None and to_queue(cpu_only).nominal_quota is None
+    with pytest.raises(InputError):
+        to_queue(lq)
+
+
+def test_cluster_queue_limits_and_cohort():
+    r = one("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec:\n"
+            "  cohort: research\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n"
+            "    - name: a100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 8}\n"
+            "    - name: h100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 4, lendingLimit: 2}\n")
+    assert (r.gpu_quota, r.cohort) == ((12, 8, 2), "research")

@@ -152,6 +152,8 @@ def _trace_load(args) -> int:
 def detect_kind(path: Path, text: str) -> str:
     """sbatch / manifest / dockerfile / trace, by name first, then by content."""
     name = path.name.lower()
+    if name.endswith((".tsv", ".md", ".json", ".txt", ".py", ".ipynb")):
+        return "unknown"
     if name.endswith((".yaml", ".yml")):
         return "manifest"
     if "dockerfile" in name or name.endswith(".containerfile"):

@@ -85,6 +85,9 @@ class ManifestReading:
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     is_workload: bool = False
+    gpu_quota: tuple[int | None, int | None, int | None] | None = None  # ClusterQueue: nominal, borrowing, lending
+    cohort: str | None = None
+    cluster_queue: str | None = None          # LocalQueue -> ClusterQueue
 
     @property
     def pods(self) -> int | None:
@@ -137,6 +140,9 @@ class ManifestReading:
             "validation_errors": [{"line": ln, "message": m} for ln, m in self.validation_errors],
             "problems": [{"line": ln, "field": f, "message": m} for ln, f, m in self.problems],
             "notes": list(self.notes),
+            "gpu_quota": None if self.gpu_quota is None else dict(zip(
+                ("nominal", "borrowing_limit", "lending_limit"), self.gpu_quota)),
+            "cohort": self.cohort, "cluster_queue": self.cluster_queue,
         }
 
 
@@ -368,6 +374,7 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
     queue_line = None
     sched = None
     workload = False
+    gpu_quota = cohort = cluster_queue = None
     if kind is None:
         problems.append((_line(doc), "kind", "no 'kind': not a Kubernetes object"))
 
@@ -495,11 +502,14 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
     elif group == "kueue.x-k8s.io":
         gang_rule = "not a workload (Kueue configuration)"
         if kind == "LocalQueue" and isinstance(spec.get("clusterQueue"), str):
-            notes.append(f"points to ClusterQueue {spec['clusterQueue']}")
+            cluster_queue = spec["clusterQueue"]
+            notes.append(f"points to ClusterQueue {cluster_queue}")
         if kind == "ClusterQueue":
-            quota = _cluster_queue_gpus(spec)
-            if quota:
-                notes.append(f"nominal GPU quota {quota}")
+            gpu_quota = _cluster_queue_gpus(spec)
+            cohort = spec.get("cohort") if isinstance(spec.get("cohort"), str) else None
+            if gpu_quota:
+                notes.append(f"GPU quota: nominal {gpu_quota[0]}, borrowing limit "
+                             f"{gpu_quota[1]}, lending limit {gpu_quota[2]}")
     elif group == "scheduling.volcano.sh" and kind == "Queue":
         gang_rule = "not a workload (Volcano queue)"
     _scan_templates(doc, templates)
@@ -518,21 +528,29 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
         queue_line=queue_line, scheduler_name=str(sched) if sched is not None else None,
         templates=tuple(dict.fromkeys(templates)), validation_errors=tuple(validation),
         problems=tuple(problems), notes=tuple(notes), labels=labels, annotations=annotations,
-        is_workload=workload)
+        is_workload=workload, gpu_quota=gpu_quota, cohort=cohort, cluster_queue=cluster_queue)
 
 
 def _list(x) -> list:
     return x if isinstance(x, list) else []
 
 
-def _cluster_queue_gpus(spec) -> int | None:
-    total = 0
+def _cluster_queue_gpus(spec) -> tuple[int | None, int | None, int | None] | None:
+    """GPU ``(nominalQuota, borrowingLimit, lendingLimit)`` summed over flavors (FACTS §3.2);
+    ``None`` if the ClusterQueue covers no GPU resource; a limit is ``None`` where none is set."""
+    found = False
+    totals: list[int | None] = [0, None, None]
     for rg in _list(spec.get("resourceGroups")):
         for fl in _list(_get(rg, "flavors")):
             for r in _list(_get(fl, "resources")):
                 if isinstance(r, dict) and r.get("name") in GPU_RESOURCES:
-                    total += _quantity_int(r.get("nominalQuota")) or 0
-    return total or None
+                    found = True
+                    totals[0] += _quantity_int(r.get("nominalQuota")) or 0
+                    for i, key in ((1, "borrowingLimit"), (2, "lendingLimit")):
+                        v = _quantity_int(r.get(key))
+                        if v is not None:
+                            totals[i] = (totals[i] or 0) + v
+    return tuple(totals) if found else None
 
 
 # fields whose text is run by a shell at run time: a '$VAR' there is not a template
@@ -577,16 +595,53 @@ def _validator_module():
     return kubernetes_validate
 
 
-def _validate(doc) -> list[tuple[int | None, str]]:
-    """Errors the real Kubernetes OpenAPI schema finds (offline, ``kubernetes-validate``)."""
+@lru_cache(maxsize=64)
+def _schema_validator(kind: str, api_version: str):
+    """A jsonschema validator for one kind, built once from the schemas shipped in
+    ``kubernetes-validate`` (offline; the shared definitions file is read once, not per document)."""
     kv = _validator_module()
     if kv is None:
-        return []
+        return None
+    import jsonschema
+    from referencing import Registry, Resource
+    from kubernetes_validate import utils
+
+    version = [v for v in utils.all_versions()
+               if utils.major_minor(v) <= utils.major_minor(K8S_SCHEMA_VERSION)][-1]
+    schema_dir = f"kubernetes-json-schema/v{version}-local-strict"
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        kv.validate(_plain(doc), K8S_SCHEMA_VERSION, strict=True)
+        schema = utils.schema_contents(f"{schema_dir}/{kind.lower()}-{api}.json", K8S_SCHEMA_VERSION)
+    except (FileNotFoundError, utils.VersionNotSupportedError):
+        return None
+    defs = _definitions(schema_dir)
+    registry = Resource.from_contents(defs) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@lru_cache(maxsize=2)
+def _definitions(schema_dir: str):
+    from kubernetes_validate import utils
+    return utils.schema_contents(f"{schema_dir}/_definitions.json", K8S_SCHEMA_VERSION)
+
+
+def _validate(doc) -> list[tuple[int | None, str]]:
+    """Errors the real Kubernetes OpenAPI schema finds (offline, schemas of ``kubernetes-validate``),
+    at most three, each with the line of the offending field."""
+    kind, api = doc.get("kind"), doc.get("apiVersion")
+    try:
+        validator = _schema_validator(kind, api)
+    except Exception as err:  # noqa: BLE001 - a broken schema package: say so, go on
+        return [(_line(doc), f"could not validate: {type(err).__name__}")]
+    if validator is None:
         return []
-    except kv.ValidationError as err:
-        path = list(getattr(err, "path", []) or [])
+    out = []
+    try:
+        errors = sorted(validator.iter_errors(_plain(doc)), key=lambda e: [str(p) for p in e.path])
+    except Exception as err:  # noqa: BLE001 - e.g. an unresolvable reference
+        return [(_line(doc), f"could not validate: {type(err).__name__}")]
+    for err in errors[:3]:
+        path = list(err.path)
         node, line = doc, _line(doc)
         for key in path:
             try:
@@ -595,10 +650,9 @@ def _validate(doc) -> list[tuple[int | None, str]]:
             except (KeyError, IndexError, TypeError):
                 break
         where = ".".join(str(p) for p in path)
-        msg = str(getattr(err, "message", err)).splitlines()[0]
-        return [(line, f"{where}: {msg}" if where else msg)]
-    except Exception as err:  # noqa: BLE001 - schema missing for this kind/version: say so, go on
-        return [(_line(doc), f"could not validate: {type(err).__name__}")]
+        msg = str(err.message).splitlines()[0]
+        out.append((line, f"{where}: {msg}" if where else msg))
+    return out
 
 
 def read_manifests_text(text: str, *, file: str | None = None, validate: bool = True) -> list[ManifestReading]:
@@ -785,3 +839,16 @@ def to_job(reading: ManifestReading, *, duration: float, submit: float = 0.0, pr
     return Job(name=reading.name or f"doc{reading.doc_index}", pods=pods, gpus_per_pod=gpus,
                submit=submit, duration=duration, min_member=min_member, priority=priority,
                queue=reading.queue or "default", memory_per_pod=max(mems) if mems else 0)
+
+
+def to_queue(reading: ManifestReading):
+    """A Kueue ``ClusterQueue`` as the gang scheduler's ``courselib.model.workload.Queue``
+    (GPU quota, cohort, borrowing and lending limits; FACTS §3.2)."""
+    from courselib.model.workload import Queue
+
+    if reading.kind != "ClusterQueue":
+        raise InputError(f"{reading.kind} {reading.name} is not a ClusterQueue",
+                         file=reading.file, line=reading.line)
+    nominal, borrowing, lending = reading.gpu_quota or (None, None, None)
+    return Queue(reading.name or f"doc{reading.doc_index}", nominal_quota=nominal,
+                 cohort=reading.cohort, borrowing_limit=borrowing, lending_limit=lending)
