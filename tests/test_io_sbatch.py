@@ -231,3 +231,27 @@ def test_to_job_builds_the_gang_schedulers_job():
         to_job(parse_sbatch(script("#SBATCH --gres=gpu:8 -t 10"), file="x.sbatch"))
     with pytest.raises(InputError, match="duration"):
         to_job(parse_sbatch(script("#SBATCH -N 2 --gres=gpu:8"), file="x.sbatch"))
+
+
+def test_quotes_escapes_and_fatal_lines_follow_get_argument():
+    assert split_directive(r' --comment="a \" b # c" -J x') == ['--comment=a " b # c', "-J", "x"]
+    with pytest.raises(InputError, match="unmatched"):
+        split_directive(' --comment="open')
+    with pytest.raises(InputError) as e:
+        parse_sbatch(script("#SBATCH -N 2", "#SBATCH --comment='x"), file="q.sbatch")
+    assert (e.value.line, e.value.field) == (3, "#SBATCH")
+    lenient = parse_sbatch(script("#SBATCH -N 2 :x"), strict=False)
+    assert lenient.nodes == 2 and lenient.problems
+
+
+def test_hetjob_word_anywhere_in_the_line_splits_like_sbatch():
+    r = parse_sbatch(script("#SBATCH -N 2 --gres=gpu:8", "#SBATCH --job-name=hetjob-demo", "#SBATCH -N 1"))
+    assert len(r.components) == 2 and r.hidden_separator_lines == (3,)
+    assert (r.components[0].nodes, r.components[1].nodes) == (2, 1)
+    from courselib.io.sbatch import lint_sbatch
+    assert "S012" in [f.code for f in lint_sbatch(r)]
+
+
+def test_old_slurm_magic_is_read():
+    r = parse_sbatch(script("#SLURM --nodes=3"))
+    assert r.nodes == 3 and r.old_magic_lines == (2,)

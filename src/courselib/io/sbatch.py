@@ -2,12 +2,15 @@
 
 Slurm's rules (sbatch(1); ``src/sbatch/opt.c``; corpus README):
 
-* only lines that begin at column 0 with ``#SBATCH`` are directives, and parsing stops at the
+* only lines that begin at column 0 with ``#SBATCH`` (or the old ``#SLURM``) are directives, and
+  parsing stops at the
   first line whose first non-blank character is not ``#`` — every later ``#SBATCH`` line
   (including one inside a heredoc) is silently ignored;
-* an unescaped ``#`` inside a directive starts a comment; quotes group; ``\\`` escapes;
+* an unescaped ``#`` inside a directive starts a comment; ``"``/``'`` group; ``\\`` escapes; an
+  unmatched quote or a word starting with ``:`` makes sbatch stop with an error;
 * several options may share a line, and a later occurrence overrides an earlier one;
-* ``#SBATCH hetjob`` (old name ``packjob``) starts a new heterogeneous-job component;
+* a directive line containing ``hetjob`` (old name ``packjob``) *anywhere* — sbatch searches the
+  line with ``strcasestr`` — starts a new heterogeneous-job component;
   job-wide options (``--time``, ``--job-name``, ``--account``, ...) carry into later components,
   resource options (``--nodes``, ``--partition``, ``--gres``, ``--constraint``) do not;
 * ``--time`` takes ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``15`` is
@@ -29,6 +32,7 @@ from typing import Any
 from courselib.errors import CourseError, InputError
 
 MAGIC = "#SBATCH"
+OLD_MAGIC = "#SLURM"       # still read by sbatch, with "Change from #SLURM to #SBATCH"
 
 # Long options of sbatch(1) (Slurm 24.x/25.x): name -> "req" (needs a value), "opt" (value only
 # with '='), "none" (a flag). Old names sbatch still accepts are included.
@@ -194,6 +198,8 @@ class SbatchReading:
     problems: tuple[Problem, ...]
     array: ArraySpec | None
     job_name: str | None
+    old_magic_lines: tuple[int, ...] = ()          # "#SLURM" directives
+    hidden_separator_lines: tuple[int, ...] = ()   # "hetjob" inside a value or comment
 
     # The first component answers the job-level questions (Slurm's het-job leader).
     @property
@@ -278,6 +284,8 @@ class SbatchReading:
             "stray_arguments": [{"line": ln, "word": w} for ln, w in self.stray_arguments],
             "problems": [{"line": p.line, "field": p.field, "message": p.message,
                           "hint": p.hint} for p in self.problems],
+            "old_magic_lines": list(self.old_magic_lines),
+            "hidden_separator_lines": list(self.hidden_separator_lines),
             "has_shebang": self.has_shebang,
             "first_command_line": self.first_command_line,
         }
@@ -287,26 +295,40 @@ class SbatchReading:
 # tokenising a directive line (opt.c _get_argument)
 
 def split_directive(rest: str) -> list[str]:
-    """The words of the text after ``#SBATCH``: whitespace separates, ``"``/``'`` group,
-    ``\\`` escapes, an unescaped ``#`` outside quotes ends the line."""
+    """The words of the text after ``#SBATCH``, as sbatch's ``_get_argument`` reads them:
+    whitespace separates, ``"`` and ``'`` group, ``\\`` escapes the next character (inside
+    quotes too), an unescaped ``#`` outside quotes ends the line. An unmatched quote or a word
+    starting with ``:`` is an error in sbatch (``InputError`` here, with the words read so far
+    in ``err.words``)."""
+    words, problem = _split_directive(rest)
+    if problem:
+        err = InputError(problem, hint="close the quote, or escape the character with \\")
+        err.words = words
+        raise err
+    return words
+
+
+def _split_directive(rest: str) -> tuple[list[str], str | None]:
     words: list[str] = []
     cur: list[str] = []
     in_word = False
     quote: str | None = None
-    i = 0
-    while i < len(rest):
-        ch = rest[i]
+    escape = False
+    for ch in rest:
+        if escape:
+            escape = False
+            cur.append(ch)
+            in_word = True
+            continue
+        if ch == "\\":
+            escape = True
+            in_word = True
+            continue
         if quote:
             if ch == quote:
                 quote = None
             else:
                 cur.append(ch)
-            i += 1
-            continue
-        if ch == "\\" and i + 1 < len(rest):
-            cur.append(rest[i + 1])
-            in_word = True
-            i += 2
             continue
         if ch in "\"'":
             quote = ch
@@ -318,12 +340,15 @@ def split_directive(rest: str) -> list[str]:
                 words.append("".join(cur))
                 cur, in_word = [], False
         else:
+            if ch == ":" and not in_word:
+                return words, "unexpected ':' at the start of a word (sbatch stops with an error)"
             cur.append(ch)
             in_word = True
-        i += 1
+    if quote:
+        return words, f"unmatched {quote} (sbatch stops with an error)"
     if in_word:
         words.append("".join(cur))
-    return words
+    return words, None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -545,16 +570,29 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
     first_command: int | None = None
     comp = 0
     comp_starts = {0: None}
+    old_magic: list[int] = []
+    split_problems: list[tuple[int, str]] = []
+    hidden_separators: list[int] = []
     for n, raw in enumerate(lines, start=1):
         if first_command is None:
             if raw.startswith("#!") and shebang_line is None:
                 shebang_line = n
-            if raw.startswith(MAGIC):
-                words = split_directive(raw[len(MAGIC):])
-                if words and words[0] in ("hetjob", "packjob"):
+            magic = MAGIC if raw.startswith(MAGIC) else OLD_MAGIC if raw.startswith(OLD_MAGIC) else None
+            if magic:
+                if magic == OLD_MAGIC:
+                    old_magic.append(n)
+                words, problem = _split_directive(raw[len(magic):])
+                if problem:
+                    split_problems.append((n, problem))
+                # sbatch looks for the separator anywhere in the line (strcasestr), so
+                # "--job-name=hetjob-test" or a comment naming it starts a component too
+                low = raw.lower()
+                if "hetjob" in low or "packjob" in low:
                     comp += 1
                     comp_starts[comp] = n
-                    words = words[1:]
+                    if not any(w.lower() in ("hetjob", "packjob") for w in words):
+                        hidden_separators.append(n)
+                    words = [w for w in words if w.lower() not in ("hetjob", "packjob")]
                 before = len(directives)
                 _parse_words(words, n, comp, directives, unknown, stray)
                 if comp_starts[comp] is None and len(directives) > before:
@@ -564,7 +602,7 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
             if stripped and not stripped.startswith("#"):
                 first_command = n
             continue
-        if raw.startswith(MAGIC):
+        if raw.startswith((MAGIC, OLD_MAGIC)):
             ignored.append((n, raw.rstrip()))
     problems: list[Problem] = []
 
@@ -572,6 +610,9 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
         if strict:
             raise InputError(err.message, file=file, line=line, field=fld, hint=err.hint)
         problems.append(Problem(line, fld, err.message, err.hint))
+
+    for line, problem in split_problems:
+        fail(line, "#SBATCH", InputError(problem, hint="close the quote, or escape the character with \\"))
 
     comps = []
     carried: dict[str, tuple[str | None, int]] = {}
@@ -607,7 +648,8 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
         first_command_line=first_command, components=tuple(comps),
         directives=tuple(directives), ignored_directives=tuple(ignored),
         unknown_options=tuple(unknown), stray_arguments=tuple(stray),
-        problems=tuple(problems), array=array, job_name=job_name)
+        problems=tuple(problems), array=array, job_name=job_name,
+        old_magic_lines=tuple(old_magic), hidden_separator_lines=tuple(hidden_separators))
 
 
 def _last(opts, name):
@@ -774,10 +816,19 @@ def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
     for line, txt in reading.ignored_directives:
         cmd = lines[fc - 1].strip() if lines and fc and fc <= len(lines) else ""
         add("S002", "error", line,
-            f"Slurm ignores this directive: '#SBATCH {' '.join(split_directive(txt[len(MAGIC):]))[:60]}' "
+            f"Slurm ignores this directive: '{txt.split()[0]} "
+            f"{' '.join(_split_directive(txt[len(txt.split()[0]):])[0])[:60]}' "
             f"comes after the first command "
             f"(line {fc}{': ' + cmd[:40] if cmd else ''}), where sbatch stops reading #SBATCH lines",
             f"move it above line {fc}, with the other #SBATCH lines")
+    for line in reading.hidden_separator_lines:
+        add("S012", "warning", line,
+            "this directive contains 'hetjob'/'packjob' inside a value or comment: sbatch looks for "
+            "the word anywhere in the line and starts a new heterogeneous-job component here",
+            "rename the value (or reword the comment) so the line does not contain 'hetjob'")
+    for line in reading.old_magic_lines:
+        add("S013", "info", line, "#SLURM is an old spelling; sbatch still reads it but warns",
+            "write #SBATCH")
     for p in reading.problems:
         add("S003", "error", p.line, f"{p.field}: {p.message} (sbatch rejects the script)",
             p.hint or "fix the value")
