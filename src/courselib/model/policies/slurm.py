@@ -27,6 +27,8 @@ Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node inde
 """
 from __future__ import annotations
 
+import numpy as np
+
 from courselib.model.cluster import alternatives
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies import Policy
@@ -50,6 +52,9 @@ class Slurm(Policy):
         self.jobs: list[JobRun] = []
         self.expected_end: dict[str, float] = {}
         self.reservations: dict[str, tuple[float, float, list[int]]] = {}  # last pass, for teaching
+        self._free_cache: dict[tuple, tuple] = {}
+        self._mask_cache: dict = {}
+        self._infeasible: dict[str, str | None] = {}
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
@@ -65,7 +70,12 @@ class Slurm(Policy):
         return n
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
-        """Slurm's reason for a job that can never run here, or None."""
+        """Slurm's reason for a job that can never run here, or None (a fixed property of the job)."""
+        if run.name not in self._infeasible:
+            self._infeasible[run.name] = self._why_infeasible(state, run)
+        return self._infeasible[run.name]
+
+    def _why_infeasible(self, state: SchedState, run: JobRun) -> str | None:
         cluster, job = state.cluster, run.job
         best = 0
         try:
@@ -80,46 +90,68 @@ class Slurm(Policy):
             return None
         return "PartitionNodeLimit" if job.constraint is None else "BadConstraints"
 
-    def _free_at(self, state: SchedState, t: float, reserved: dict[int, list]) -> tuple[list, list]:
-        """Free GPUs and memory per node at time ``t`` (0 on nodes reserved at t)."""
-        cluster = state.cluster
-        if t <= state.now:
-            free_g, free_m = list(cluster.free), list(cluster.free_mem)
-        else:
-            free_g = [n.gpus for n in cluster.nodes]
-            free_m = [n.memory for n in cluster.nodes]
-            for name, nodes in cluster.alloc.items():
-                if self.expected_end.get(name, BIG) > t:
-                    for i, b in nodes.items():
-                        free_g[i] -= b.gpus
-                        free_m[i] -= b.memory
-        return free_g, free_m
+    def _free_at(self, state: SchedState, t: float):
+        """Free GPUs and memory per node (numpy arrays) at time ``t`` from the running jobs'
+        expected ends; cached for one scheduling pass (it does not depend on the job planned)."""
+        key = (state.now, t)
+        if key not in self._free_cache:
+            cluster = state.cluster
+            free_g = np.array(cluster.free, dtype=np.int64)
+            free_m = np.array(cluster.free_mem, dtype=np.int64)
+            if t > state.now:
+                for name, nodes in cluster.alloc.items():
+                    if self.expected_end.get(name, BIG) <= t:
+                        for i, b in nodes.items():
+                            free_g[i] += b.gpus
+                            free_m[i] += b.memory
+            self._free_cache[key] = (free_g, free_m)
+        return self._free_cache[key]
 
-    def plan(self, state: SchedState, job: Job, t: float, reserved: dict[int, list]) -> list | None:
-        """Nodes and pod counts for ``job`` to run over ``[t, t + planned_runtime)``, or None."""
-        cluster, t1 = state.cluster, t + job.planned_runtime
-        free_g, free_m = self._free_at(state, t, reserved)
+    def _allowed_mask(self, state: SchedState, alt):
+        if alt not in self._mask_cache:
+            allowed = state.cluster.allowed(alt)
+            mask = np.ones(len(state.cluster.nodes), dtype=bool)
+            if allowed is not None:
+                mask[:] = False
+                mask[list(allowed)] = True
+            self._mask_cache[alt] = mask
+        return self._mask_cache[alt]
+
+    def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
+        """Nodes and pod counts for ``job`` to run over ``[t, t + planned_runtime)`` without
+        touching a reservation (``reserved``: (start, end, node indexes)), or None."""
+        spec, t1 = state.workload.cluster, t + job.planned_runtime
+        free_g, free_m = self._free_at(state, t)
+        blocked = np.zeros(len(free_g), dtype=bool)
+        if reserved:
+            starts = np.fromiter((r[0] for r in reserved), float, len(reserved))
+            ends = np.fromiter((r[1] for r in reserved), float, len(reserved))
+            for j in np.nonzero((starts < t1) & (t < ends))[0]:
+                blocked[reserved[j][2]] = True
+        if job.exclusive:
+            k = np.where(free_g == spec.gpus_per_node, spec.gpus_per_node // max(job.gpus_per_pod, 1), 0)
+        else:
+            k = free_g // job.gpus_per_pod if job.gpus_per_pod else np.full(len(free_g), BIG)
+        if spec.memory_per_node and job.memory_per_pod:
+            k = np.minimum(k, free_m // job.memory_per_pod)
+        k = np.where(blocked, 0, k)
         for alt in alternatives(job.constraint):
-            allowed = cluster.allowed(alt)
-            cands = []
-            for n in cluster.nodes:
-                if allowed is not None and n.index not in allowed:
-                    continue
-                if any(r0 < t1 and t < r1 for r0, r1 in reserved.get(n.index, ())):
-                    continue
-                k = self._pods_on(job, n.gpus, free_g[n.index], free_m[n.index] if n.memory else None)
-                if k:
-                    cands.append((free_g[n.index], n.index, k))
-            cands.sort()
-            out, need = [], job.pods
-            for _, i, k in cands:
-                out.append((i, min(k, need)))
-                need -= min(k, need)
-                if need == 0:
-                    return out
+            kk = np.where(self._allowed_mask(state, alt), k, 0)
+            idx = np.nonzero(kk)[0]
+            if not len(idx):
+                continue
+            order = idx[np.lexsort((idx, free_g[idx]))]  # best fit: fewest free GPUs, then index
+            cum = np.cumsum(kk[order])
+            if cum[-1] < job.pods:
+                continue
+            m = int(np.searchsorted(cum, job.pods))
+            out = [(int(i), int(kk[i])) for i in order[:m]]
+            out.append((int(order[m]), int(job.pods - (cum[m - 1] if m else 0))))
+            return out
         return None
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
+        self._free_cache.clear()  # the cluster changed
         for i, k in plan:
             for _ in range(k):
                 state.bind(run, i)
@@ -128,6 +160,7 @@ class Slurm(Policy):
 
     # ---- the cycle -----------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
+        self._free_cache.clear()
         pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
                          key=lambda r: (-r.job.priority, r.job.submit, r.seq))
         feasible = []
@@ -139,7 +172,7 @@ class Slurm(Policy):
                 feasible.append(run)
         left = []
         for k, run in enumerate(feasible):  # main scheduler: strict priority order
-            plan = self.plan(state, run.job, state.now, {})
+            plan = self.plan(state, run.job, state.now, [])
             if plan is None:
                 state.set_reason(run, "Resources")
                 left = feasible[k:]
@@ -154,12 +187,12 @@ class Slurm(Policy):
 
     def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
         now = state.now
-        reserved: dict[int, list] = {}
+        reserved: list = []  # (start, end, node indexes): whole nodes, as Slurm's backfill reserves
         made = 0
         for run in pending[: self.bf_max_job_test]:
             job = run.job
             times = sorted({now} | {e for e in self.expected_end.values() if e > now}
-                           | {r1 for rs in reserved.values() for _, r1 in rs if r1 > now})
+                           | {r1 for _, r1, _ in reserved if r1 > now})
             start, plan = None, None
             for t in times:
                 if t > now + self.bf_window:
@@ -172,15 +205,14 @@ class Slurm(Policy):
                 self._start(state, run, plan)
                 state.log(run.name, "started by backfill (delays no reservation)")
                 continue
-            fits_now = self.plan(state, job, now, {}) is not None
+            fits_now = self.plan(state, job, now, []) is not None
             state.set_reason(run, "Priority" if fits_now else "Resources")
             if start is None:
                 continue
             if self.bf_job_part_count_reserve and made >= self.bf_job_part_count_reserve:
                 continue
             nodes = [i for i, _ in plan]
-            for i in nodes:
-                reserved.setdefault(i, []).append((start, start + job.planned_runtime))
+            reserved.append((start, start + job.planned_runtime, nodes))
             self.reservations[run.name] = (start, start + job.planned_runtime, nodes)
             made += 1
 

@@ -1,0 +1,59 @@
+"""The gang-scheduling playground: cluster size, two jobs' sizes and a policy, simulated live.
+
+``default_workload()`` is the seed's story 1 (600 free GPUs, two 512-GPU jobs); ``show(...)``
+draws its Gantt chart without widgets (the static figure a reader without a kernel sees);
+``playground()`` returns the ipywidgets UI (ipywidgets is imported only here).
+"""
+from __future__ import annotations
+
+from courselib.model.workload import ClusterSpec, Job, Workload
+
+POLICIES = ["kube-default", "volcano", "kueue", "slurm"]
+
+
+def default_workload(nodes: int = 75, gpus_per_node: int = 8, pods_a: int = 512, pods_b: int = 512,
+                     minutes_b: float = 0.0) -> Workload:
+    """Two 1-GPU-per-rank training jobs of 2 h; job b arrives ``minutes_b`` after job a."""
+    return Workload(ClusterSpec(nodes, gpus_per_node),
+                    [Job("a", pods_a, 1, 0.0, 7200.0), Job("b", pods_b, 1, minutes_b * 60, 7200.0)])
+
+
+def show(policy: str = "kube-default", horizon: float = 6 * 3600, **sizes):
+    """Simulate ``default_workload(**sizes)`` under ``policy``; returns (Result, Figure)."""
+    from courselib.plots.gang import gantt
+    from courselib.sim.gang import simulate
+
+    result = simulate(default_workload(**sizes), policy, horizon=horizon)
+    return result, gantt(result)
+
+
+def playground():
+    """Sliders for the cluster and the two jobs, a policy menu, and the Gantt chart below."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from courselib.cli.gang import summary, table
+
+    nodes = w.IntSlider(75, min=1, max=200, description="nodes")
+    gpn = w.Dropdown(options=[1, 2, 4, 8], value=8, description="GPUs/node")
+    a = w.IntSlider(512, min=1, max=1600, description="job a ranks")
+    b = w.IntSlider(512, min=1, max=1600, description="job b ranks")
+    delay = w.FloatSlider(0, min=0, max=120, step=5, description="b after (min)")
+    policy = w.ToggleButtons(options=POLICIES, value="kube-default", description="policy")
+    out = w.Output()
+
+    def redraw(*_):
+        with out:
+            out.clear_output(wait=True)
+            result, fig = show(policy.value, nodes=nodes.value, gpus_per_node=gpn.value,
+                               pods_a=a.value, pods_b=b.value, minutes_b=delay.value)
+            print(table(result))
+            print(summary(result))
+            display(fig)
+            plt.close(fig)
+
+    for control in (nodes, gpn, a, b, delay, policy):
+        control.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([nodes, gpn]), w.HBox([a, b, delay]), policy, out])
