@@ -218,3 +218,19 @@ def test_cluster_queue_limits_and_cohort():
             "    - name: a100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 8}\n"
             "    - name: h100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 4, lendingLimit: 2}\n")
     assert (r.gpu_quota, r.cohort) == ((12, 8, 2), "research")
+
+
+@pytest.mark.parametrize("extra, topo", [
+    ("", False),
+    ("      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}\n", False),
+    ("      nodeSelector: {topology.kubernetes.io/zone: us-east-1a}\n", True),
+    ("      affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+     "[{topologyKey: rack, labelSelector: {matchLabels: {a: b}}}]}}\n", True),
+    ("      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+     "[{matchExpressions: [{key: example.com/nvlink-island, operator: In, values: ['3']}]}]}}}\n", True),
+])
+def test_what_counts_as_a_topology_constraint(extra, topo):
+    r = one("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 2\n  template:\n"
+            "    spec:\n" + extra + "      containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 8}}}]\n",
+            validate=False)
+    assert r.pod_sets[0].has_topology_constraint is topo

@@ -14,7 +14,7 @@ unresolved template, not guessed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -317,10 +317,10 @@ def _pod_set(name: str, replicas: int | None, replicas_line: int | None, templat
         mem_total = None
     annotations = _str_map(_get(meta, "annotations"))
     labels = _str_map(_get(meta, "labels"))
-    topo = bool(spec.get("affinity") and (_get(spec, "affinity", "podAffinity")
-                                          or _get(spec, "affinity", "podAntiAffinity")
-                                          or _get(spec, "affinity", "nodeAffinity"))) \
-        or bool(spec.get("topologySpreadConstraints")) \
+    topo = bool(_get(spec, "affinity", "podAffinity") or _get(spec, "affinity", "podAntiAffinity")
+                or spec.get("topologySpreadConstraints")) \
+        or _names_topology(_get(spec, "affinity", "nodeAffinity")) \
+        or _names_topology(spec.get("nodeSelector")) \
         or any(k in TOPOLOGY_ANNOTATIONS for k, _ in annotations)
     sched = spec.get("schedulerName")
     return PodSet(
@@ -334,6 +334,22 @@ def _pod_set(name: str, replicas: int | None, replicas_line: int | None, templat
         scheduler_name=str(sched) if sched is not None else None,
         annotations=annotations, labels=labels, has_topology_constraint=topo,
         line=_line(template))
+
+
+_TOPOLOGY_WORDS = ("topology", "rack", "zone", "block", "island", "nvlink", "hostname", "switch",
+                   "superpod", "spine")
+
+
+def _names_topology(obj) -> bool:
+    """Does a nodeSelector / nodeAffinity mention a topology label (rack, zone, block, ...)?
+    Selecting an instance type or GPU model does not keep pods close together."""
+    if isinstance(obj, dict):
+        return any((isinstance(k, str) and any(w in k.lower() for w in _TOPOLOGY_WORDS))
+                   or (k == "key" and isinstance(v, str) and any(w in v.lower() for w in _TOPOLOGY_WORDS))
+                   or _names_topology(v) for k, v in obj.items())
+    if isinstance(obj, list):
+        return any(_names_topology(v) for v in obj)
+    return False
 
 
 def _api_group(api_version: str | None) -> str:
@@ -414,6 +430,8 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
         else:
             notes.append("spec.queue unset: Volcano uses the queue 'default'")
         sched = spec.get("schedulerName") or "volcano"
+        if spec.get("networkTopology"):
+            pod_sets = [replace(p, has_topology_constraint=True) for p in pod_sets]
     elif kind == "PodGroup" and group in PODGROUP_GROUPS:
         mm, ml, present = _int_field(spec, "minMember", problems, "spec", templates)
         gang_size, gang_line = mm, ml
