@@ -20,6 +20,16 @@ def test_delegated_v2_subtree_is_used(tmp_path):
     assert place.version == "v2" and place.parent == fs / "user.slice" / "me"
 
 
+def test_delegated_v2_parent_is_used_when_our_own_cgroup_holds_processes(tmp_path):
+    proc, fs = _tree(tmp_path, "0::/user.slice/app.scope\n")
+    (fs / "user.slice" / "app.scope").mkdir(parents=True)
+    (fs / "cgroup.controllers").write_text("cpu memory io\n")
+    (fs / "user.slice" / "app.scope" / "cgroup.subtree_control").write_text("\n")
+    (fs / "user.slice" / "cgroup.subtree_control").write_text("memory\n")
+    place = find_place(proc=proc, cgroupfs=fs)
+    assert place.version == "v2" and place.parent == fs / "user.slice"
+
+
 def test_hybrid_without_v2_memory_falls_back_to_v1(tmp_path):
     proc, fs = _tree(tmp_path, "4:memory:/job/7\n0::/\n")
     (fs / "unified").mkdir(parents=True)

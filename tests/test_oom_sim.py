@@ -115,3 +115,40 @@ def test_same_input_same_output():
 def test_examples_run(name):
     out = summary(simulate(read_scenario(EXAMPLES / f"{name}.yaml")))
     assert out["victim"] is not None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from courselib.model.badness import Task, select_victim  # noqa: E402
+from courselib.model.memcg import OomScenario, ProcessSpec  # noqa: E402
+
+procs_strategy = st.lists(st.tuples(st.integers(0, 20_000), st.integers(-1000, 1000), st.integers(0, 4)),
+                          min_size=1, max_size=5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(procs_strategy, st.integers(1_000, 60_000), st.integers(500, 80_000))
+def test_kills_happen_only_at_memory_max_never_at_high(specs, limit, high):
+    # FACTS §1.5: memory.high never kills; memory.max invokes the OOM killer in the cgroup
+    procs = tuple(ProcessSpec(Task(f"p{i}", rss, oom_score_adj=adj), grow=mib * 2 ** 20)
+                  for i, (rss, adj, mib) in enumerate(specs))
+    if not any(p.grow for p in procs):
+        return
+    sc = OomScenario("memcg", limit, procs, high=high, duration=5.0, step=0.5)
+    tl = simulate(sc)
+    for k in tl.kills:
+        # the kernel charges up to the limit and only then invokes the OOM killer
+        assert k.usage >= limit
+    no_max = simulate(OomScenario("memcg", 10 ** 9, procs, high=high, duration=5.0, step=0.5))
+    assert no_max.kills == []  # only memory.high: throttled, never killed
+
+
+@settings(max_examples=100, deadline=None)
+@given(procs_strategy, st.integers(1_000, 10 ** 6))
+def test_static_scenario_victim_is_the_models(specs, limit):
+    # a scenario without growth is the OOM at t=0: the victim is select_victim's (FACTS §1.2)
+    procs = tuple(ProcessSpec(Task(f"p{i}", rss, oom_score_adj=adj)) for i, (rss, adj, _) in enumerate(specs))
+    out = summary(simulate(OomScenario("memcg", limit, procs)))
+    choice = select_victim([p.task for p in procs], limit)
+    assert out["victim"] == (None if choice.victim is None else procs[choice.victim].name)

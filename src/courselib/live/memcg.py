@@ -187,15 +187,19 @@ def find_place(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/cg
     v2_root = root if mode == "v2" else root / "unified" if mode == "hybrid" else None
     v2_entry = next((e for e in entries if e.hierarchy == 0), None)
     if v2_root is not None and v2_entry is not None:
-        parent = _own_dir(v2_root, v2_entry.path)
-        try:
-            subtree = (parent / "cgroup.subtree_control").read_text().split()
-        except OSError:
-            subtree = []
-        if "memory" in subtree and os.access(parent, os.W_OK):
-            return Place("v2", parent)
-        reasons.append("cgroup v2: the memory controller is not enabled for children of "
-                       f"{parent}" if "memory" not in subtree else f"cgroup v2: {parent} is not writable")
+        own = _own_dir(v2_root, v2_entry.path)
+        # v2 lets a non-root cgroup enable controllers for children only while it holds no
+        # processes, so a delegated subtree usually has memory enabled one level up: try our own
+        # cgroup (the root, or a cgroup namespace), then its parent (a sibling of ours).
+        for parent in (own, own.parent) if own != v2_root else (own,):
+            try:
+                subtree = (parent / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                subtree = []
+            if "memory" in subtree and os.access(parent, os.W_OK):
+                return Place("v2", parent)
+        reasons.append(f"cgroup v2: the memory controller is not enabled for children of {own} "
+                       "or its parent, or they are not writable")
     v1_entry = next((e for e in entries if "memory" in e.controllers), None)
     v1_base = root / "memory"
     if v1_entry is not None and (v1_base / "memory.limit_in_bytes").exists():

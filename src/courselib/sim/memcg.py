@@ -53,6 +53,7 @@ class Kill:
     time: float
     oom: OomKill
     oom_score: dict[str, int]   # /proc/PID/oom_score of every live process at that moment
+    usage: int = 0              # pages charged to the OOM domain (the node: to "/") at that moment
 
 
 @dataclass
@@ -138,7 +139,7 @@ class Kernel:
             self._event(domain, "oom")
         g = self.sc.global_totalpages()
         scores = {p.name: proc_oom_score(p.task, g) for p in procs}
-        self.out.kills.append(Kill(self.env.now, kill, scores))
+        self.out.kills.append(Kill(self.env.now, kill, scores, self.usage(domain or "/")))
         victim_cgroup = self.procs[kill.victim].spec.cgroup if kill.victim else None
         if kill.victim:
             # __oom_kill_process counts in the victim's memcg; group members count in their own.
