@@ -260,7 +260,7 @@ class Communicator:
                 self._on_start(self, op)
         if rank not in self.dead:
             op.arrived.add(rank)
-        if len(op.arrived) >= self.nranks - 1 and not self.aborted:   # every rank, none lost
+        if len(op.arrived) == self.nranks and not self.aborted:   # every rank, none lost
             del self.pending[key]
             self.completed.append((self.index, op_name(key), self.env.now, len(op.arrived)))
             op.event.succeed(key)

@@ -1,0 +1,116 @@
+"""``courselib barrier simulate``: watch one lost rank turn into a whole-job restart.
+
+A thin view over :mod:`courselib.sim.barrier`. Echoes its arguments (``ARG …``), then the per-phase
+trace, then the totals; ``--json`` prints one document.
+"""
+from __future__ import annotations
+
+import math
+
+from courselib.errors import InputError
+from courselib.sim import barrier
+from courselib.units import format_duration, parse_duration
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("barrier", help="the NCCL barrier: a lost rank stalls all, then all restart")
+    sub = p.add_subparsers(dest="barrier_command", metavar="ACTION")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    s = sub.add_parser(
+        "simulate", help="simulate ranks, collectives, a lost rank, the watchdog and torchrun's restart",
+        description="Ranks join ncclCommInitRank, then train in steps that end in an all-reduce. A lost "
+                    "rank stalls every other rank until the watchdog timeout; torchrun then restarts "
+                    "all workers from the last checkpoint.")
+    s.add_argument("--ranks", type=int, default=512, help="ranks (GPUs) in the job (default 512)")
+    s.add_argument("--lose-rank", type=int, help="the rank that is preempted or killed")
+    s.add_argument("--at", help="when it is lost, from the job's start: 3h, 190m")
+    s.add_argument("--checkpoint-every", default="1h", help="training time between checkpoints (default 1h)")
+    s.add_argument("--checkpoint-cost", default="0s", help="time one checkpoint takes (default 0s)")
+    s.add_argument("--timeout", default="10m",
+                   help="watchdog timeout (default 10m: PyTorch's NCCL default); 'none' disables it")
+    s.add_argument("--init-timeout", help="timeout of ncclCommInitRank (default: --timeout); 'none' = wait")
+    s.add_argument("--restart", default="5m", help="time to reschedule and reload after teardown (default 5m)")
+    s.add_argument("--work", default="4h", help="training time the job needs (default 4h)")
+    s.add_argument("--step", default="1m", help="simulated step, each ending in an all-reduce (default 1m)")
+    s.add_argument("--late-ranks", type=int, default=0, help="this many ranks' pods start late")
+    s.add_argument("--late-by", default="0s", help="how late they start (e.g. 25m)")
+    s.add_argument("--strategy", choices=barrier.STRATEGIES, default="restart-all",
+                   help="restart-all (torchrun) or replace-rank (start only a new lost rank: watch it fail)")
+    s.add_argument("--json", action="store_true", help="print one JSON document")
+    s.set_defaults(func=_simulate)
+
+
+def _timeout(text, field):
+    if text is None:
+        return None
+    if str(text).strip().lower() in ("none", "off", "inf", "never"):
+        return math.inf
+    return parse_duration(text, field=field)
+
+
+def scenario_from_args(args) -> barrier.BarrierScenario:
+    if (args.lose_rank is None) != (args.at is None):
+        raise InputError("--lose-rank and --at go together", field="--lose-rank" if args.at else "--at",
+                         hint="e.g. --lose-rank 37 --at 3h")
+    losses = ()
+    if args.lose_rank is not None:
+        losses = (barrier.RankLoss(args.lose_rank, parse_duration(args.at, field="--at")),)
+    if isinstance(args.ranks, int) and args.ranks < 1:
+        raise InputError(f"{args.ranks} is not a rank count ≥ 1", field="--ranks")
+    if not 0 <= args.late_ranks <= max(args.ranks, 0):
+        raise InputError(f"{args.late_ranks} late ranks in a job of {args.ranks}", field="--late-ranks",
+                         hint=f"give 0..{args.ranks}")
+    late_by = parse_duration(args.late_by, field="--late-by")
+    joins = None
+    if args.late_ranks:
+        joins = (0.0,) * (args.ranks - args.late_ranks) + (late_by,) * args.late_ranks
+    return barrier.BarrierScenario(
+        ranks=args.ranks, work_s=parse_duration(args.work, field="--work"),
+        step_s=parse_duration(args.step, field="--step"),
+        checkpoint_every_s=parse_duration(args.checkpoint_every, field="--checkpoint-every"),
+        checkpoint_cost_s=parse_duration(args.checkpoint_cost, field="--checkpoint-cost"),
+        timeout_s=_timeout(args.timeout, "--timeout"),
+        init_timeout_s=_timeout(args.init_timeout, "--init-timeout"),
+        restart_s=parse_duration(args.restart, field="--restart"),
+        join_times_s=joins, losses=losses, strategy=args.strategy)
+
+
+def _clock(t: float) -> str:
+    h, rem = divmod(int(round(t)), 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def _simulate(args) -> int:
+    sc = scenario_from_args(args)
+    result = barrier.simulate(sc)
+    doc = result.to_dict()
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(doc)
+        return 0
+    print(f"ARG ranks {sc.ranks}  ARG work {format_duration(sc.work_s)}  ARG step {format_duration(sc.step_s)}")
+    for loss in sc.losses:
+        print(f"ARG lose-rank {loss.rank}  ARG at {format_duration(loss.at_s)}")
+    tmo = "none" if math.isinf(sc.timeout_s) else format_duration(sc.timeout_s)
+    print(f"ARG checkpoint-every {format_duration(sc.checkpoint_every_s)}  ARG checkpoint-cost "
+          f"{format_duration(sc.checkpoint_cost_s)}  ARG timeout {tmo}  ARG restart "
+          f"{format_duration(sc.restart_s)}  ARG strategy {sc.strategy}")
+    print()
+    print("  time     phase                ranks  what happened")
+    for e in result.trace:
+        print(f"{_clock(e.t_s):>8}  {e.phase:<20} {e.ranks:>5}  {e.detail}")
+    print()
+    hd = result.hang_detected_after_s
+    print(f"hang_detected_after_s = {hd:g}" if hd is not None else "hang_detected_after_s = - (no lost rank was detected)")
+    for f in result.failures:
+        if f.lost_at_s is not None:
+            print(f"lost_gpu_hours        = {sc.ranks} ranks × ({format_duration(f.since_checkpoint_s)} since the "
+                  f"checkpoint + {format_duration(f.hang_detected_after_s)} detection + "
+                  f"{format_duration(sc.restart_s)} restart) = {f.lost_gpu_hours:,.2f}")
+    print(f"lost_gpu_hours total  = {result.lost_gpu_hours:,.2f}   init_wait_gpu_hours = "
+          f"{result.init_wait_gpu_hours:,.2f}")
+    print(f"restarts              = {result.restarts}")
+    end = f"finished at {_clock(result.finished_at_s)}" if result.finished else "never finished (hung)"
+    print(f"job                   = {end} for {format_duration(sc.work_s)} of training")
+    return 0

@@ -1,0 +1,170 @@
+"""``courselib cost`` and ``courselib checkpoint``: price idle GPUs, a lost rank, a checkpoint interval.
+
+Thin views over :mod:`courselib.model.cost` and :mod:`courselib.model.checkpoint`. Each run echoes
+its arguments first (``ARG …`` lines) so anyone can reproduce it; ``--json`` prints one document.
+"""
+from __future__ import annotations
+
+from courselib.errors import InputError
+from courselib.model import checkpoint as ckpt
+from courselib.model import cost
+from courselib.units import format_duration, parse_duration
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "cost", help="wasted GPU-hours and dollars of GPUs held while a job waits for its gang",
+        description="Wasted GPU-hours = GPUs held × wait, priced over a price or a range, and the "
+                    "same job under a gang admission check (no GPU held while pending).")
+    p.add_argument("--gpus", type=int, help="GPUs already allocated and idle (e.g. 400)")
+    p.add_argument("--wait", help="how long they wait for the rest: 25m, 0.417h, 1500s")
+    p.add_argument("--price", default="2-4", help="$ per GPU-hour: 3, or a range 2-4 (default 2-4)")
+    p.add_argument("--gang-size", type=int, help="the whole job's GPUs (e.g. 512), to show how many are missing")
+    p.add_argument("--preset", choices=sorted(cost.PRESETS),
+                   help="the seed's 400/112/25 min at $2-4, or the exercise's 480/32/40 min at $3")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=_cost)
+
+    q = subparsers.add_parser(
+        "checkpoint", help="Young's and Daly's checkpoint intervals, the waste at them, the cost of failures",
+        description="Optimal checkpoint interval for a checkpoint cost C and a job MTBF M "
+                    "(Young 1974, Daly 2006) and the first-order waste fraction C/T + T/(2M) + R/M.")
+    q.add_argument("--cost", required=True, dest="ckpt_cost", help="time one checkpoint takes: 60s, 5m")
+    q.add_argument("--mtbf", required=True, help="mean time between failures of the whole job: 2h, 1d")
+    q.add_argument("--restart", default="0s", help="time to restart after a failure (default 0s)")
+    q.add_argument("--gpus", type=int, help="GPUs in the job: also print the expected cost of failures")
+    q.add_argument("--timeout", default="10m",
+                   help="detection delay: the watchdog timeout (default 10m, PyTorch's NCCL default)")
+    q.add_argument("--interval", help="checkpoint interval to price (default: Daly's)")
+    q.add_argument("--price", help="$ per GPU-hour for the failure cost: 3 or 2-4")
+    q.add_argument("--json", action="store_true", help="print one JSON document")
+    q.set_defaults(func=_checkpoint)
+
+
+def _money(v) -> str:
+    if isinstance(v, list):
+        return f"${v[0]:,.2f}–${v[1]:,.2f}"
+    return f"${v:,.2f}"
+
+
+def _round(v, nd=2):
+    return [round(x, nd) for x in v] if isinstance(v, list) else round(v, nd)
+
+
+def _price_text(p: cost.Price) -> str:
+    return f"${p.low:g}-${p.high:g}" if p.is_range else f"${p.low:g}"
+
+
+def _wait_from_args(args) -> cost.GangWait:
+    if args.preset:
+        if args.gpus is not None or args.wait is not None:
+            raise InputError("--preset fixes the GPUs and the wait", field="--preset",
+                             hint="drop --gpus/--wait, or drop --preset")
+        return cost.PRESETS[args.preset]
+    if args.gpus is None or args.wait is None:
+        raise InputError("needs --gpus and --wait", field="cost",
+                         hint="e.g. courselib cost --gpus 400 --wait 25m --price 2-4, or --preset seed")
+    return cost.GangWait(gpus_held=args.gpus, wait_s=parse_duration(args.wait, field="--wait"),
+                         price=cost.Price.parse(args.price), gang_size=args.gang_size)
+
+
+def cost_document(w: cost.GangWait) -> dict:
+    """The ``cost`` command's JSON: GPU-hours rounded to 0.01, dollars to cents."""
+    c = cost.gang_wait_cost(w)
+    price = [w.price.low, w.price.high] if w.price.is_range else w.price.low
+    return {
+        "gpus_held": w.gpus_held, "gang_size": w.gang_size, "missing": w.missing,
+        "wait_s": w.wait_s, "wait_h": round(w.wait_s / 3600, 4),
+        "price_usd_per_gpu_hour": price,
+        "wasted_gpu_hours": round(c.wasted_gpu_hours, 2),
+        "cost_usd": _round(c.cost_usd),
+        "with_gang_admission": {"gpus_held_while_pending": 0,
+                                "wasted_gpu_hours": round(c.gang_wasted_gpu_hours, 2),
+                                "cost_usd": _round(c.gang_cost_usd)},
+        "saving_usd": _round(c.saving_usd),
+    }
+
+
+def _cost(args) -> int:
+    w = _wait_from_args(args)
+    doc = cost_document(w)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(doc)
+        return 0
+    print(f"ARG gpus {w.gpus_held}")
+    print(f"ARG wait {format_duration(w.wait_s)} ({w.wait_s:g} s = {w.wait_s / 3600:.4f} h)")
+    print(f"ARG price {_price_text(w.price)} per GPU-hour")
+    if w.gang_size is not None:
+        print(f"ARG gang-size {w.gang_size} ({w.missing} missing)")
+    print()
+    print(f"without a gang admission check: {w.gpus_held} GPUs held idle × {w.wait_s / 3600:.4f} h "
+          f"= {doc['wasted_gpu_hours']:,.2f} GPU-hours → {_money(doc['cost_usd'])}")
+    print("with a gang admission check (Volcano minMember, a Slurm allocation): 0 GPUs held while "
+          f"pending → 0 GPU-hours, {_money(doc['with_gang_admission']['cost_usd'])}")
+    print(f"saving: {_money(doc['saving_usd'])} per occurrence (the job starts at the same moment "
+          "either way: when the last GPUs free up)")
+    return 0
+
+
+def checkpoint_document(args) -> dict:
+    c = parse_duration(args.ckpt_cost, field="--cost")
+    m = parse_duration(args.mtbf, field="--mtbf")
+    r = parse_duration(args.restart, field="--restart")
+    plan = ckpt.checkpoint_plan(c, m, r)
+    doc = {
+        "checkpoint_cost_s": c, "mtbf_s": m, "restart_s": r,
+        "young_s": round(plan.young_s, 2), "daly_s": round(plan.daly_s, 2),
+        "waste_fraction": round(plan.waste_fraction, 4),
+        "waste_fraction_young": round(plan.waste_fraction_young, 4),
+        "waste_clamped": plan.clamped,
+    }
+    if args.gpus is not None:
+        interval = parse_duration(args.interval, field="--interval") if args.interval else plan.daly_s
+        detect = parse_duration(args.timeout, field="--timeout")
+        f = cost.expected_failure_cost(args.gpus, interval, m, detection_s=detect, restart_s=r)
+        doc["failure"] = {
+            "gpus": args.gpus, "interval_s": round(interval, 2), "detection_s": detect,
+            "expected_lost_s_per_failure": round(f.expected_lost_s_per_failure, 2),
+            "expected_gpu_hours_per_failure": round(f.expected_gpu_hours_per_failure, 2),
+            "failures_per_day": round(f.failures_per_day, 4),
+            "expected_gpu_hours_per_day": round(f.expected_gpu_hours_per_day, 2),
+            "waste_fraction_at_interval": round(ckpt.waste_fraction(interval, c, m, r), 4),
+        }
+        if args.price:
+            price = cost.Price.parse(args.price)
+            doc["failure"]["cost_usd_per_failure"] = _round(price.times(f.expected_gpu_hours_per_failure))
+            doc["failure"]["cost_usd_per_day"] = _round(price.times(f.expected_gpu_hours_per_day))
+    elif args.interval or args.price:
+        raise InputError("--interval and --price price the failures of a job", field="--gpus",
+                         hint="add --gpus N")
+    return doc
+
+
+def _checkpoint(args) -> int:
+    doc = checkpoint_document(args)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(doc)
+        return 0
+    print(f"ARG cost {format_duration(doc['checkpoint_cost_s'])}  ARG mtbf {format_duration(doc['mtbf_s'])}"
+          f"  ARG restart {format_duration(doc['restart_s'])}")
+    print()
+    print(f"Young (1974)  T = sqrt(2·C·M)            = {doc['young_s']:,.2f} s "
+          f"({doc['young_s'] / 60:.2f} min)")
+    print(f"Daly (2006)   τ = higher-order optimum   = {doc['daly_s']:,.2f} s "
+          f"({doc['daly_s'] / 60:.2f} min)")
+    note = "  (clamped: the first-order model gave more than 1)" if doc["waste_clamped"] else ""
+    print(f"waste fraction C/T + T/(2M) + R/M at Daly's τ = {doc['waste_fraction']:.4f}{note}")
+    print(f"                                  at Young's T = {doc['waste_fraction_young']:.4f}")
+    if "failure" in doc:
+        f = doc["failure"]
+        print()
+        print(f"one failure of a {f['gpus']}-GPU job checkpointing every {format_duration(f['interval_s'])}: "
+              f"every GPU loses on average interval/2 + {format_duration(f['detection_s'])} detection + "
+              f"{format_duration(doc['restart_s'])} restart = {format_duration(f['expected_lost_s_per_failure'])}")
+        print(f"  = {f['expected_gpu_hours_per_failure']:,.2f} GPU-hours per failure"
+              + (f", {_money(f['cost_usd_per_failure'])}" if "cost_usd_per_failure" in f else ""))
+        print(f"  × {f['failures_per_day']:g} failures/day = {f['expected_gpu_hours_per_day']:,.2f} GPU-hours/day"
+              + (f", {_money(f['cost_usd_per_day'])}/day" if "cost_usd_per_day" in f else ""))
+    return 0

@@ -1,0 +1,220 @@
+"""The NCCL barrier simulation: a lost rank stalls everyone, times out, and restarts the whole job."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courselib.cli.main import main
+from courselib.errors import InputError
+from courselib.model import cost
+from courselib.sim import barrier
+from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
+
+H, M = 3600.0, 60.0
+
+
+@pytest.fixture(scope="module")
+def issue_run():
+    """The issue's run: 512 ranks, rank 37 lost at 3 h, checkpoint every 1 h, 10 min timeout, 5 min restart."""
+    return simulate(BarrierScenario(ranks=512, losses=(RankLoss(37, 3 * H),), checkpoint_every_s=H,
+                                    timeout_s=10 * M, restart_s=5 * M))
+
+
+def test_issue_run_numbers(issue_run):
+    r = issue_run
+    assert r.hang_detected_after_s == 600.0
+    assert r.restarts == 1
+    f = r.failures[0]
+    assert f.lost_ranks == (37,) and f.last_checkpoint_at_s == 2 * H and f.resumed_from_step == 120
+    # the loss lands on the 3 h step boundary before the 3 h checkpoint could be written
+    assert f.since_checkpoint_s == H
+    assert r.lost_gpu_hours == pytest.approx(cost.lost_rank_gpu_hours(512, H, 10 * M, 5 * M)) == 640.0
+    assert r.finished and r.finished_at_s == 4 * H + H + 15 * M
+
+
+def test_trace_has_every_phase_in_story_order(issue_run):
+    phases = [e.phase for e in issue_run.trace]
+    first = {p: phases.index(p) for p in ("joined", "training", "rank lost", "stalled", "timed out",
+                                          "restarted", "finished")}
+    assert list(first) == sorted(first, key=first.get)
+    stalled = next(e for e in issue_run.trace if e.phase == "stalled")
+    assert stalled.ranks == 511 and "rank 37 lost" in stalled.detail
+    restarted = next(e for e in issue_run.trace if e.phase == "restarted")
+    assert restarted.ranks == 512 and "all 512" in restarted.detail
+    assert "could not rejoin" in restarted.detail
+
+
+def test_every_rank_is_drawn_without_gaps_or_overlaps(issue_run):
+    for r, rows in issue_run.segments.items():
+        rows = sorted(rows)
+        assert rows[0][0] == 0.0 and rows[-1][1] == issue_run.finished_at_s
+        assert all(a[1] == b[0] for a, b in zip(rows, rows[1:])), r
+    states = {st for _s, _e, st in issue_run.segments[0]}
+    assert barrier.STALLED in states and barrier.RESTARTING in states
+    assert barrier.LOST in {st for _s, _e, st in issue_run.segments[37]}
+    assert barrier.STALLED not in {st for _s, _e, st in issue_run.segments[37]}
+
+
+def test_no_collective_completes_with_a_rank_missing(issue_run):
+    assert issue_run.collectives, "the run should record completed collectives"
+    assert all(n == 512 for _comm, _op, _t, n in issue_run.collectives)
+    lost_at = issue_run.failures[0].lost_at_s
+    # communicator 0 (the one rank 37 was lost from) completes nothing at or after the loss
+    assert max(t for comm, _op, t, _n in issue_run.collectives if comm == 0) < lost_at
+    assert any(comm == 1 for comm, *_ in issue_run.collectives)
+
+
+def test_communicator_waits_for_every_rank():
+    env = simpy.Environment()
+    comm = barrier.Communicator(env, 4, 0)
+    ev = None
+    for r in (0, 1, 2):
+        ev = comm.arrive(("all-reduce", 1), r)
+        assert not ev.triggered
+    assert comm.arrive(("all-reduce", 1), 3) is ev and ev.triggered
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 12), st.data())
+def test_a_lost_rank_blocks_every_pending_collective(n, data):
+    env = simpy.Environment()
+    comm = barrier.Communicator(env, n, 0)
+    lost = data.draw(st.integers(0, n - 1))
+    before = data.draw(st.booleans())
+    key = ("all-reduce", 1)
+    if before:   # the rank had already entered the collective when it died
+        comm.arrive(key, lost)
+    comm.lose(lost)
+    order = data.draw(st.permutations(range(n)))
+    events = [comm.arrive(key, r) for r in order]     # even the dead rank "arriving" cannot count
+    assert not any(e.triggered for e in events)
+    assert comm.completed == []
+
+
+def test_late_ranks_make_the_early_ones_wait_exactly_the_seed_cost():
+    # 400 ranks' pods start at 0, 112 at 25 min; no init timeout: the seed's 400 × 25 min
+    joins = (0.0,) * 400 + (25 * M,) * 112
+    r = simulate(BarrierScenario(ranks=512, join_times_s=joins, init_timeout_s=math.inf))
+    assert r.init_wait_gpu_hours == pytest.approx(cost.wasted_gpu_hours(400, 25 * M))
+    assert r.restarts == 0 and r.finished_at_s == 25 * M + 4 * H
+
+
+def test_a_rank_that_never_joins_times_out_init():
+    r = simulate(BarrierScenario(ranks=8, losses=(RankLoss(5, 0.0),), join_times_s=(0.0,) * 7 + (60.0,)))
+    assert r.restarts == 1 and r.failures[0].stalled_in == "ncclCommInitRank"
+    assert r.failures[0].detected_at_s == 600.0 and r.finished
+
+
+def test_replacing_one_rank_is_not_enough():
+    sc = dict(ranks=64, losses=(RankLoss(7, 3 * H + 30),), restart_s=5 * M)
+    naive = simulate(BarrierScenario(strategy="replace-rank", **sc))
+    plain = simulate(BarrierScenario(**sc))
+    waiting = [e for e in naive.trace if e.phase == "replacement waiting"]
+    assert len(waiting) == 1 and "1/64 ranks joined" in waiting[0].detail
+    assert naive.restarts == plain.restarts == 1
+    assert naive.lost_gpu_hours == plain.lost_gpu_hours
+    assert barrier.REPLACEMENT in {st for _s, _e, st in naive.segments[7]}
+
+
+def test_without_a_timeout_the_job_hangs_forever():
+    r = simulate(BarrierScenario(ranks=8, losses=(RankLoss(3, 100.0),), timeout_s=math.inf))
+    assert not r.finished and r.restarts == 0 and r.hang_detected_after_s is None
+    assert r.trace[-1].phase == "hung"
+
+
+def test_a_loss_after_the_job_finished_changes_nothing():
+    r = simulate(BarrierScenario(ranks=4, work_s=H, losses=(RankLoss(1, 2 * H),)))
+    assert r.finished and r.restarts == 0 and r.finished_at_s == H
+
+
+def test_same_input_same_output():
+    sc = BarrierScenario(ranks=32, losses=(RankLoss(3, 5000.0), RankLoss(9, 9000.0)), checkpoint_cost_s=30)
+    assert simulate(sc).to_dict() == simulate(sc).to_dict()
+
+
+def test_scenario_from_gang_start_times():
+    sc = barrier.scenario_from_start_times([100.0, 130.0, 100.0], work_s=H)
+    assert sc.joins == (0.0, 30.0, 0.0)
+    r = simulate(sc)
+    assert r.init_wait_gpu_hours == pytest.approx(2 * 30 / 3600)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ranks=st.integers(2, 24), rank=st.data(), at_steps=st.integers(0, 200), offset=st.sampled_from([0, 20]),
+       every=st.integers(1, 12), ckpt_cost=st.sampled_from([0.0, 30.0]), timeout=st.sampled_from([120.0, 600.0]),
+       restart=st.sampled_from([0.0, 300.0]))
+def test_sim_agrees_with_the_cost_formula_and_accounts_for_every_gpu_second(
+        ranks, rank, at_steps, offset, every, ckpt_cost, timeout, restart):
+    lost = rank.draw(st.integers(0, ranks - 1))
+    sc = BarrierScenario(ranks=ranks, work_s=12 * 5 * M, step_s=5 * M, checkpoint_every_s=every * 5 * M,
+                         checkpoint_cost_s=ckpt_cost, timeout_s=timeout, restart_s=restart,
+                         losses=(RankLoss(lost, at_steps * 60.0 + offset),))
+    r = simulate(sc)
+    assert r.finished
+    for f in r.failures:
+        assert f.detected_at_s - f.stalled_at_s == timeout
+        assert f.lost_gpu_hours == pytest.approx(cost.lost_rank_gpu_hours(
+            ranks, f.since_checkpoint_s, f.hang_detected_after_s, restart))
+    assert all(n == ranks for *_x, n in r.collectives)
+    # every GPU-second is useful training, a saved checkpoint, waiting in init, or lost
+    checkpoints = sum(1 for e in r.trace if e.phase == "checkpoint")
+    accounted = ranks * (sc.work_s + checkpoints * ckpt_cost) / H + r.init_wait_gpu_hours + r.lost_gpu_hours
+    assert r.held_gpu_hours == pytest.approx(accounted)
+    drawn = sum(e - s for rows in r.segments.values() for s, e, _st in rows) / H
+    assert drawn == pytest.approx(r.held_gpu_hours)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(ranks=0), "ranks"),
+    (dict(ranks=8, losses=(RankLoss(8, 60.0),)), "lose-rank"),
+    (dict(ranks=8, work_s=90.0), "work"),
+    (dict(ranks=8, checkpoint_every_s=90.0), "checkpoint-every"),
+    (dict(ranks=8, strategy="replace-node"), "strategy"),
+    (dict(ranks=8, join_times_s=(0.0,)), "join_times_s"),
+    (dict(ranks=8, timeout_s=-1.0), "timeout"),
+])
+def test_bad_scenarios(kwargs, field):
+    with pytest.raises(InputError) as err:
+        BarrierScenario(**kwargs)
+    assert err.value.field == field and "\n" not in str(err.value)
+
+
+# ---- the CLI --------------------------------------------------------------------------------
+
+ISSUE_ARGS = ["barrier", "simulate", "--ranks", "512", "--lose-rank", "37", "--at", "3h",
+              "--checkpoint-every", "1h", "--timeout", "10m", "--restart", "5m"]
+
+
+def test_cli_json(capsys):
+    assert main(ISSUE_ARGS + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hang_detected_after_s"] == 600.0
+    assert doc["lost_gpu_hours"] == 640.0
+    assert doc["restarts"] == 1
+    assert {"joined", "training", "stalled", "timed out", "restarted"} <= {e["phase"] for e in doc["trace"]}
+
+
+def test_cli_text(capsys):
+    assert main(ISSUE_ARGS) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ARG ranks 512")
+    assert "hang_detected_after_s = 600" in out and "restarts              = 1" in out
+    assert "512 ranks × (1h since the checkpoint + 10m detection + 5m restart) = 640.00" in out
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--lose-rank", "600", "--at", "1h"], "rank 600 does not exist"),
+    (["--lose-rank", "3"], "go together"),
+    (["--at", "3 hours", "--lose-rank", "3"], "--at"),
+    (["--ranks", "0"], "--ranks"),
+    (["--timeout", "ten minutes"], "--timeout"),
+])
+def test_cli_errors_are_one_line(capsys, extra, needle):
+    assert main(["barrier", "simulate", "--work", "1h"] + extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
