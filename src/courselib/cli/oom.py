@@ -1,8 +1,6 @@
 """``courselib oom``: simulate an OOM kill, compute a pod's oom_score_adj, or watch the real kernel."""
 from __future__ import annotations
 
-import argparse
-
 from courselib.errors import InputError
 from courselib.units import PAGE_SIZE, format_bytes, parse_memory
 

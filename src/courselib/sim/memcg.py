@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import simpy
 
 from courselib.model.badness import Task, proc_oom_score
-from courselib.model.memcg import (Cgroup, MemoryEvents, OomKill, OomScenario, Process, ProcessSpec,
+from courselib.model.memcg import (MemoryEvents, OomKill, OomScenario, Process, ProcessSpec,
                                    ancestors, invoke_oom, memcg_totalpages)
 from courselib.model.restart import restart_delay
 from courselib.units import PAGE_SIZE
