@@ -125,14 +125,18 @@ def cmd_real(args) -> int:
         print(f"  limit {format_bytes(r.limit)} = {r.limit // PAGE_SIZE} pages; one adj point = "
               f"{r.limit // PAGE_SIZE // 1000} pages; charged before growth {format_bytes(r.usage_before)}")
         print(f"  {'process':<8} {'pid':>7} {'adj':>5} {'rss pages':>9} {'pte kB':>6} {'points':>7} "
-              f"{'kernel rss':>10} {'exit':>5}")
+              f"{'kernel rss':>10} {'k.points':>8} {'exit':>5}")
+        unit = r.limit // PAGE_SIZE // 1000
         for m in r.measured:
             rc = r.returncodes.get(m.name)
             code = "-" if rc is None else (f"{128 - rc}" if rc < 0 else str(rc))
-            kt = r.kernel_table.get(m.name, {}).get("rss", "-")
+            kt = r.kernel_table.get(m.name)
+            # the kernel's own numbers from its OOM report, through the same formula
+            kpts = "-" if kt is None else (kt["rss"] + kt["swapents"] + kt["pgtables_bytes"] // PAGE_SIZE
+                                           + kt["oom_score_adj"] * unit)
             pts = r.predicted_points.get(m.name)
             print(f"  {m.name:<8} {m.pid:>7} {m.oom_score_adj:>5} {m.rss:>9} {m.pagetables // 1024:>6} "
-                  f"{'never' if pts is None else pts:>7} {kt:>10} {code:>5}")
+                  f"{'never' if pts is None else pts:>7} {kt['rss'] if kt else '-':>10} {kpts:>8} {code:>5}")
         print(f"  prediction: kill {', '.join(r.predicted_killed) or 'nobody'}; oom_kill {r.predicted_oom_kill}")
         print(f"  kernel:     killed {', '.join(r.killed) or 'nobody'} (returncode "
               f"{', '.join(str(r.returncodes[n]) for n in r.killed) or '-'}, exit 137); "
