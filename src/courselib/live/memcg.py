@@ -488,8 +488,8 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
         run.returncodes = {name: p.poll() for name, p in exp.procs.items()}
         run.killed = [n for n, rc in run.returncodes.items() if rc == -signal.SIGKILL]
         run.oom_kill = oom_kill_count(exp.path, place.version) - before
-        run.kernel_log = [ln for ln in lines if any(f"process {pid} " in ln for pid in pids)
-                          or "memory cgroup out of memory" in ln.lower()]
+        # only our pids: another experiment (another cgroup) may be OOM-killing at the same time
+        run.kernel_log = [ln for ln in lines if any(f"process {pid} " in ln for pid in pids)]
         run.kernel_table = parse_oom_table(lines, pids)
         # the kernel's order is the log's: the victim it names first
         order = [pids[int(m.group(1))] for ln in run.kernel_log
