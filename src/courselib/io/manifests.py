@@ -410,10 +410,9 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
             if not isinstance(t, dict):
                 continue
             reps, rl, present = _int_field(t, "replicas", problems, f"spec.tasks[{i}]", templates)
-            if not present:
-                reps = 1  # Volcano's default task replicas... is 0 in the API; a task without
-                # replicas is rejected by the admission webhook, so count it as one and note it
-                notes.append(f"spec.tasks[{i}] has no replicas")
+            if not present:     # counted as one pod, and said so
+                reps = 1
+                notes.append(f"spec.tasks[{i}] has no replicas: counted as 1")
             pod_sets.append(_pod_set(str(t.get("name", f"task{i}")), reps, rl, t.get("template"),
                                      problems, templates, f"spec.tasks[{i}].template"))
         ma, ml, present = _int_field(spec, "minAvailable", problems, "spec", templates)
