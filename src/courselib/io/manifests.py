@@ -765,9 +765,11 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                          "(no scheduling.k8s.io/group-name annotation)."
                          if "volcano" in schedulers else "")
                 add(r, "K006", "error", r.gang_line or r.line,
-                    f"{r.pods} pods x GPUs with no gang scheduler: the default scheduler binds "
-                    f"pods one at a time, so some can hold {r.total_gpus} GPUs' worth of nodes "
-                    f"while the others stay Pending (a partial gang that never trains).{extra}",
+                    f"{r.pods} pods ({r.total_gpus} GPUs) with no gang scheduler: the default "
+                    f"scheduler binds pods one at a time, so some can start and hold their GPUs "
+                    f"while the rest stay Pending - a partial gang that never trains (the "
+                    f"built-in gang scheduling of Kubernetes 1.35 is alpha and off by default, "
+                    f"FACTS §3.3).{extra}",
                     f"admit it whole: add the label {KUEUE_QUEUE_LABEL}: <local-queue> (Kueue), "
                     f"or schedulerName: volcano with a PodGroup (minMember: {r.pods}) named in the "
                     f"pods' {GROUP_ANNOTATION} annotation")
