@@ -118,3 +118,15 @@ def test_lint_on_the_whole_corpus_finds_the_known_problems(corpus, capsys):
     assert ("kubernetes-sigs__kueue__site__static__examples__provisioning__sample-job.yaml", "K006") not in by
     # nothing in the corpus is a schema error
     assert not any(f["code"] == "K002" for f in findings)
+
+
+def test_lint_a_directory_finds_the_job_files(capsys, tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "run.sh").write_text("#!/bin/bash\n#SBATCH --time=30\nsrun x\n")
+    (tmp_path / "jobs" / "notes.txt").write_text("not a job file\n")
+    (tmp_path / "jobs" / "helper.sh").write_text("#!/bin/bash\necho hi\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.yaml").write_text("a: [\n")
+    rc = main(["lint", "--json", str(tmp_path)])
+    found = json.loads(capsys.readouterr().out)
+    assert rc == 1 and [(Path(f["file"]).name, f["code"]) for f in found] == [("run.sh", "S006")]

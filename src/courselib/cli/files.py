@@ -197,10 +197,36 @@ def lint_file(path: str) -> list:
                      hint="lint reads sbatch scripts, Kubernetes YAML, Dockerfiles and traces")
 
 
+def _expand(paths: list[str]) -> list[str]:
+    """Files as given; a directory becomes the job files below it (sbatch scripts, YAML,
+    Dockerfiles), skipping hidden directories and files of other kinds."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_dir():
+            out.append(path)
+            continue
+        for f in sorted(p.rglob("*")):
+            if not f.is_file() or any(part.startswith(".") for part in f.relative_to(p).parts):
+                continue
+            name = f.name.lower()
+            if name.endswith((".yaml", ".yml", ".sbatch", ".slurm")) or "dockerfile" in name:
+                out.append(str(f))
+            elif name.endswith(".sh"):
+                try:
+                    head = f.read_text(encoding="utf-8", errors="replace")[:20000]
+                except OSError:
+                    continue
+                if "#SBATCH" in head:
+                    out.append(str(f))
+    return out
+
+
 def _lint(args) -> int:
     from courselib.model.lint import sort_findings
     findings = []
     unreadable = 0
+    args.files = _expand(args.files)
     for path in args.files:
         try:
             findings += lint_file(path)
@@ -260,7 +286,8 @@ def register(subparsers) -> None:
     q.set_defaults(func=_trace_load)
 
     p = subparsers.add_parser("lint", help="catch gang/OOM/time-limit mistakes in job files")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="sbatch scripts, Kubernetes YAML, Dockerfiles, traces; a directory is searched")
     p.add_argument("--json", action="store_true")
     p.add_argument("--min-severity", choices=("info", "warning", "error"), default="info",
                    help="hide findings below this severity")
