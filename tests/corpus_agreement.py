@@ -200,6 +200,15 @@ def k8s_agreement(corpus: Path = CORPUS):
     return matched, total, bad
 
 
+def report(label: str, fn, corpus: Path = CORPUS) -> tuple[int, int, list]:
+    """Run one agreement check and print its figure and every disagreement (shown under -s)."""
+    matched, total, bad = fn(corpus)
+    print(f"\n{label} agreement with EXPECTED.tsv: {matched}/{total} fields")
+    for b in bad:
+        print("  disagreement:", b)
+    return matched, total, bad
+
+
 def main() -> int:
     if not CORPUS.is_dir():
         print(f"corpus not found at {CORPUS}")

@@ -140,11 +140,8 @@ def test_every_corpus_manifest_reads_and_core_kinds_validate(path):
 
 
 def test_agreement_with_expected(corpus):
-    from corpus_agreement import k8s_agreement
-    matched, total, bad = k8s_agreement(corpus)
-    print(f"\nk8s agreement with EXPECTED.tsv: {matched}/{total} fields")
-    for b in bad:
-        print("  disagreement:", b)
+    from corpus_agreement import report, k8s_agreement
+    matched, total, bad = report("k8s", k8s_agreement, corpus)
     assert total == 144
     assert matched == total, bad
 

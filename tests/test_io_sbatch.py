@@ -175,11 +175,8 @@ def test_every_corpus_script_reads(path):
 
 
 def test_agreement_with_expected(corpus):
-    from corpus_agreement import sbatch_agreement
-    matched, total, bad = sbatch_agreement(corpus)
-    print(f"\nsbatch agreement with EXPECTED.tsv: {matched}/{total} fields")
-    for b in bad:
-        print("  disagreement:", b)
+    from corpus_agreement import report, sbatch_agreement
+    matched, total, bad = report("sbatch", sbatch_agreement, corpus)
     assert total == 200
     assert matched == total, bad
 
