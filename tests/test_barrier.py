@@ -218,3 +218,14 @@ def test_cli_errors_are_one_line(capsys, extra, needle):
     assert main(["barrier", "simulate", "--work", "1h"] + extra) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err
+
+
+def test_join_times_from_a_gang_history():
+    # a job holds 400 GPUs at 0 s and all 512 at 1500 s, then trains (the seed, as a gang sim records it)
+    history = [(0.0, 400, False), (1500.0, 512, True), (9000.0, 0, False)]
+    joins = barrier.join_times_from_held(history, 512)
+    assert joins.count(0.0) == 400 and joins.count(1500.0) == 112
+    r = simulate(barrier.scenario_from_start_times(joins, work_s=H, init_timeout_s=math.inf))
+    assert r.init_wait_gpu_hours == pytest.approx(400 * 1500 / 3600)
+    with pytest.raises(InputError, match="only 400 GPUs"):
+        barrier.join_times_from_held(history[:1], 512)

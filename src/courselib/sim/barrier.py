@@ -22,7 +22,8 @@ block of real steps), so 512 ranks × a few hours run in well under a second.
 
 Hook for the gang scheduler: the simulation takes plain inputs. Pass the pod start times a gang
 simulation produced as ``join_times_s`` (one per rank, seconds from the job's first pod) and a
-preemption as a :class:`RankLoss`; see :func:`scenario_from_start_times`.
+preemption as a :class:`RankLoss`; see :func:`scenario_from_start_times` and
+:func:`join_times_from_held` (which reads a ``(t, held, training)`` history row list).
 """
 from __future__ import annotations
 
@@ -137,6 +138,28 @@ def scenario_from_start_times(start_times_s: Sequence[float], **kwargs) -> Barri
     t0 = min(start_times_s)
     joins = tuple(float(t) - t0 for t in start_times_s)
     return BarrierScenario(ranks=len(joins), join_times_s=joins, **kwargs)
+
+
+def join_times_from_held(history: Sequence[Sequence[float]], ranks: int) -> tuple[float, ...]:
+    """Per-rank start times from a step history of GPUs held: ``[(t, held, ...), ...]``.
+
+    Each rise of ``held`` at time ``t`` starts that many ranks at ``t`` (one rank per GPU), in rank
+    order. This reads a gang simulation's per-job history (``courselib.sim.gang`` ``Result.histories``
+    rows ``(t, held, training)``) without importing it; the first ``ranks`` GPUs held are the ranks.
+    """
+    joins: list[float] = []
+    held_before = 0
+    for row in history:
+        t, held = float(row[0]), int(row[1])
+        if held > held_before:
+            joins.extend([t] * (held - held_before))
+        held_before = held
+        if len(joins) >= ranks:
+            break
+    if len(joins) < ranks:
+        raise InputError(f"the history holds only {len(joins)} GPUs for {ranks} ranks", field="history",
+                         hint="pass the job's whole history, or fewer ranks")
+    return tuple(joins[:ranks])
 
 
 @dataclass(frozen=True)
