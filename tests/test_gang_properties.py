@@ -32,7 +32,7 @@ def workloads(draw, same_submit: bool = False, plain: bool = False):
     return Workload(cluster, jobs)
 
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST
@@ -105,7 +105,7 @@ def brute_force_kube_deadlock(w: Workload) -> tuple[bool, set]:
             bound[name] = [None] * job.pods  # finished: keeps its count, holds nothing
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(workloads(same_submit=True, plain=True))
 def test_kube_default_deadlock_agrees_with_brute_force(w):
     expected, started = brute_force_kube_deadlock(w)
