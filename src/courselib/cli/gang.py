@@ -7,8 +7,6 @@ object with ``policy``, ``deadlock``, ``wasted_gpu_hours``, ``jobs`` (``name``, 
 """
 from __future__ import annotations
 
-import argparse
-
 from courselib.errors import InputError
 from courselib.units import format_duration, parse_duration
 
@@ -103,8 +101,3 @@ def cmd_simulate(args) -> int:
     print(result.verdict)
     return 0
 
-
-def _parser_for_docs() -> argparse.ArgumentParser:  # pragma: no cover - used by the chapter only
-    p = argparse.ArgumentParser(prog="courselib")
-    register(p.add_subparsers())
-    return p

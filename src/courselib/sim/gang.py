@@ -32,7 +32,7 @@ from itertools import groupby
 
 import simpy
 
-from courselib.model.gang import (COMPLETED, HOLDING, PENDING, RUNNING, TIMEOUT, JobRun, SchedState,  # noqa: F401
+from courselib.model.gang import (COMPLETED, HOLDING, PENDING, RUNNING, TIMEOUT, JobRun, SchedState,
                                   TraceEvent, integrate, percentile, verdict)
 from courselib.model.policies import Policy, make_policy
 from courselib.model.workload import Workload

@@ -13,7 +13,7 @@ The model:
   concurrent Job controllers interleave their pod creations;
 - each pod goes to the node with the most free GPUs that fits it (LeastAllocated-style
   spreading), ties to the lowest node index — a modelling choice; the real scheduler breaks
-  ties at random;
+  ties at random (``seed`` is accepted for a future seeded tie-break and unused today);
 - optional ``preemption``: a pod that does not fit may evict pods of lower-priority jobs on
   one node (the PostFilter preemption). A running job that loses a rank stops training and
   restarts from scratch once it has its ranks again — TorchElastic "all workers are stopped

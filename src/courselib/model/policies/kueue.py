@@ -16,7 +16,9 @@
   timeout 5 min, ``block_admission`` true (``apis/config/*/defaults.go``). Backoff 60 s → 3600 s
   in both. After ``backoff_limit`` re-queues the workload is deactivated (None = never).
 
-Pending order is priority, then creation time (``BestEffortFIFO``).
+Pending order is priority, then creation time (``BestEffortFIFO``). "Pods ready" is modelled as the
+barrier passed (``min_member`` pods placed, which is all pods unless ``min_member`` is set); a
+workload that is training is never evicted by the timeout.
 """
 from __future__ import annotations
 

@@ -23,7 +23,10 @@ PENDING until all of it can be allocated (``quickstart.shtml`` L36–41, ``sbatc
   ``PartitionNodeLimit`` (larger than the partition), ``BadConstraints`` (no set of nodes
   with the requested features can ever hold it).
 
-Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index.
+Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index. A Slurm job
+is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For a replay on a real
+``slurmctld`` a job maps to ``sbatch -n PODS --gpus-per-task=GPUS_PER_POD [--time] [--constraint]
+[--exclusive]`` with priority order = (priority, submit time).
 """
 from __future__ import annotations
 
