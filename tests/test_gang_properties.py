@@ -36,10 +36,12 @@ FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCh
 
 
 @FAST
-@given(workloads(), st.sampled_from(POLICIES))
+@given(workloads(), st.sampled_from(POLICIES + ["kube-default+preemption", "slurm+easy", "kueue+v1beta1"]))
 def test_gpus_are_never_double_booked_or_lost(w, policy):
     """After every scheduling cycle: free + held = total on every node (SchedState.check)."""
-    r = simulate(w, policy, check=True, horizon=6 * 3600)
+    options = {"kube-default+preemption": {"preemption": True}, "slurm+easy": {"bf_job_part_count_reserve": 1},
+               "kueue+v1beta1": {"config_api": "v1beta1"}}.get(policy, {})
+    r = simulate(w, policy.split("+")[0], check=True, horizon=6 * 3600, **options)
     for j in r.jobs:
         assert 0 <= j.gpus_held <= j.gpus_held_max
         if j.state in ("COMPLETED", "TIMEOUT"):
