@@ -36,12 +36,14 @@ NOTEBOOK_PAGES = [f for f in toc_files() if page_path(f).suffix == ".ipynb"
 
 
 @pytest.mark.parametrize("entry", NOTEBOOK_PAGES)
-def test_page_executes(entry, tmp_path):
+def test_page_executes(entry):
     import jupytext
     from nbclient import NotebookClient
 
-    nb = jupytext.read(page_path(entry))
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    page = page_path(entry)
+    nb = jupytext.read(page)
+    # Run where Jupyter Book runs it: in the page's own folder.
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(page.parent)}})
     client.execute()  # raises CellExecutionError on the first failing cell
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 
 class _Plain:
-    """A value whose text/plain form is exactly ``str(value)`` (no quotes around strings)."""
+    """A value shown in prose exactly as ``text``.
+
+    myst-nb's ``{glue:text}`` passes the text/plain form through ``ast.literal_eval`` (to strip
+    quotes), so the form must be a Python string literal: a bare ``60, 120`` would become a tuple.
+    """
 
     def __init__(self, text: str):
         self.text = text
 
     def __repr__(self) -> str:
-        return self.text
+        return repr(self.text)
 
 
 def glue_text(name: str, value, fmt: str | None = None) -> str:

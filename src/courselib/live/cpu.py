@@ -8,7 +8,6 @@ also on error or Ctrl-C. Without the privilege: :class:`PrivilegeError`, nothing
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.proc import cgroup_mode, parse_proc_cgroup
+from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.cpu import CpuLimit, milli_cpu_to_quota, parse_cfs, parse_cpu_max
 
 BUSY = "while True:\n    pass\n"
@@ -57,10 +56,6 @@ class ThrottleRun:
         return d
 
 
-def _own_dir(base: Path, rel: str) -> Path:
-    rel = rel.lstrip("/")
-    return base / rel if rel and (base / rel).is_dir() else base
-
 
 def find_cpu_place(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> tuple[str, Path]:
     """(version, parent directory) where a child CPU cgroup may be created, or PrivilegeError."""
@@ -70,7 +65,7 @@ def find_cpu_place(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> tuple[str, Pat
     reasons = []
     if mode == "v2":
         entry = next((e for e in entries if e.hierarchy == 0), None)
-        parent = _own_dir(root, entry.path if entry else "/")
+        parent = own_dir(root, entry.path if entry else "/")
         try:
             enabled = "cpu" in (parent / "cgroup.subtree_control").read_text().split()
         except OSError:
@@ -83,7 +78,7 @@ def find_cpu_place(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> tuple[str, Pat
         entry = next((e for e in entries if "cpu" in e.controllers), None)
         base = root / "cpu"
         if entry is not None and (base / "cpu.cfs_quota_us").exists():
-            parent = _own_dir(base, entry.path)
+            parent = own_dir(base, entry.path)
             if os.access(parent, os.W_OK):
                 return "v1", parent
             reasons.append(f"cgroup v1: {parent} is not writable")
@@ -154,17 +149,7 @@ def run_throttle(milli_cpu: int = 250, *, seconds: float = 2.0, interval: float 
             if p.poll() is None:
                 p.kill()
             p.wait()
-        deadline = time.monotonic() + 10
-        while path.exists():
-            try:
-                os.rmdir(path)
-            except OSError as err:
-                if err.errno == errno.ENOENT:
-                    break
-                if time.monotonic() > deadline:
-                    raise CourseError(f"could not remove {path}: {err.strerror}",
-                                      hint=f"remove it by hand: rmdir {path}") from None
-                time.sleep(0.05)
+        remove_cgroup(path)
 
 
 def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None:
@@ -174,9 +159,9 @@ def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None
     try:
         if cgroup_mode(root) == "v2":
             entry = next(e for e in entries if e.hierarchy == 0)
-            return parse_cpu_max((_own_dir(root, entry.path) / "cpu.max").read_text())
+            return parse_cpu_max((own_dir(root, entry.path) / "cpu.max").read_text())
         entry = next(e for e in entries if "cpu" in e.controllers)
-        d = _own_dir(root / "cpu", entry.path)
+        d = own_dir(root / "cpu", entry.path)
         return parse_cfs((d / "cpu.cfs_quota_us").read_text(), (d / "cpu.cfs_period_us").read_text())
     except (StopIteration, OSError):
         return None

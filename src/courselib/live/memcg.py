@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.proc import cgroup_mode, parse_proc_cgroup
+from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.badness import Task
 from courselib.model.memcg import OomScenario, ProcessSpec
 from courselib.units import PAGE_SIZE, format_bytes
@@ -170,10 +170,6 @@ class Place:
     parent: Path   # the directory to mkdir in
 
 
-def _own_dir(base: Path, rel: str) -> Path:
-    rel = rel.lstrip("/")
-    return base / rel if rel and (base / rel).is_dir() else base
-
 
 def find_place(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/cgroup") -> Place:
     """A writable place for a child memory cgroup: v2 if its memory controller is usable, else v1.
@@ -187,7 +183,7 @@ def find_place(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/cg
     v2_root = root if mode == "v2" else root / "unified" if mode == "hybrid" else None
     v2_entry = next((e for e in entries if e.hierarchy == 0), None)
     if v2_root is not None and v2_entry is not None:
-        own = _own_dir(v2_root, v2_entry.path)
+        own = own_dir(v2_root, v2_entry.path)
         # v2 lets a non-root cgroup enable controllers for children only while it holds no
         # processes, so a delegated subtree usually has memory enabled one level up: try our own
         # cgroup (the root, or a cgroup namespace), then its parent (a sibling of ours).
@@ -203,7 +199,7 @@ def find_place(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/cg
     v1_entry = next((e for e in entries if "memory" in e.controllers), None)
     v1_base = root / "memory"
     if v1_entry is not None and (v1_base / "memory.limit_in_bytes").exists():
-        parent = _own_dir(v1_base, v1_entry.path)
+        parent = own_dir(v1_base, v1_entry.path)
         if os.access(parent, os.W_OK):
             return Place("v1", parent)
         reasons.append(f"cgroup v1: {parent} is not writable")
@@ -382,17 +378,7 @@ class Experiment:
                         stream.close()
                 except OSError:
                     pass
-        deadline = time.monotonic() + 10
-        while self.path.exists():
-            try:
-                os.rmdir(self.path)
-            except OSError as err:
-                if err.errno == errno.ENOENT:
-                    break
-                if time.monotonic() > deadline:
-                    raise CourseError(f"could not remove {self.path}: {err.strerror}",
-                                      hint=f"remove it by hand: rmdir {self.path}") from None
-                time.sleep(0.05)
+        remove_cgroup(self.path)
 
 
 def _prediction_scenario(run: RealRun, trigger: str, limit_pages: int, usage_pages: int,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 # The kernel gives the *initial* namespaces fixed inode numbers (include/linux/proc_ns.h:
@@ -189,13 +189,10 @@ def memory_limit(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/
     if entry is None or not base.exists():
         return None
 
-    # Inside a cgroup namespace /proc/self/cgroup says "/" and the mount is already our cgroup;
-    # so try the path under the mount, and fall back to the mount root itself.
-    rel = entry.path.lstrip("/")
-    own_dir = base / rel if rel and (base / rel).exists() else base
-    own = _read_limit(own_dir / limit_file)
+    own = own_dir(base, entry.path)
+    own_limit = _read_limit(own / limit_file)
     effective, limited_by = UNLIMITED, None
-    d = own_dir
+    d = own
     while True:
         lim = _read_limit(d / limit_file)
         if lim not in (False, UNLIMITED) and (effective is UNLIMITED or lim < effective):
@@ -204,10 +201,41 @@ def memory_limit(*, proc: str | Path = "/proc", cgroupfs: str | Path = "/sys/fs/
         if d == base:
             break
         d = d.parent
-    usage = _read_limit(own_dir / usage_file)
-    return MemoryLimit(version=version, cgroup=entry.path, own_limit=None if own is False else own,
+    usage = _read_limit(own / usage_file)
+    return MemoryLimit(version=version, cgroup=entry.path, own_limit=None if own_limit is False else own_limit,
                        effective_limit=effective, limited_by=limited_by, limit_file=limit_file,
                        usage=usage if isinstance(usage, int) and usage is not False else None)
+
+
+def own_dir(base: str | Path, rel: str) -> Path:
+    """The directory of cgroup ``rel`` under the mount ``base``.
+
+    Inside a cgroup namespace /proc/self/cgroup says "/" and the mount is already our cgroup, so
+    a path that is not there falls back to the mount root itself.
+    """
+    base = Path(base)
+    rel = rel.lstrip("/")
+    return base / rel if rel and (base / rel).is_dir() else base
+
+
+def remove_cgroup(path: Path, *, timeout: float = 10.0) -> None:
+    """rmdir a cgroup we created, retrying while the kernel finishes reaping its last tasks."""
+    import errno
+    import time
+
+    from courselib.errors import CourseError
+
+    deadline = time.monotonic() + timeout
+    while path.exists():
+        try:
+            os.rmdir(path)
+        except OSError as err:
+            if err.errno == errno.ENOENT:
+                break
+            if time.monotonic() > deadline:
+                raise CourseError(f"could not remove {path}: {err.strerror}",
+                                  hint=f"remove it by hand: rmdir {path}") from None
+            time.sleep(0.05)
 
 
 def cgroup_entries(pid: str | int = "self", *, proc: str | Path = "/proc") -> list[CgroupEntry]:
