@@ -1,0 +1,136 @@
+"""``courselib slurm``: a real Slurm on this machine (up/down/status) and replays against the model.
+
+    courselib slurm up [--nodes N] [--gpus-per-node G] [--features nvlink:2,ib] [--port P]
+    courselib slurm status [--json]
+    courselib slurm replay WORKLOAD.yaml [--compare] [--json] [--seconds-per-minute S]
+    courselib slurm down
+
+Needs root and the Debian packages slurm-wlm, slurmctld, slurmd, slurm-client and munge;
+elsewhere each command says so in one line and touches nothing.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _up(args) -> int:
+    from courselib.live import slurm
+    shape = slurm.ClusterShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                               features=slurm.parse_features(args.features), base_port=args.port)
+    cluster = slurm.up(shape, say=_say)
+    print(f"local Slurm up: {cluster.shape.describe()}")
+    print(f"use it with:    export SLURM_CONF={cluster.conf}")
+    return 0
+
+
+def _down(args) -> int:
+    from courselib.live import slurm
+    if slurm.load_cluster() is None:
+        print("no local Slurm is up; nothing to stop")
+        return 0
+    out = slurm.down(say=_say)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(out)
+    else:
+        for p in out["stopped"]:
+            print(f"stopped {p['role']} (PID {p['pid']})")
+    if out["left"]:
+        print(f"courselib: PIDs {out['left']} did not stop; the state file is kept",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _status(args) -> int:
+    from courselib.live import slurm
+    info = slurm.status()
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(info)
+        return 0
+    if "processes" not in info:
+        print("no local Slurm is up (start one with `courselib slurm up`)")
+        return 0
+    print(f"local Slurm {'up' if info['up'] else 'BROKEN (some processes died; run `courselib slurm down`)'}: "
+          f"{info['shape']}")
+    print(f"state directory: {info['state_dir']}")
+    for p in info["processes"]:
+        print(f"  {p['role']:<14} PID {p['pid']:<8} {'running' if p['alive'] else 'gone'}")
+    for n in info.get("nodes", []):
+        print(f"  {n['node']:<8} {n['state']:<10} {n['gres']:<8} {','.join(n['features']) or '-'}")
+    return 0
+
+
+def _replay(args) -> int:
+    from courselib.io.workload import load_workload
+    from courselib.live import slurm, slurm_replay
+
+    workload = load_workload(args.workload)
+    plan = slurm_replay.plan_replay(workload, seconds_per_minute=args.seconds_per_minute,
+                                    file=args.workload)
+    cluster = slurm.load_cluster()
+    if cluster is None or not all(slurm.is_ours(p) for p in cluster.procs):
+        slurm.check_available()
+        from courselib.errors import CourseError
+        raise CourseError("no local Slurm is up",
+                          hint=f"start one with `courselib slurm up {plan.shape.cli_args()}`")
+    result = slurm_replay.run_replay(cluster, plan, say=_say if not args.json else (lambda m: None))
+    comparison = slurm_replay.compare(result, name=args.workload) if args.compare else None
+    if args.json:
+        from courselib.cli.main import print_json
+        out = {"workload": args.workload, "replay": slurm_replay.replay_to_dict(result)}
+        if comparison is not None:
+            out["comparison"] = comparison.to_dict()
+        print_json(out)
+    else:
+        print(slurm_replay.format_replay(result))
+        if comparison is not None:
+            print()
+            print(slurm_replay.format_comparison(comparison))
+    if comparison is not None and comparison.agreement < 1.0:
+        return 1
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("slurm", help="a real local Slurm: up, down, status, replay a workload",
+                              description="A real Slurm on this machine (munge, slurmctld, one slurmd "
+                                          "per node, emulated GPUs) in a temporary directory on "
+                                          "ports 17800+. Needs root and Debian's slurm-wlm and munge.")
+    sub = p.add_subparsers(dest="slurm_command", metavar="SUBCOMMAND")
+
+    up = sub.add_parser("up", help="start the local cluster (idempotent)")
+    up.add_argument("--nodes", type=int, default=4, help="slurmd nodes (default 4)")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="emulated GPUs per node (default 8)")
+    up.add_argument("--features", default="nvlink:2",
+                    help="node features: NAME (every node) or NAME:K (node1..nodeK), comma-separated "
+                         "(default nvlink:2)")
+    up.add_argument("--port", type=int, default=17800,
+                    help="slurmctld port; node K listens on PORT+K (default 17800)")
+    up.set_defaults(func=_up)
+
+    down = sub.add_parser("down", help="stop every process of the local cluster, by PID")
+    down.add_argument("--json", action="store_true", help="machine-readable output")
+    down.set_defaults(func=_down)
+
+    st = sub.add_parser("status", help="is the local cluster up; its processes and nodes")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_status)
+
+    rp = sub.add_parser("replay", help="submit a workload's jobs to the local cluster and record "
+                                       "what Slurm did")
+    rp.add_argument("workload", help="WORKLOAD.yaml (see examples/slurm/)")
+    rp.add_argument("--compare", action="store_true",
+                    help="also run courselib's slurm policy and report the agreement (exit 1 if < 100%%)")
+    rp.add_argument("--json", action="store_true", help="machine-readable output")
+    rp.add_argument("--seconds-per-minute", type=float, default=None,
+                    help="real seconds a job sleeps per --time minute of duration (default: the "
+                         "shortest job sleeps 3 s)")
+    rp.set_defaults(func=_replay)
+
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -1,0 +1,728 @@
+"""A real Slurm on one machine: munge, one ``slurmctld`` and N ``slurmd`` with emulated GPUs.
+
+Everything lives in a temporary state directory and listens on non-default ports, so a system
+Slurm (if any) is never touched: a private ``munged`` socket and key, ``slurm.conf`` /
+``gres.conf`` / ``cgroup.conf`` written for this run, and one ``slurmd -N nodeK`` per node
+(Slurm's "multiple slurmd" mode: every node is ``localhost`` on its own port). GPUs are
+emulated through ``gres.conf`` (``Name=gpu Count=G``): the scheduler counts and allocates them
+exactly as it would real ones. The recipe is DESIGN.md §4, seen working with Slurm 22.05.
+
+Every process started is recorded by PID in a state file, so ``status`` and ``down`` find the
+cluster from any later command, and ``down`` stops exactly those processes (plus job steps
+whose environment carries this cluster's marker), never anything chosen by name.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from courselib.errors import CourseError, InputError, PrivilegeError
+
+#: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
+DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
+
+#: SlurmctldPort; node K listens on BASE_PORT + K. Slurm's defaults are 6817/6818.
+BASE_PORT = 17800
+PARTITION = "batch"
+#: Environment variable carried by every daemon and job of a cluster: its state directory.
+MARKER = "COURSELIB_SLURM_DIR"
+#: Environment variable that overrides where the state file lives.
+STATE_ENV = "COURSELIB_SLURM_STATE"
+
+# The scheduler reacts within about a second, so a replay can run in seconds instead of hours.
+# bf_resolution=1 keeps backfill's time grid at one second; bf_continue lets one backfill pass
+# finish; sched_min_interval lowers the gap between event-triggered main-scheduler passes.
+SCHEDULER_PARAMETERS = ("bf_interval=1,bf_resolution=1,bf_continue,"
+                        "sched_interval=1,sched_min_interval=100000")
+
+
+class SlurmUnavailable(PrivilegeError):
+    """This machine cannot run the local Slurm (not root, or Slurm/munge not installed)."""
+
+
+# ----------------------------------------------------------------------------- the shape
+
+@dataclass(frozen=True)
+class NodeShape:
+    """One emulated node: its name, slurmd port, GPUs and feature labels (``--constraint``)."""
+    name: str
+    port: int
+    gpus: int
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """The cluster ``up`` builds: ``nodes`` nodes with ``gpus_per_node`` emulated GPUs each.
+
+    ``features`` is a tuple of ``(name, where)``: ``where`` is ``None`` (every node), a count
+    ``k`` (the first ``k`` nodes, ``node1`` upwards) or a tuple of 1-based node numbers.
+    ``cpus_per_node`` is what Slurm is told (``SlurmdParameters=config_overrides``), large
+    enough that CPUs never limit a GPU job.
+    """
+    nodes: int = 4
+    gpus_per_node: int = 8
+    features: tuple = ()
+    cpus_per_node: int = 64
+    base_port: int = BASE_PORT
+
+    def __post_init__(self):
+        if not 1 <= self.nodes <= 64:
+            raise InputError(f"{self.nodes} nodes: choose 1 to 64", field="--nodes",
+                             hint="each node is one slurmd process on this machine")
+        if not 0 <= self.gpus_per_node <= 64:
+            raise InputError(f"{self.gpus_per_node} GPUs per node: choose 0 to 64",
+                             field="--gpus-per-node")
+        if not 1024 <= self.base_port <= 65535 - 65:
+            raise InputError(f"port {self.base_port}: choose 1024 to 65470", field="--port")
+        norm = []
+        for name, where in self.features:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
+                raise InputError(f"{name!r} is not a feature name (letters, digits, _ . -)",
+                                 field="--features")
+            if isinstance(where, (list, tuple)):
+                where = tuple(sorted(set(int(k) for k in where)))
+                if not where or not all(1 <= k <= self.nodes for k in where):
+                    raise InputError(f"{name}: node numbers must be 1 to {self.nodes}",
+                                     field="--features")
+            elif where is not None and not 1 <= where <= self.nodes:
+                raise InputError(f"{name}:{where}: a feature can be on 1 to {self.nodes} nodes",
+                                 field="--features")
+            norm.append((name, where))
+        object.__setattr__(self, "features", tuple(norm))
+
+    def features_of(self, k: int) -> tuple[str, ...]:
+        """Features of node ``k`` (1-based)."""
+        return tuple(name for name, where in self.features
+                     if where is None or (k in where if isinstance(where, tuple) else k <= where))
+
+    def node_shapes(self) -> list[NodeShape]:
+        return [NodeShape(f"node{k}", self.base_port + k, self.gpus_per_node, self.features_of(k))
+                for k in range(1, self.nodes + 1)]
+
+    @property
+    def ctld_port(self) -> int:
+        return self.base_port
+
+    def describe(self) -> str:
+        def where_text(where):
+            if where is None:
+                return "all nodes"
+            if isinstance(where, tuple):
+                return "node" + ",".join(map(str, where)) if len(where) == 1 else \
+                    "nodes " + ",".join(map(str, where))
+            return f"{where} node{'s' if where != 1 else ''}"
+        feats = ", ".join(f"{n} on {where_text(w)}" for n, w in self.features)
+        return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
+                + (f" ({feats})" if feats else ""))
+
+    def cli_args(self) -> str:
+        """The ``courselib slurm up`` arguments that build this shape (where expressible)."""
+        out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
+        if self.features and all(not isinstance(w, tuple) for _, w in self.features):
+            out += " --features " + ",".join(n if w is None else f"{n}:{w}" for n, w in self.features)
+        if self.base_port != BASE_PORT:
+            out += f" --port {self.base_port}"
+        return out
+
+    def to_json(self) -> dict:
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+                "features": [[n, list(w) if isinstance(w, tuple) else w] for n, w in self.features],
+                "cpus_per_node": self.cpus_per_node, "base_port": self.base_port}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ClusterShape":
+        return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
+                   features=tuple((n, tuple(w) if isinstance(w, list) else w)
+                                  for n, w in d.get("features", [])),
+                   cpus_per_node=d.get("cpus_per_node", 64), base_port=d.get("base_port", BASE_PORT))
+
+    def same_nodes(self, other: "ClusterShape") -> bool:
+        """Same nodes, GPUs and per-node features (ports and how features are written aside)."""
+        return (self.nodes, self.gpus_per_node) == (other.nodes, other.gpus_per_node) and all(
+            set(self.features_of(k)) == set(other.features_of(k)) for k in range(1, self.nodes + 1))
+
+
+def parse_features(text: str | None) -> tuple[tuple[str, int | None], ...]:
+    """``"nvlink:2,ib"`` -> ``(("nvlink", 2), ("ib", None))``: nvlink on node1-2, ib on all."""
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, count = item.partition(":")
+        if count:
+            if not count.isdigit():
+                raise InputError(f"{item!r}: the count after ':' must be a number of nodes",
+                                 field="--features", hint="e.g. --features nvlink:2,ib")
+            out.append((name, int(count)))
+        else:
+            out.append((name, None))
+    return tuple(out)
+
+
+def render_slurm_conf(shape: ClusterShape, state_dir: Path) -> str:
+    """The ``slurm.conf`` for ``shape`` with every path inside ``state_dir``."""
+    d = state_dir
+    lines = [
+        "# Written by `courselib slurm up`: a private cluster on this machine (DESIGN.md §4).",
+        "ClusterName=courselib",
+        "SlurmctldHost=localhost",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"SlurmctldPort={shape.ctld_port}",
+        f"SlurmdPort={shape.base_port + 1}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={d}/munge/munge.socket",
+        f"StateSaveLocation={d}/ctld",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SchedulerType=sched/backfill",
+        f"SchedulerParameters={SCHEDULER_PARAMETERS}",
+        "PriorityType=priority/basic",
+        "GresTypes=gpu",
+        "SlurmdParameters=config_overrides",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "MinJobAge=3600",
+        "KillWait=2",
+        "InactiveLimit=0",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=300",
+        "MessageTimeout=10",
+        "TreeWidth=65533",
+    ]
+    for node in shape.node_shapes():
+        feature = f" Feature={','.join(node.features)}" if node.features else ""
+        gres = f" Gres=gpu:{node.gpus}" if node.gpus else ""
+        lines.append(f"NodeName={node.name} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                     f"Port={node.port} CPUs={shape.cpus_per_node} RealMemory=1000{gres}"
+                     f"{feature} State=UNKNOWN")
+    # MaxNodes = the partition's size: a job asking for more nodes is accepted and waits with
+    # reason PartitionNodeLimit (EnforcePartLimits=NO) instead of being refused by sbatch.
+    lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE "
+                 f"MaxNodes={shape.nodes} OverSubscribe=NO State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def render_gres_conf(shape: ClusterShape, state_dir: Path) -> str:
+    """Emulated GPUs: one device file per GPU (``dev/gpuK``, made by :func:`make_gpu_files`).
+
+    Slurm only counts GPUs that have a ``File=``; nothing is ever bound to these files.
+    """
+    lines = ["# Emulated GPUs: Slurm counts and allocates them; no device is bound."]
+    if shape.gpus_per_node:
+        files = f"gpu[0-{shape.gpus_per_node - 1}]" if shape.gpus_per_node > 1 else "gpu0"
+        lines.append(f"NodeName=node[1-{shape.nodes}] Name=gpu File={state_dir}/dev/{files}")
+    return "\n".join(lines) + "\n"
+
+
+def make_gpu_files(shape: ClusterShape, state_dir: Path) -> None:
+    """Character devices that alias /dev/null (1,3): slurmd wants a device behind each GPU."""
+    (state_dir / "dev").mkdir(exist_ok=True)
+    for k in range(shape.gpus_per_node):
+        path = state_dir / "dev" / f"gpu{k}"
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        except PermissionError:  # no CAP_MKNOD: a plain file also works (slurmd logs a warning)
+            path.touch(mode=0o600)
+
+
+def render_cgroup_conf() -> str:
+    # TaskPlugin=task/none and proctrack/linuxproc: the cgroup plugin is only named so that
+    # slurmd starts on both cgroup v1 and v2 hosts.
+    plugin = "cgroup/v2" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "cgroup/v1"
+    return f"CgroupPlugin={plugin}\nIgnoreSystemd=yes\n"
+
+
+# ----------------------------------------------------------------------------- preflight
+
+def _which(cmd: str) -> str | None:
+    return shutil.which(cmd) or next((p for p in (f"/usr/sbin/{cmd}", f"/sbin/{cmd}")
+                                      if os.access(p, os.X_OK)), None)
+
+
+def missing_commands() -> list[str]:
+    return [c for c in DAEMONS + CLIENTS if _which(c) is None]
+
+
+def check_available() -> None:
+    """Raise :class:`SlurmUnavailable` naming what is missing and how to get it."""
+    missing = missing_commands()
+    if missing:
+        raise SlurmUnavailable(
+            f"Slurm is not installed here ({', '.join(missing)} not found)",
+            hint=f"install the Debian packages: apt-get install {' '.join(DEBIAN_PACKAGES)} "
+                 f"(or run .ci/install-slurm.sh)")
+    if os.geteuid() != 0:
+        raise SlurmUnavailable(
+            "a local Slurm runs its daemons as root (SlurmUser=root, munged)",
+            hint="run as root (CI does); elsewhere the chapter shows a recorded run")
+
+
+def unavailable_reason() -> str | None:
+    """``None`` if this machine can run the local Slurm, else the one-line reason."""
+    try:
+        check_available()
+    except SlurmUnavailable as err:
+        return str(err)
+    return None
+
+
+# ----------------------------------------------------------------------------- state
+
+def state_file() -> Path:
+    """Where the running cluster is recorded (``$COURSELIB_SLURM_STATE`` overrides)."""
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return Path(env)
+    return Path(tempfile.gettempdir()) / f"courselib-slurm-{os.geteuid()}.json"
+
+
+@dataclass
+class Proc:
+    """A process this module started: the role, its PID and a word of its command line."""
+    role: str
+    pid: int
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Cluster:
+    """A running (or starting) cluster: its shape, directory and every process started."""
+    shape: ClusterShape
+    state_dir: Path
+    procs: list[Proc] = field(default_factory=list)
+    started_at: float = 0.0
+
+    @property
+    def conf(self) -> Path:
+        return self.state_dir / "slurm.conf"
+
+    def env(self) -> dict[str, str]:
+        """The environment for client commands (``sbatch``, ``squeue``) against this cluster."""
+        env = dict(os.environ)
+        env["SLURM_CONF"] = str(self.conf)
+        env[MARKER] = str(self.state_dir)
+        for k in [k for k in env if k.startswith(("SBATCH_", "SQUEUE_", "SLURM_"))
+                  and k != "SLURM_CONF"]:
+            del env[k]
+        return env
+
+    def to_json(self) -> dict:
+        return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir),
+                "started_at": self.started_at, "procs": [asdict(p) for p in self.procs]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Cluster":
+        return cls(ClusterShape.from_json(d["shape"]), Path(d["state_dir"]),
+                   [Proc(**p) for p in d["procs"]], d.get("started_at", 0.0))
+
+    def save(self) -> None:
+        path = state_file()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2))
+        os.replace(tmp, path)
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
+        """Run a Slurm client command against this cluster; its stdout."""
+        try:
+            res = subprocess.run(list(argv), env=self.env(), capture_output=True, text=True,
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CourseError(f"{' '.join(argv)} did not answer in {timeout:g} s",
+                              hint=f"see the logs in {self.state_dir}/log") from None
+        if check and res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip().splitlines()
+            raise CourseError(f"{' '.join(argv[:2])} failed: {msg[-1] if msg else res.returncode}",
+                              hint=f"see the logs in {self.state_dir}/log")
+        return res.stdout
+
+
+def load_cluster() -> Cluster | None:
+    """The cluster recorded in the state file, or ``None``."""
+    path = state_file()
+    try:
+        return Cluster.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        raise CourseError(f"the state file {path} is not one courselib wrote",
+                          hint="remove it if no courselib Slurm is running") from None
+
+
+# ----------------------------------------------------------------------------- processes
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def is_ours(proc: Proc) -> bool:
+    """Is ``proc.pid`` still the process we started (same program, same state directory)?
+
+    Guards against PID reuse: a PID is only signalled if its command line still names the
+    program and this cluster's files.
+    """
+    cmd = _cmdline(proc.pid)
+    if not cmd or _is_zombie(proc.pid):
+        return False
+    return cmd == proc.argv
+
+
+def marked_pids(state_dir: Path) -> list[int]:
+    """PIDs whose environment carries this cluster's marker (job steps and their children)."""
+    needle = f"{MARKER}={state_dir}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "job"
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _alive(pid: int) -> bool:
+    _reap(pid)
+    return _cmdline(pid) is not None and not _is_zombie(pid)
+
+
+def stop_pids(pids: list[int], *, grace: float = 5.0) -> list[int]:
+    """SIGTERM each PID, wait up to ``grace`` s, SIGKILL what is left; the PIDs still alive."""
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    left = [p for p in pids if _alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if _alive(p)]
+    for pid in left:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if _alive(p)]
+    return left
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_for(predicate, timeout: float, what: str, cluster: Cluster, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise CourseError(f"{what} did not happen within {timeout:g} s",
+                              hint=f"see the logs in {cluster.state_dir}/log")
+        dead = [p for p in cluster.procs if not _alive(p.pid)]
+        if dead:
+            log = _log_tail(cluster, dead[0].role)
+            raise CourseError(f"{dead[0].role} (PID {dead[0].pid}) exited while starting"
+                              + (f": {log}" if log else ""),
+                              hint=f"see the logs in {cluster.state_dir}/log")
+        time.sleep(interval)
+
+
+def _log_tail(cluster: Cluster, role: str) -> str:
+    name = {"munged": "munged.log", "slurmctld": "slurmctld.log"}.get(role, f"{role}.log")
+    for path in (cluster.state_dir / "log" / name, cluster.state_dir / "log" / f"{role}.stderr"):
+        try:
+            lines = [ln for ln in path.read_text(errors="replace").splitlines()
+                     if "error" in ln.lower() or "fatal" in ln.lower()]
+        except OSError:
+            continue
+        if lines:
+            return lines[-1].strip()
+    return ""
+
+
+# ----------------------------------------------------------------------------- up / down
+
+def status(cluster: Cluster | None = None) -> dict:
+    """What is recorded and what is really running, as a dict (for ``status --json``)."""
+    cluster = cluster or load_cluster()
+    if cluster is None:
+        return {"up": False, "state_file": str(state_file())}
+    procs = [{"role": p.role, "pid": p.pid, "alive": is_ours(p)} for p in cluster.procs]
+    up = bool(procs) and all(p["alive"] for p in procs)
+    out = {"up": up, "state_file": str(state_file()), "state_dir": str(cluster.state_dir),
+           "shape": cluster.shape.describe(), "slurm_conf": str(cluster.conf),
+           "processes": procs}
+    if up:
+        out["nodes"] = node_states(cluster)
+    return out
+
+
+def node_states(cluster: Cluster) -> list[dict]:
+    """``sinfo``'s view: each node's state, GPUs and features."""
+    text = cluster.run("sinfo", "-N", "-h", "-o", "%N|%T|%G|%f", check=False, timeout=10)
+    out = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) == 4:
+            out.append({"node": parts[0], "state": parts[1], "gres": parts[2],
+                        "features": [] if parts[3] in ("(null)", "") else parts[3].split(",")})
+    return out
+
+
+def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> Cluster:
+    """Start (or find already running) a cluster of ``shape``; idempotent.
+
+    On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped and the
+    state directory removed before the exception propagates.
+    """
+    check_available()
+    existing = load_cluster()
+    if existing is not None:
+        if all(is_ours(p) for p in existing.procs) and existing.procs:
+            if not existing.shape.same_nodes(shape):
+                raise CourseError(
+                    f"a different local Slurm is already up ({existing.shape.describe()})",
+                    hint="run `courselib slurm down` first")
+            say(f"already up: {existing.shape.describe()} (state in {existing.state_dir})")
+            return existing
+        say("found a stale record of a cluster; cleaning it up")
+        down(existing)
+
+    busy = [p for p in [shape.ctld_port] + [n.port for n in shape.node_shapes()]
+            if not _port_free(p)]
+    if busy:
+        raise CourseError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} "
+                          f"already in use on 127.0.0.1",
+                          hint="stop what uses them, or choose other ports with --port")
+
+    state_dir = Path(tempfile.mkdtemp(prefix="courselib-slurm-"))
+    cluster = Cluster(shape, state_dir, started_at=time.time())
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):  # treat SIGTERM like Ctrl-C so the cleanup below runs
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not in the main thread: keep the default
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        _start(cluster, timeout=timeout, say=say)
+    except BaseException:
+        down(cluster)
+        raise
+    finally:
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous)
+    return cluster
+
+
+def _spawn(cluster: Cluster, role: str, argv: list[str], env: dict[str, str]) -> Proc:
+    log = open(cluster.state_dir / "log" / f"{role}.stderr", "ab")
+    try:
+        popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True,
+                                 cwd=cluster.state_dir)
+    finally:
+        log.close()
+    proc = Proc(role, popen.pid, list(argv))
+    cluster.procs.append(proc)
+    cluster.save()
+    return proc
+
+
+def _start(cluster: Cluster, *, timeout: float, say) -> None:
+    d, shape = cluster.state_dir, cluster.shape
+    for sub in ("munge", "ctld", "spool", "run", "log"):
+        (d / sub).mkdir(mode=0o700)
+    for node in shape.node_shapes():
+        (d / "spool" / node.name).mkdir(mode=0o700)
+    os.chmod(d, 0o755)  # munged refuses group/other-writable directories on its socket path
+    (d / "slurm.conf").write_text(render_slurm_conf(shape, d))
+    (d / "gres.conf").write_text(render_gres_conf(shape, d))
+    make_gpu_files(shape, d)
+    (d / "cgroup.conf").write_text(render_cgroup_conf())
+    key = d / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    os.chmod(key, 0o400)
+
+    env = cluster.env()
+    cluster.save()
+
+    say(f"starting munged (private socket {d}/munge/munge.socket)")
+    _spawn(cluster, "munged", [_which("munged"), "--foreground", "--force",
+                               f"--socket={d}/munge/munge.socket", f"--key-file={key}",
+                               f"--pid-file={d}/run/munged.pid", f"--log-file={d}/log/munged.log",
+                               f"--seed-file={d}/munge/munged.seed", "--num-threads=4"], env)
+    _wait_for(lambda: (d / "munge" / "munge.socket").exists(), 10, "munged's socket", cluster)
+
+    say(f"starting slurmctld on port {shape.ctld_port}")
+    _spawn(cluster, "slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], env)
+    _wait_for(lambda: _ping(cluster), timeout, "slurmctld answering `scontrol ping`", cluster)
+
+    for node in shape.node_shapes():
+        say(f"starting slurmd {node.name} on port {node.port} ({node.gpus} GPUs"
+            + (f", features {','.join(node.features)})" if node.features else ")"))
+        _spawn(cluster, f"slurmd-{node.name}",
+               [_which("slurmd"), "-D", "-f", str(cluster.conf), "-N", node.name], env)
+    names = f"node[1-{shape.nodes}]" if shape.nodes > 1 else "node1"
+    _wait_for(lambda: _all_nodes_registered(cluster), timeout, "every slurmd registering", cluster,
+              interval=0.3)
+    cluster.run("scontrol", "update", f"nodename={names}", "state=resume", check=False)
+    _wait_for(lambda: _all_nodes_idle(cluster), timeout, "every node becoming idle", cluster,
+              interval=0.3)
+    say(f"up: {shape.describe()}; SLURM_CONF={cluster.conf}")
+
+
+def _ping(cluster: Cluster) -> bool:
+    try:
+        out = cluster.run("scontrol", "ping", check=False, timeout=5)
+    except CourseError:
+        return False
+    return "is UP" in out
+
+
+def _all_nodes_registered(cluster: Cluster) -> bool:
+    states = node_states(cluster)
+    return len(states) == cluster.shape.nodes and all(
+        "NOT_RESPONDING" not in s["state"].upper() and not s["state"].endswith("*")
+        and s["state"].lower() not in ("unknown", "down*") for s in states)
+
+
+def _all_nodes_idle(cluster: Cluster) -> bool:
+    states = node_states(cluster)
+    return len(states) == cluster.shape.nodes and all(s["state"] == "idle" for s in states)
+
+
+def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
+    """Stop every process of the recorded cluster by PID; remove its directory and record.
+
+    Order: running jobs are cancelled, then job steps (found by the environment marker),
+    slurmd's, slurmctld and munged. Returns what was stopped and anything that survived.
+    """
+    cluster = cluster or load_cluster()
+    if cluster is None:
+        say("no local Slurm is recorded; nothing to stop")
+        return {"stopped": [], "left": []}
+    ctld_alive = any(p.role == "slurmctld" and is_ours(p) for p in cluster.procs)
+    if ctld_alive and cluster.conf.exists():
+        with contextlib.suppress(CourseError):
+            cluster.run("scancel", "--full", f"--partition={PARTITION}", check=False, timeout=10)
+    stopped: list[dict] = []
+    left: list[int] = []
+    # Job steps and their children first: they are not our children, but carry our marker.
+    steps = marked_pids(cluster.state_dir)
+    ours = {p.pid for p in cluster.procs}
+    steps = [p for p in steps if p not in ours]
+    if steps:
+        names = {p: _comm(p) for p in steps}
+        left += stop_pids(steps, grace=3.0)
+        stopped += [{"role": names[p], "pid": p} for p in steps]
+    order = sorted(cluster.procs, key=lambda p: {"munged": 2, "slurmctld": 1}.get(p.role, 0))
+    for group in ([p for p in order if p.role.startswith("slurmd")],
+                  [p for p in order if p.role == "slurmctld"],
+                  [p for p in order if p.role == "munged"]):
+        pids = [p.pid for p in group if is_ours(p)]
+        if pids:
+            left += stop_pids(pids)
+            stopped += [{"role": p.role, "pid": p.pid} for p in group if p.pid in pids]
+        for p in group:
+            _reap(p.pid)
+    # Anything a slurmd forked late (a step starting while we stopped it).
+    late = [p for p in marked_pids(cluster.state_dir) if p not in ours]
+    if late:
+        names = {p: _comm(p) for p in late}
+        left += stop_pids(late, grace=2.0)
+        stopped += [{"role": names[p], "pid": p} for p in late]
+    say(f"stopped {len(stopped)} process{'es' if len(stopped) != 1 else ''}"
+        + (f"; {len(left)} would not stop: {left}" if left else ""))
+    if not left:
+        shutil.rmtree(cluster.state_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            rec = load_cluster_path_dir()
+            if rec == str(cluster.state_dir):
+                state_file().unlink()
+    return {"stopped": stopped, "left": left}
+
+
+def load_cluster_path_dir() -> str | None:
+    """The state directory the state file names (``None`` if there is no state file)."""
+    try:
+        return json.loads(state_file().read_text()).get("state_dir")
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return None
+
+
+def require_up() -> Cluster:
+    """The running cluster, or an error that says how to start one."""
+    check_available()
+    cluster = load_cluster()
+    if cluster is None or not cluster.procs or not all(is_ours(p) for p in cluster.procs):
+        raise CourseError("no local Slurm is up", hint="start one with `courselib slurm up`")
+    return cluster

@@ -1,0 +1,162 @@
+"""A real local Slurm: up/down by PID, and replays that must agree with courselib's slurm model.
+
+Runs where permitted (root, Debian's slurm-wlm + munge installed: `.ci/install-slurm.sh`);
+elsewhere every test is skipped with the reason. The cluster uses its own ports (17900+) and
+state file, so a cluster a developer has up on the default ports is never touched.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from courselib.live import slurm
+from courselib.live import slurm_replay as replay
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "slurm"
+PORT = 17900
+
+# Differences between the real Slurm and the model, each explained; the test pins the real
+# side so that it cannot drift silently. Empty once the model is fixed.
+# (workload, job) -> the real reason Slurm gives.
+# - resources-priority/second: Slurm's main scheduler gives every job behind the first blocked
+#   one reason Priority, and backfill leaves that reason alone; the model's backfill pass
+#   rewrites it to Resources when the job does not fit now.
+KNOWN_REASON_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("resources-priority", "second"): "Priority",
+}
+
+REASON = slurm.unavailable_reason()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=f"local Slurm not runnable here: {REASON}"))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """Brings clusters up on demand (one shape at a time) and proves `down` left nothing."""
+    state = tmp_path_factory.mktemp("slurm") / "state.json"
+    old = os.environ.get(slurm.STATE_ENV)
+    os.environ[slurm.STATE_ENV] = str(state)
+    started: list[int] = []
+
+    class Lab:
+        cluster: slurm.Cluster | None = None
+
+        def up(self, shape: slurm.ClusterShape) -> slurm.Cluster:
+            shape = slurm.ClusterShape(shape.nodes, shape.gpus_per_node, shape.features,
+                                       base_port=PORT)
+            if self.cluster is not None and not self.cluster.shape.same_nodes(shape):
+                self.down()
+            self.cluster = slurm.up(shape)
+            started.extend(p.pid for p in self.cluster.procs)
+            return self.cluster
+
+        def down(self) -> None:
+            out = slurm.down(self.cluster)
+            assert out["left"] == []
+            self.cluster = None
+
+    lab = Lab()
+    try:
+        yield lab
+    finally:
+        if lab.cluster is not None:
+            lab.down()
+        if old is None:
+            os.environ.pop(slurm.STATE_ENV, None)
+        else:
+            os.environ[slurm.STATE_ENV] = old
+    alive = [pid for pid in started if slurm._alive(pid)]
+    assert alive == [], f"processes of ours still running after down: {alive}"
+    assert not state.exists()
+
+
+def test_up_is_idempotent_and_status_sees_every_process(lab):
+    shape = slurm.ClusterShape(nodes=4, gpus_per_node=8, features=(("nvlink", 2),))
+    first = lab.up(shape)
+    again = lab.up(shape)
+    assert [p.pid for p in again.procs] == [p.pid for p in first.procs]
+    info = slurm.status()
+    assert info["up"] is True
+    roles = sorted(p["role"] for p in info["processes"])
+    assert roles == ["munged", "slurmctld"] + [f"slurmd-node{k}" for k in range(1, 5)]
+    nodes = {n["node"]: n for n in info["nodes"]}
+    assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
+    assert all(n["state"] == "idle" and n["gres"] == "gpu:8" for n in nodes.values())
+    assert nodes["node1"]["features"] == ["nvlink"] and nodes["node3"]["features"] == []
+    # ports are ours, not Slurm's defaults
+    conf = first.conf.read_text()
+    assert f"SlurmctldPort={PORT}" in conf and "6817" not in conf
+
+
+def test_up_refuses_a_different_shape_while_one_is_up(lab):
+    lab.up(slurm.ClusterShape(nodes=4, gpus_per_node=8, features=(("nvlink", 2),)))
+    with pytest.raises(slurm.CourseError, match="already up"):
+        slurm.up(slurm.ClusterShape(nodes=3, gpus_per_node=8, base_port=PORT))
+
+
+def _workloads():
+    return sorted(EXAMPLES.glob("*.yaml")) + [REPO / "examples" / "workloads" / "slurm-backfill.yaml"]
+
+
+_REPLAYS: dict[Path, replay.ReplayResult] = {}
+
+
+def _replay(path: Path, lab) -> replay.ReplayResult:
+    """One real replay per workload per test session (they take seconds each)."""
+    from courselib.io.workload import load_workload
+    if path not in _REPLAYS:
+        plan = replay.plan_replay(load_workload(path))
+        _REPLAYS[path] = replay.run_replay(lab.up(plan.shape), plan)
+    return _REPLAYS[path]
+
+
+def _agreement(path: Path, lab) -> replay.Comparison:
+    return replay.compare(_replay(path, lab), name=path.stem)
+
+
+# Group workloads by cluster shape so the cluster is restarted as rarely as possible.
+@pytest.mark.parametrize("path", sorted(_workloads(), key=lambda p: (p.stem.startswith("seed")
+                                                                     or "workloads" in str(p), p.name)),
+                         ids=lambda p: p.stem)
+def test_replay_agrees_with_the_model(path, lab):
+    if not path.exists():
+        pytest.skip(f"{path} is not in this checkout")
+    c = _agreement(path, lab)
+    report = replay.format_comparison(c)
+    assert c.started_agree == c.started_checks, report
+    assert c.order_agree == c.order_pairs, report
+    for row in c.jobs:
+        known = KNOWN_REASON_DIFFERENCES.get((path.stem, row.name))
+        if known is not None:
+            assert row.real_reason == known, report
+        elif row.reason_agrees is not None:
+            assert row.reason_agrees, report
+
+
+def test_scenarios_show_what_the_issue_asks_for(lab):  # after the replays: reuses them
+    """The real Slurm itself: whole-job waits, Resources vs Priority, PartitionNodeLimit, backfill."""
+    def run(name):
+        return _replay(EXAMPLES / f"{name}.yaml", lab)
+
+    rp = run("resources-priority")
+    assert (rp.job("first").reason, rp.job("second").reason) == ("Resources", "Priority")
+    big = run("too-big")
+    assert big.job("huge").start is None and big.job("huge").reason == "PartitionNodeLimit"
+    bf = run("backfill")
+    assert bf.start_order() == ["running", "short", "big", "long"]
+    assert bf.job("short").start < bf.job("big").start  # backfilled past the waiting big job
+
+
+def test_down_stops_everything_by_pid(lab):
+    cluster = lab.up(slurm.ClusterShape(nodes=2, gpus_per_node=4))
+    pids = [p.pid for p in cluster.procs]
+    assert all(slurm._alive(pid) for pid in pids)
+    lab.down()
+    assert [pid for pid in pids if slurm._alive(pid)] == []
+    assert slurm.load_cluster() is None
+    assert not cluster.state_dir.exists()

@@ -1,0 +1,140 @@
+"""The local-Slurm pieces that need no Slurm: config, scaling, comparison, clear refusals."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courselib.cli.main import main
+from courselib.live import slurm
+from courselib.live import slurm_replay as replay
+from courselib.model.workload import ClusterSpec, Job, Workload
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_config_uses_private_ports_paths_and_emulated_gpus(tmp_path):
+    shape = slurm.ClusterShape(nodes=3, gpus_per_node=4, features=(("nvlink", 2), ("ib", None)),
+                               base_port=17950)
+    conf = slurm.render_slurm_conf(shape, tmp_path)
+    assert "SlurmctldPort=17950" in conf
+    assert "NodeName=node1 " in conf and "Port=17951" in conf and "Port=17953" in conf
+    assert "Feature=nvlink,ib" in conf and "NodeName=node3 " in conf
+    node3 = next(ln for ln in conf.splitlines() if ln.startswith("NodeName=node3 "))
+    assert "Feature=ib" in node3 and "nvlink" not in node3
+    assert f"AuthInfo=socket={tmp_path}/munge/munge.socket" in conf
+    assert "MaxNodes=3" in conf and "SelectType=select/cons_tres" in conf
+    assert all(str(tmp_path) in ln for ln in conf.splitlines() if "Location=" in ln or "File=" in ln)
+    gres = slurm.render_gres_conf(shape, tmp_path)
+    assert f"Name=gpu File={tmp_path}/dev/gpu[0-3]" in gres
+
+
+def test_features_parse_and_refuse_nonsense():
+    assert slurm.parse_features("nvlink:2, ib") == (("nvlink", 2), ("ib", None))
+    assert slurm.parse_features("") == ()
+    with pytest.raises(slurm.InputError, match="--features"):
+        slurm.parse_features("nvlink:two")
+    with pytest.raises(slurm.InputError, match="1 to 4 nodes"):
+        slurm.ClusterShape(nodes=4, features=(("nvlink", 5),))
+
+
+def test_shape_for_keeps_per_node_features():
+    spec = ClusterSpec.with_features(4, 8, {"nvlink": [0, 1], "ib": [1, 3]})
+    shape = replay.shape_for(spec)
+    assert [shape.features_of(k) for k in range(1, 5)] == [("nvlink",), ("ib", "nvlink"), (), ("ib",)]
+    assert shape.same_nodes(slurm.ClusterShape(4, 8, (("nvlink", 2), ("ib", (2, 4)))))
+    assert not shape.same_nodes(slurm.ClusterShape(4, 8, (("nvlink", 2),)))
+
+
+def _wl(*jobs, nodes=4, gpn=8):
+    return Workload(ClusterSpec(nodes, gpn), tuple(jobs))
+
+
+def test_plan_keeps_time_limit_proportions_and_maps_whole_nodes_to_nodes():
+    w = _wl(Job("a", 3, 8, duration=4 * 3600.0, time_limit=4 * 3600.0),
+            Job("b", 4, 2, duration=1800.0, time_limit=7200.0, constraint="nvlink", exclusive=True))
+    plan = replay.plan_replay(w)
+    a, b = plan.submissions
+    assert plan.unit == 7200.0 and (a.time_minutes, b.time_minutes) == (2, 1)
+    assert "--nodes=3" in a.args and "--gpus-per-node=8" in a.args
+    assert "--ntasks=4" in b.args and "--gpus-per-task=2" in b.args
+    assert "--constraint=nvlink" in b.args and "--exclusive" in b.args
+    assert b.sleep == pytest.approx(replay.MIN_SLEEP)  # the shortest job sleeps MIN_SLEEP
+    assert a.sleep / b.sleep == pytest.approx(8.0)  # durations keep their ratio
+    js = {j.name: j for j in plan.as_submitted.jobs}
+    assert js["a"].time_limit == 120.0 and js["a"].duration == a.sleep
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 48), st.integers(1, 48)), min_size=1, max_size=6))
+def test_plan_minutes_are_exact_multiples(pairs):
+    jobs = [Job(f"j{k}", 1, 8, duration=d * 900.0, time_limit=max(d, t) * 900.0)
+            for k, (d, t) in enumerate(pairs)]
+    plan = replay.plan_replay(_wl(*jobs))
+    for job, sub in zip(jobs, plan.submissions):
+        if not plan.notes or "rounded" not in " ".join(plan.notes):
+            assert sub.time_minutes * plan.unit == pytest.approx(job.time_limit)
+        assert sub.time_minutes >= 1 and sub.sleep <= sub.time_minutes * 60
+
+
+def test_explicit_priorities_follow_the_model_order():
+    w = _wl(Job("low", 1, 8, duration=60.0), Job("high", 1, 8, duration=60.0, priority=5))
+    subs = {s.name: s for s in replay.plan_replay(w).submissions}
+    assert subs["high"].priority > subs["low"].priority
+
+
+def _fake_result(plan, starts, reasons):
+    jobs = []
+    for k, s in enumerate(plan.submissions):
+        jobs.append(replay.RealJob(s.name, job_id=k + 1, submitted=s.submit_at, start=starts[s.name],
+                                   state="COMPLETED" if starts[s.name] is not None else "PENDING",
+                                   reason=reasons.get(s.name)))
+    return replay.ReplayResult(plan, jobs, 0.0, 1.0)
+
+
+def test_compare_counts_agreement_and_catches_disagreement():
+    if not (REPO / "examples" / "slurm" / "backfill.yaml").exists():
+        pytest.skip("examples/slurm/backfill.yaml not in this checkout")
+    from courselib.io.workload import load_workload
+    plan = replay.plan_replay(load_workload(REPO / "examples" / "slurm" / "backfill.yaml"))
+    m = replay.model_run(plan.as_submitted)
+    starts = {j.name: j.start for j in m.jobs}
+    good = replay.compare(_fake_result(plan, starts, {"big": "Resources", "long": "Priority"}))
+    assert good.agreement == 1.0 and good.reason_checks == 2
+    # swap two starts and one reason: the comparison must notice both
+    bad_starts = dict(starts, short=starts["long"] + 5, long=starts["short"])
+    bad = replay.compare(_fake_result(plan, bad_starts, {"big": "Priority", "long": "Priority"}))
+    assert bad.agreement < 1.0
+    assert ("short", "big") in bad.order_disagreements or ("big", "short") in bad.order_disagreements
+    assert any(r.name == "big" and r.reason_agrees is False for r in bad.jobs)
+    assert "agreement:" in replay.format_comparison(bad)
+
+
+def test_cli_says_what_is_missing_without_touching_anything(monkeypatch, capsys):
+    monkeypatch.setattr(slurm, "_which", lambda cmd: None)
+    assert main(["slurm", "up"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "slurm-wlm" in err and "munge" in err
+
+
+def test_cli_refuses_non_root(monkeypatch, capsys):
+    monkeypatch.setattr(slurm, "_which", lambda cmd: f"/usr/bin/{cmd}")
+    monkeypatch.setattr(slurm.os, "geteuid", lambda: 1000)
+    assert main(["slurm", "up"]) == 2
+    assert "root" in capsys.readouterr().err
+
+
+def test_status_and_down_with_nothing_up(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "none.json"))
+    assert main(["slurm", "status"]) == 0
+    assert "no local Slurm is up" in capsys.readouterr().out
+    assert main(["slurm", "down"]) == 0
+    assert "nothing to stop" in capsys.readouterr().out
+
+
+def test_is_ours_refuses_a_reused_pid():
+    import os
+    me = slurm.Proc("slurmctld", os.getpid(), ["/usr/sbin/slurmctld", "-D"])
+    assert not slurm.is_ours(me)  # this PID runs python, not slurmctld: never signalled
