@@ -41,3 +41,13 @@ def glue_figure(name: str, fig) -> None:
         return
     glue(name, fig, display=False)
     plt.close(fig)
+
+
+def examples_dir(kind: str = ""):
+    """The repository's ``examples/<kind>`` folder, from a chapter (run in ``book/``) or the root."""
+    from pathlib import Path
+
+    for base in (Path("..") / "examples", Path("examples")):
+        if (base / kind).is_dir():
+            return base / kind
+    raise FileNotFoundError(f"examples/{kind} not found from {Path.cwd()}")

@@ -1,0 +1,44 @@
+"""Seeded workloads: the same seed gives the same cluster and jobs on every machine.
+
+Used by the chapters (a mixed workload to compare schedulers on), by practice problems and by
+benchmarks. Sizes follow what shared GPU clusters see: many small jobs, some multi-node gangs and
+a few that want a large part of the cluster; users' time limits overestimate the real runtime.
+"""
+from __future__ import annotations
+
+import random
+
+from courselib.model.workload import ClusterSpec, Job, Workload
+
+
+def mixed_workload(seed: int, *, nodes: int = 16, gpus_per_node: int = 8, jobs: int = 24,
+                   mean_gap_s: float = 600.0, burst: int = 3) -> Workload:
+    """A seeded mix of small, medium and large gangs arriving in small bursts.
+
+    ``burst`` jobs share each arrival instant (several teams submitting at once — the case where
+    pod-by-pod scheduling interleaves gangs); gaps between bursts are exponential with mean
+    ``mean_gap_s``. Durations are 20 min to 4 h; time limits are 1-2x the duration.
+    """
+    if nodes < 1 or gpus_per_node < 1 or jobs < 1 or burst < 1:
+        raise ValueError("nodes, gpus_per_node, jobs and burst must be at least 1")
+    rng = random.Random(seed)
+    total = nodes * gpus_per_node
+    out, t = [], 0.0
+    for i in range(jobs):
+        if i and i % burst == 0:
+            t += round(rng.expovariate(1.0 / mean_gap_s))
+        kind = rng.random()
+        if kind < 0.5:                       # small: one pod, a few GPUs
+            gpp, pods = rng.choice([1, 2, 4]), 1
+        elif kind < 0.85:                    # medium: a multi-node gang
+            gpp = rng.choice([1, 4, gpus_per_node])
+            pods = max(2, (rng.randint(2, max(2, nodes // 4)) * gpus_per_node) // gpp)
+        else:                                # large: a third to three quarters of the cluster
+            gpp = rng.choice([1, gpus_per_node])
+            want = rng.randint(total // 3, (3 * total) // 4)
+            pods = max(2, want // gpp)
+        duration = float(rng.choice([20, 30, 45, 60, 90, 120, 180, 240]) * 60)
+        limit = float(int(duration * rng.uniform(1.0, 2.0) / 60 + 1) * 60)
+        out.append(Job(name=f"j{i:02d}", pods=pods, gpus_per_pod=gpp, submit=t, duration=duration,
+                       time_limit=limit, priority=0))
+    return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
