@@ -160,3 +160,26 @@ def test_down_stops_everything_by_pid(lab):
     assert [pid for pid in pids if slurm._alive(pid)] == []
     assert slurm.load_cluster() is None
     assert not cluster.state_dir.exists()
+
+
+def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
+    """A Ctrl-C (KeyboardInterrupt) half-way through `up` leaves no process and no state."""
+    monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))
+    spawned: list[int] = []
+    real_spawn = slurm._spawn
+
+    def spawn(cluster, role, argv, env):
+        proc = real_spawn(cluster, role, argv, env)
+        spawned.append(proc.pid)
+        return proc
+
+    def interrupted(cluster):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm, "_spawn", spawn)
+    monkeypatch.setattr(slurm, "_all_nodes_idle", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        slurm.up(slurm.ClusterShape(nodes=2, gpus_per_node=2, base_port=PORT + 60))
+    assert len(spawned) == 4  # munged, slurmctld, two slurmd
+    assert [pid for pid in spawned if slurm._alive(pid)] == []
+    assert not (tmp_path / "state.json").exists()

@@ -138,3 +138,37 @@ def test_is_ours_refuses_a_reused_pid():
     import os
     me = slurm.Proc("slurmctld", os.getpid(), ["/usr/sbin/slurmctld", "-D"])
     assert not slurm.is_ours(me)  # this PID runs python, not slurmctld: never signalled
+
+
+RECORDED = ["whole-job", "resources-priority", "too-big", "constraint", "exclusive", "backfill", "seed-512"]
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_real_runs_still_agree_with_the_model(name):
+    """The model is re-run on every recorded real replay: a model change that breaks agreement
+    with the real Slurm fails here, even on machines that cannot run Slurm."""
+    rec = replay.load_recorded(name)
+    assert rec.recorded_on and rec.workload_file.endswith(f"{name}.yaml")
+    c = replay.compare(rec.result, name=name)
+    report = replay.format_comparison(c)
+    assert c.started_agree == c.started_checks and c.order_agree == c.order_pairs, report
+    known = {("resources-priority", "second"): "Priority"}  # see tests/test_slurm_live.py
+    for row in c.jobs:
+        if (name, row.name) in known:
+            assert row.real_reason == known[(name, row.name)], report
+        elif row.reason_agrees is not None:
+            assert row.reason_agrees, report
+
+
+def test_record_refuses_to_overwrite_a_foreign_file(tmp_path):
+    rec = replay.load_recorded("backfill")
+    foreign = tmp_path / "mine.json"
+    foreign.write_text('{"something": "else"}')
+    with pytest.raises(slurm.CourseError, match="not overwriting"):
+        replay.record(rec.result, foreign, workload_text="", workload_file="x.yaml")
+    assert foreign.read_text() == '{"something": "else"}'
+    out = replay.record(rec.result, tmp_path / "new.json",
+                        workload_text=(REPO / "examples/slurm/backfill.yaml").read_text(),
+                        workload_file="examples/slurm/backfill.yaml")
+    again = replay.load_recorded(out)
+    assert again.result.start_order() == rec.result.start_order()

@@ -80,6 +80,12 @@ def _replay(args) -> int:
         raise CourseError("no local Slurm is up",
                           hint=f"start one with `courselib slurm up {plan.shape.cli_args()}`")
     result = slurm_replay.run_replay(cluster, plan, say=_say if not args.json else (lambda m: None))
+    if args.record:
+        from pathlib import Path
+        from courselib.io.yamlfile import read_text
+        out = slurm_replay.record(result, args.record, workload_text=read_text(args.workload),
+                                  workload_file=Path(args.workload).as_posix())
+        _say(f"recorded to {out}")
     comparison = slurm_replay.compare(result, name=args.workload) if args.compare else None
     if args.json:
         from courselib.cli.main import print_json
@@ -131,6 +137,8 @@ def register(subparsers) -> None:
     rp.add_argument("--seconds-per-minute", type=float, default=None,
                     help="real seconds a job sleeps per --time minute of duration (default: the "
                          "shortest job sleeps 3 s)")
+    rp.add_argument("--record", metavar="FILE.json", default=None,
+                    help="also write the replay as JSON (how the chapter's recorded runs are made)")
     rp.set_defaults(func=_replay)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -425,6 +425,13 @@ def marked_pids(state_dir: Path) -> list[int]:
     return sorted(out)
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -675,9 +682,9 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
     stopped: list[dict] = []
     left: list[int] = []
     # Job steps and their children first: they are not our children, but carry our marker.
-    steps = marked_pids(cluster.state_dir)
+    # (A daemon's own helpers, such as slurmctld's slurmscriptd, go with their daemon.)
     ours = {p.pid for p in cluster.procs}
-    steps = [p for p in steps if p not in ours]
+    steps = [p for p in marked_pids(cluster.state_dir) if p not in ours and _ppid(p) not in ours]
     if steps:
         names = {p: _comm(p) for p in steps}
         left += stop_pids(steps, grace=3.0)

@@ -12,12 +12,14 @@ with time limits, so the limits keep their exact proportions: one ``--time`` min
 ``unit`` seconds of the workload, the greatest common divisor of the jobs' limits. The jobs
 themselves only ``sleep`` — ``seconds_per_minute`` real seconds per ``unit`` of duration (and
 of submit time) — so a replay takes seconds, and jobs end well before their limits. The model
-is run on the workload *as submitted* (durations and submit times in real seconds, limits in
-``--time`` minutes × 60), the very input the real scheduler saw.
+is run on the workload *as submitted* (durations in real seconds, limits in ``--time`` minutes
+× 60, submit times as measured), the very input the real scheduler saw.
 
 **Determinism.** Jobs submitted at time 0 are queued while the partition is ``DOWN`` (reason
 ``PartitionDown``), in the model's priority order, then the partition is set ``UP``: the first
-scheduling pass sees all of them at once, as the model's first cycle does. A job's pending
+scheduling pass sees all of them at once, as the model's first cycle does. Later batches (jobs
+with one submit time) go the same way, each only once the scheduler has looked at every earlier
+job, so a submission never overtakes a decision the model makes before it. A job's pending
 reason is read ``settle`` seconds after its submission (the main scheduler and one backfill
 pass have run; ``bf_interval=1``) and compared with the model's reason right after its
 submission cycle.
@@ -584,3 +586,98 @@ def format_replay(result: ReplayResult) -> str:
                      f"{rj.nodes}")
     lines.append(f"start order: {' '.join(result.start_order())}   ({result.wall_seconds:g} s)")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- recorded runs
+
+RECORDED_BY = "courselib slurm replay --record"
+
+
+def slurm_version(cluster: Cluster | None = None) -> str:
+    import subprocess
+    try:
+        out = subprocess.run(["slurmctld", "-V"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.strip() or "unknown"
+
+
+def record(result: ReplayResult, path, *, workload_text: str, workload_file: str) -> Path:
+    """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
+    import json
+    import platform
+
+    path = Path(path)
+    if path.exists():
+        try:
+            ours = json.loads(path.read_text()).get("recorded_by") == RECORDED_BY
+        except ValueError:
+            ours = False
+        if not ours:
+            raise CourseError(f"{path} exists and was not written by a replay; not overwriting it",
+                              hint="choose another file")
+    data = {
+        "recorded_by": RECORDED_BY,
+        "recorded_on": f"{platform.system()} {platform.release()}, {slurm_version()}",
+        "recorded_at": time.strftime("%Y-%m-%d", time.gmtime(result.release_epoch)),
+        "workload_file": workload_file,
+        "workload_text": workload_text,
+        "seconds_per_minute": result.plan.seconds_per_minute,
+        "replay": replay_to_dict(result),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+@dataclass
+class Recorded:
+    """A replay read back from JSON, with where and when it was recorded."""
+    result: ReplayResult
+    recorded_on: str
+    recorded_at: str
+    workload_file: str
+
+
+def load_recorded(name_or_path) -> Recorded:
+    """A recorded replay: ``seed-512`` (shipped in ``courselib/data/recorded/slurm-seed-512.json``)
+    or a path. The plan is rebuilt from the workload text stored in the file."""
+    import json
+    from importlib import resources
+
+    from courselib.io.workload import parse_workload
+    from courselib.io.yamlfile import load_all_text
+
+    p = Path(str(name_or_path))
+    if p.suffix == ".json":
+        text = p.read_text()
+    else:
+        text = resources.files("courselib.data").joinpath(f"recorded/slurm-{name_or_path}.json").read_text()
+    data = json.loads(text)
+    workload = parse_workload(load_all_text(data["workload_text"], file=data["workload_file"])[0],
+                              file=data["workload_file"])
+    plan = plan_replay(workload, seconds_per_minute=data["seconds_per_minute"])
+    rep = data["replay"]
+    jobs = [RealJob(**{**j, "reasons": [tuple(r) for r in j["reasons"]]}) for j in rep["jobs"]]
+    result = ReplayResult(plan, jobs, 0.0, rep["wall_seconds"], rep.get("squeue_at_settle", ""))
+    return Recorded(result, data["recorded_on"], data["recorded_at"], data["workload_file"])
+
+
+def live_or_recorded(name: str, workload_path) -> tuple[ReplayResult, str | None]:
+    """Replay ``workload_path`` on the local Slurm if one of the right shape is up; else the
+    recorded run ``name``. Returns the result and, for a recorded one, the label to show."""
+    from courselib.io.workload import load_workload
+    from courselib.live import slurm
+
+    plan = plan_replay(load_workload(workload_path))
+    why = slurm.unavailable_reason()
+    if why is None:
+        cluster = slurm.load_cluster()
+        if cluster is not None and cluster.procs and all(slurm.is_ours(p) for p in cluster.procs) \
+                and cluster.shape.same_nodes(plan.shape):
+            return run_replay(cluster, plan), None
+        why = (f"no local Slurm of this shape is up (`courselib slurm up {plan.shape.cli_args()}` "
+               "starts one)")
+    rec = load_recorded(name)
+    return rec.result, (f"RECORDED run ({rec.recorded_on}, {rec.recorded_at}), shown because "
+                        f"{why}")
