@@ -681,3 +681,9 @@ def live_or_recorded(name: str, workload_path) -> tuple[ReplayResult, str | None
     rec = load_recorded(name)
     return rec.result, (f"RECORDED run ({rec.recorded_on}, {rec.recorded_at}), shown because "
                         f"{why}")
+
+
+def slurm_port_base() -> int:
+    """The first port a local cluster uses (slurmctld; node K listens on this + K)."""
+    from courselib.live.slurm import BASE_PORT
+    return BASE_PORT
