@@ -172,3 +172,11 @@ def test_record_refuses_to_overwrite_a_foreign_file(tmp_path):
                         workload_file="examples/slurm/backfill.yaml")
     again = replay.load_recorded(out)
     assert again.result.start_order() == rec.result.start_order()
+
+
+def test_replay_refuses_a_cluster_of_another_shape_and_says_how_to_fix_it(tmp_path):
+    plan = replay.plan_replay(_wl(Job("a", 4, 8, duration=60.0)))
+    small = slurm.Cluster(slurm.ClusterShape(nodes=2, gpus_per_node=8), tmp_path)
+    with pytest.raises(slurm.CourseError, match="courselib slurm up --nodes 4 --gpus-per-node 8"):
+        replay.run_replay(small, plan)
+    assert list(tmp_path.iterdir()) == []  # nothing was submitted or written
