@@ -26,9 +26,7 @@ PORT = 17900
 # - resources-priority/second: Slurm's main scheduler gives every job behind the first blocked
 #   one reason Priority, and backfill leaves that reason alone; the model's backfill pass
 #   rewrites it to Resources when the job does not fit now.
-KNOWN_REASON_DIFFERENCES: dict[tuple[str, str], str] = {
-    ("resources-priority", "second"): "Priority",
-}
+KNOWN_REASON_DIFFERENCES: dict[tuple[str, str], str] = {}
 
 REASON = slurm.unavailable_reason()
 if REASON:

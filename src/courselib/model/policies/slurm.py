@@ -208,8 +208,9 @@ class Slurm(Policy):
                 self._start(state, run, plan)
                 state.log(run.name, "started by backfill (delays no reservation)")
                 continue
-            fits_now = self.plan(state, job, now, []) is not None
-            state.set_reason(run, "Priority" if fits_now else "Resources")
+            # Backfill leaves the reason alone: the main scheduler already marked the first blocked
+            # job Resources and every job behind it Priority (job_scheduler.c _failed_partition ->
+            # WAIT_PRIORITY), which a real squeue shows (tests/test_slurm_live.py resources-priority).
             if start is None:
                 continue
             if self.bf_job_part_count_reserve and made >= self.bf_job_part_count_reserve:
