@@ -37,9 +37,10 @@ book: setup
 
 # The student edition: solutions to exercises hidden.
 book-student: setup
-	@mkdir -p _build
-	sed 's/hide_solutions: false/hide_solutions: true/' _config.yml > _build/_config_student.yml
-	$(BIN)/jupyter-book build . --path-output _build/student --config _build/_config_student.yml $(JB_FLAGS)
+	sed 's/hide_solutions: false/hide_solutions: true/' _config.yml > .config_student.yml
+	$(BIN)/jupyter-book build . --path-output _build/student --config .config_student.yml $(JB_FLAGS)
+	@rm -f .config_student.yml
+	@echo "The student edition (no solutions) is built. Open: file://$(CURDIR)/_build/student/_build/html/index.html"
 
 # Unit, property, CLI, book-execution, site and real-system tests, then every playground and
 # solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).

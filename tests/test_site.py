@@ -114,3 +114,22 @@ def test_pages_load_in_headless_chromium_without_console_errors(site, tmp_path):
             assert not console_errors, f"{page}: console errors:\n" + "\n".join(console_errors)
     finally:
         server.shutdown()
+
+
+def test_student_edition_hides_every_solution(tmp_path):
+    """`make book-student`'s config (hide_solutions: true) builds, keeps the exercises, drops every solution."""
+    config = ROOT / ".config_student_test.yml"
+    config.write_text((ROOT / "_config.yml").read_text().replace("hide_solutions: false", "hide_solutions: true"))
+    try:
+        jb = Path(sys.executable).with_name("jupyter-book")
+        done = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(tmp_path), "--config", str(config),
+                               "-W", "-n", "--keep-going"], capture_output=True, text=True, timeout=1800)
+    finally:
+        config.unlink()
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    html = tmp_path / "_build" / "html"
+    for page in pages():
+        text = (html / page).read_text()
+        if "exercise" in text:
+            assert 'class="solution' not in text and "solution-content" not in text, f"{page} shows a solution"
+    assert "exercise" in (html / "book" / "02-cgroups.html").read_text()

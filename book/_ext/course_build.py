@@ -1,11 +1,26 @@
 """Build fixes for the course website (a local Sphinx extension, see _config.yml).
 
+Two upstream problems, each found by a test and fixed here rather than patched in the venv.
+
 sphinx-thebe 0.3.1 under Jupyter Book 1.x registers its inline configuration script twice, so
 every page declares ``const THEBE_JS_URL`` twice and the browser reports "Uncaught SyntaxError:
 Identifier 'THEBE_JS_URL' has already been declared" (found by tests/test_site.py in headless
 Chromium). Dropping exact duplicate script entries per page removes the error and changes nothing else.
 """
 from __future__ import annotations
+
+import re
+
+# sphinx-exercise 1.2 drops a gated solution's start node under ``hide_solutions`` but keeps its end
+# node and everything between them (code cells included), and the HTML writer then fails on the
+# orphan end node. For the student edition we remove gated solutions from the source instead.
+_GATED_SOLUTION = re.compile(r"^(`{3,})\{solution-start\}.*?^\1\{solution-end\}[^\n]*\n\1[ \t]*$\n?",
+                             re.DOTALL | re.MULTILINE)
+
+
+def _strip_gated_solutions(app, docname, source):
+    if app.config.hide_solutions:
+        source[0] = _GATED_SOLUTION.sub("", source[0])
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -24,5 +39,6 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.connect("source-read", _strip_gated_solutions)
     app.connect("html-page-context", _dedupe_scripts, priority=1000)  # after every other handler
     return {"parallel_read_safe": True, "parallel_write_safe": True}
