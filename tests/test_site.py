@@ -62,7 +62,9 @@ def test_images_have_alt_text_and_internal_links_resolve(site):
         for img in parser.images:
             if "logo" in (img.get("class") or ""):
                 continue
-            assert img.get("alt"), f"{page}: image {img.get('src')} has no alt text"
+            alt = (img.get("alt") or "").strip()
+            assert alt and not alt.lower().endswith((".png", ".svg", ".jpg")) and "_images/" not in alt, \
+                f"{page}: image {img.get('src')} has no alt text (alt={alt!r})"
         for href in parser.links:
             if href.startswith(("http", "mailto:", "#", "javascript:")):
                 continue
