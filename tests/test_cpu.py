@@ -87,3 +87,11 @@ def test_real_kernel_holds_a_busy_loop_to_its_quota():
     # nothing left behind
     from pathlib import Path
     assert not [p for p in Path("/sys/fs/cgroup").rglob("courselib-cpu-*")]
+
+
+def test_burst_uses_the_quota_n_times_faster():
+    """sched-bwc.rst: the quota is CPU time summed over CPUs, so 4 busy threads exhaust 1 CPU in 25 ms."""
+    assert cpu.CpuLimit(100_000).burst(4) == (25_000, 75_000)
+    assert cpu.CpuLimit(100_000).burst(1) == (100_000, 0)
+    assert cpu.CpuLimit(250_000).burst(2) == (100_000, 0)      # 2.5 CPUs never throttle 2 threads
+    assert cpu.CpuLimit(None).burst(8) == (100_000, 0)

@@ -20,15 +20,17 @@ class _Plain:
         return repr(self.text)
 
 
-def glue_text(name: str, value, fmt: str | None = None) -> str:
-    """Glue ``value`` (formatted with ``fmt`` if given) for ``{glue:text}`name``` and return the text."""
+def glue_text(name: str, value, fmt: str | None = None) -> None:
+    """Glue ``value`` (formatted with ``fmt`` if given) for ``{glue:text}`name```.
+
+    Returns nothing, so a cell that ends with it shows no stray value on the page.
+    """
     text = format(value, fmt) if fmt else str(value)
     try:
         from myst_nb import glue
-    except ImportError:  # plain Jupyter without the book toolchain: the value is still returned
-        return text
+    except ImportError:  # plain Jupyter without the book toolchain: nothing to glue into
+        return
     glue(name, _Plain(text), display=False)
-    return text
 
 
 def glue_figure(name: str, fig) -> None:

@@ -71,6 +71,17 @@ class CpuLimit:
         cap = online_cpus if self.cpus is None else min(self.cpus, online_cpus)
         return min(demand_cpus, cap)
 
+    def burst(self, busy_threads: int) -> tuple[float, float]:
+        """(µs running, µs throttled) per period for ``busy_threads`` threads on as many idle CPUs.
+
+        The quota is CPU time summed over CPUs, so n busy threads use it up n times faster
+        (sched-bwc.rst): they run quota/n µs of wall-clock time, then wait out the period.
+        """
+        if self.quota_us is None:
+            return float(self.period_us), 0.0
+        run = min(self.period_us, self.quota_us / max(1, busy_threads))
+        return run, self.period_us - run
+
     def v1_files(self) -> dict[str, str]:
         return {"cpu.cfs_quota_us": str(self.quota_us if self.quota_us is not None else -1),
                 "cpu.cfs_period_us": str(self.period_us)}
