@@ -50,8 +50,9 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not slow and not real"
 
+# As root (a container, CI) Jupyter refuses to start unless told it may.
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR)
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 serve:
 	@test -f _build/html/index.html || $(MAKE) book
