@@ -1,0 +1,314 @@
+"""Labs, proven both ways (DESIGN §5): every solution scores full marks, every untouched lab scores
+zero on every question, one correct answer earns exactly its own question's points, labs/ is in step
+with solutions/, the grader never writes the graded file, and bad input is one located line.
+
+Each grading starts a kernel (about 2 s), so the notebook runs are few and chosen: 3 solutions,
+3 untouched labs, 3 labs with one answer, 3 with all but one, 1 with a hung answer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courselib.cli.main import main
+from courselib.errors import InputError
+from courselib.grading import build, markers
+from courselib.grading.grade import grade
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+NAMES = [p.stem for p in SOLUTIONS]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def labs(tmp_path_factory) -> Path:
+    """A fresh build of every lab, in a temporary folder (the repo's labs/ is only compared)."""
+    out = tmp_path_factory.mktemp("labs")
+    outcomes = build.build_all(ROOT / "solutions", out)
+    assert [o.status for o in outcomes] == [build.WRITTEN] * len(SOLUTIONS)
+    return out
+
+
+def answer_cells(nb) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for cell in nb.cells:
+        meta = markers.course_meta(cell)
+        if meta.get("answer"):
+            out.setdefault(meta["question"], []).append(cell)
+    return out
+
+
+def graft(lab: Path, solution: Path, questions: set[str], dest: Path) -> Path:
+    """The lab with the solution's answers (markers removed) for ``questions`` only; stubs elsewhere."""
+    sol = {c["id"]: c for c in nbformat.read(solution, 4).cells}
+    nb = nbformat.read(lab, 4)
+    for q, cells in answer_cells(nb).items():
+        if q in questions:
+            for cell in cells:
+                cell.source = markers.solution_source(sol[cell["id"]].source, str(solution))
+    nbformat.write(nb, dest)
+    return dest
+
+
+# --- the lab format --------------------------------------------------------------------------
+
+def test_there_are_three_labs_with_three_to_five_questions_each():
+    assert NAMES == ["01-oom-killer", "02-gang-cost", "03-gang-scheduling"]
+    for path in SOLUTIONS:
+        _, questions = build.build_lab(nbformat.read(path, 4), str(path))
+        assert 3 <= len(questions) <= 5, path.name
+        assert all(q.points > 0 and q.answers for q in questions)
+
+
+def test_stub_keeps_the_answer_names_and_drops_scratch_and_the_solution():
+    src = ("# context stays\n"
+           "    # BEGIN SOLUTION\n"
+           "    _scratch = 41\n"
+           "    victim, points = 'a', _scratch + 1\n"
+           "    victim = 'b'\n"
+           "    # END SOLUTION\n"
+           "victim")
+    stub, names = markers.stub_source(src, "x.ipynb cell 3")
+    assert names == ["victim", "points"]
+    assert stub == ("# context stays\n    victim = ...  # YOUR ANSWER HERE\n"
+                    "    points = ...  # YOUR ANSWER HERE\nvictim")
+    assert "41" not in stub and "'b'" not in stub
+    assert markers.solution_source(src, "x") .count("SOLUTION") == 0
+
+
+@pytest.mark.parametrize("src, line, text", [
+    ("a = 1\n# BEGIN SOLUTION\nx = 2\n", 2, "never closed"),
+    ("# END SOLUTION\n", 1, "without a # BEGIN SOLUTION"),
+    ("# BEGIN SOLUTION\n# BEGIN SOLUTION\nx = 1\n# END SOLUTION\n", 2, "inside another"),
+    ("# BEGIN SOLUTION\nprint(1)\n_x = 2\n# END SOLUTION\n", 1, "assigns no answer variable"),
+])
+def test_bad_markers_are_located_errors(src, line, text):
+    with pytest.raises(InputError) as err:
+        markers.stub_source(src, "solutions/x.ipynb cell 4")
+    assert err.value.line == line and text in str(err.value)
+    assert str(err.value).startswith("solutions/x.ipynb cell 4:") and "\n" not in str(err.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), min_size=1, max_size=4, unique=True),
+       st.integers(min_value=0, max_value=10_000))
+def test_every_assigned_name_gets_exactly_one_stub_and_no_value_leaks(names, value):
+    names = [n for n in names if n not in {"in", "is", "if", "or", "as", "def", "for", "and", "not", "del", "try"}]
+    if not names:
+        return
+    region = "\n".join(f"{n} = {value} + {i}" for i, n in enumerate(names))
+    stub, got = markers.stub_source(f"# BEGIN SOLUTION\n{region}\n# END SOLUTION", "x")
+    assert got == names
+    assert stub.splitlines() == [f"{n} = ...  # YOUR ANSWER HERE" for n in names]
+
+
+def test_a_check_cell_without_an_answer_before_it_is_refused():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("pass")]
+    nb.cells[0].metadata = {"course": {"question": "q1", "points": 1}}
+    with pytest.raises(InputError, match="no answer cell"):
+        build.build_lab(nb, "solutions/bad.ipynb")
+
+
+def test_one_answer_name_in_two_questions_is_refused():
+    nb = nbformat.v4.new_notebook()
+    answer = "# BEGIN SOLUTION\nx = 1\n# END SOLUTION"
+    nb.cells = [nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell("pass"),
+                nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell("pass")]
+    nb.cells[1].metadata = {"course": {"question": "q1", "points": 1}}
+    nb.cells[3].metadata = {"course": {"question": "q2", "points": 1}}
+    with pytest.raises(InputError, match="also an answer"):
+        build.build_lab(nb, "solutions/bad.ipynb")
+
+
+# --- the build -------------------------------------------------------------------------------
+
+def test_labs_folder_is_in_step_with_solutions(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["labs", "build", "--check"]) == 0, capsys.readouterr().out
+    assert sorted(p.name for p in (ROOT / "labs").glob("*.ipynb")) == [p.name for p in SOLUTIONS]
+
+
+def test_rebuild_is_byte_identical_and_check_catches_a_stale_lab(labs, tmp_path, capsys):
+    again = tmp_path / "again"
+    build.build_all(ROOT / "solutions", again)
+    for p in SOLUTIONS:
+        assert (again / p.name).read_bytes() == (labs / p.name).read_bytes()
+    assert {o.status for o in build.build_all(ROOT / "solutions", again)} == {build.UNCHANGED}
+    stale = again / SOLUTIONS[1].name
+    stale.write_text(stale.read_text().replace("Question 1", "Question one"))
+    (again / SOLUTIONS[2].name).unlink()
+    args = ["labs", "build", "--check", "--solutions", str(ROOT / "solutions"), "--labs", str(again)]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert f"{stale}: out of date" in out and f"{SOLUTIONS[2].name}: out of date (missing)" in out
+    assert not (again / SOLUTIONS[2].name).exists()  # --check writes nothing
+
+
+def test_generated_labs_hold_no_answer_and_no_output(labs):
+    for path in SOLUTIONS:
+        lab_text = (labs / path.name).read_text()
+        lab = nbformat.reads(lab_text, 4)
+        assert "BEGIN SOLUTION" not in lab_text and "END SOLUTION" not in lab_text
+        sol = nbformat.read(path, 4)
+        solution_lines = set()
+        for cell in sol.cells:
+            if cell.cell_type == "code" and markers.has_markers(cell.source):
+                region = markers.solution_source(cell.source, "x")
+                outside = set(markers.stub_source(cell.source, "x")[0].splitlines())
+                solution_lines |= {ln.strip() for ln in region.splitlines() if ln.strip()} - \
+                                  {ln.strip() for ln in outside}
+        assert solution_lines and not any(ln in lab_text for ln in solution_lines if len(ln) > 8)
+        assert not any(markers.SOLUTION_TAG in markers.tags(c) for c in lab.cells)
+        for cell in lab.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None
+        meta = lab.metadata["course"]
+        assert meta["cells"] == len(lab.cells)
+        assert sum(meta["questions"].values()) == meta["points"]
+        for q, cells in answer_cells(lab).items():
+            assert all("# YOUR ANSWER HERE" in c.source for c in cells), (path.name, q)
+
+
+def test_build_refuses_to_overwrite_a_students_work_but_replaces_an_untouched_lab(labs, tmp_path, capsys):
+    work = tmp_path / "labs"
+    build.build_all(ROOT / "solutions", work)
+    args = ["labs", "build", "--solutions", str(ROOT / "solutions"), "--labs", str(work)]
+    # untouched but outdated (a Markdown cell changed): rebuilt without fuss
+    lab0 = work / SOLUTIONS[0].name
+    lab0.write_text(lab0.read_text().replace("Question 1", "Question one"))
+    # a student answered a question: never overwritten
+    lab1 = work / SOLUTIONS[1].name
+    nb = nbformat.read(lab1, 4)
+    first = next(iter(answer_cells(nb).values()))[0]
+    first.source = first.source.replace("...", "42", 1) + "\n# my work"
+    nbformat.write(nb, lab1)
+    # a student added a scratch cell and changed no answer: not overwritten either
+    lab2 = work / SOLUTIONS[2].name
+    nb2 = nbformat.read(lab2, 4)
+    nb2.cells.append(nbformat.v4.new_code_cell("# my notes"))
+    nbformat.write(nb2, lab2)
+    before1, before2 = sha(lab1), sha(lab2)
+    assert main(args) == 1
+    lines = capsys.readouterr().out.splitlines()
+    refused = [ln for ln in lines if "not overwritten" in ln]
+    assert len(refused) == 2 and str(lab1) in refused[0] and str(lab2) in refused[1]
+    assert "answers edited: q1" in refused[0] and "--force" in refused[0]
+    assert sha(lab1) == before1 and sha(lab2) == before2
+    assert "Question one" not in lab0.read_text()
+    assert main(args + ["--force"]) == 0
+    capsys.readouterr()
+    assert lab1.read_bytes() == (labs / lab1.name).read_bytes()
+
+
+def test_missing_solutions_folder_is_one_line(tmp_path, capsys):
+    assert main(["labs", "build", "--solutions", str(tmp_path / "nope"), "--labs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err and "--solutions" in err
+
+
+# --- grading, both ways ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_solution_scores_full_marks_and_is_not_modified(name):
+    path = ROOT / "solutions" / f"{name}.ipynb"
+    before, mtime = sha(path), os.stat(path).st_mtime_ns
+    report = grade(path, timeout=60)
+    assert sha(path) == before and os.stat(path).st_mtime_ns == mtime
+    assert [r.feedback for r in report.questions if not r.passed] == []
+    assert report.total == report.max_points > 0
+    assert not any(r.check_edited for r in report.questions)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys):
+    path = labs / f"{name}.ipynb"
+    before = sha(path)
+    assert main(["grade", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sha(path) == before
+    assert report["total"] == 0 and report["max"] > 0
+    for q in report["questions"]:
+        assert q["points"] == 0 and not q["passed"]
+        assert "not answered yet" in q["feedback"], q
+
+
+# One lab per case, a different question each time, so that every lab shows independence.
+ONLY = {"01-oom-killer": "q2", "02-gang-cost": "q4", "03-gang-scheduling": "q2"}
+ALL_BUT = {"01-oom-killer": "q1", "02-gang-cost": "q2", "03-gang-scheduling": "q3"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_correct_answer_earns_exactly_its_points(labs, name, tmp_path):
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    report = grade(graft(lab, solution, {ONLY[name]}, tmp_path / lab.name))
+    points = {r.question: r.points for r in report.questions}
+    maxima = {r.question: r.max_points for r in report.questions}
+    assert points == {q: (maxima[q] if q == ONLY[name] else 0) for q in points}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_unanswered_question_costs_only_its_points(labs, name, tmp_path):
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    qs = set(nbformat.read(lab, 4).metadata["course"]["questions"])
+    report = grade(graft(lab, solution, qs - {ALL_BUT[name]}, tmp_path / lab.name))
+    assert [r.question for r in report.questions if not r.passed] == [ALL_BUT[name]]
+    assert report.total == report.max_points - next(r.max_points for r in report.questions
+                                                    if r.question == ALL_BUT[name])
+
+
+def test_a_hung_answer_is_stopped_and_costs_only_its_question(labs, tmp_path, capsys):
+    name = "01-oom-killer"
+    path = graft(labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb", {"q1", "q2", "q3", "q4"},
+                 tmp_path / "hung.ipynb")
+    nb = nbformat.read(path, 4)
+    answer_cells(nb)["q3"][0].source = "while True:\n    pass"
+    nbformat.write(nb, path)
+    assert main(["grade", str(path), "--timeout", "5"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  q3  FAIL  0/2  your answer cell was stopped at the 5 s time limit", out, re.M), out
+    assert re.search(r"^  total 5/7$", out, re.M), out
+
+
+def test_an_edited_check_cell_is_reported(tmp_path, capsys):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = ...  # YOUR ANSWER HERE"),
+                nbformat.v4.new_code_cell("pass  # the check was deleted")]
+    nb.cells[1].metadata = {"course": {"question": "q1", "points": 3, "check": "0000000000000000"}}
+    path = tmp_path / "tampered.ipynb"
+    nbformat.write(nb, path)
+    assert main(["grade", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "q1  ok    3/3" in out and "q1: the check cell was edited" in out
+
+
+@pytest.mark.parametrize("content, expect", [
+    (None, "no such lab"),
+    ('{"cells": [\n  {"cell_type": "code",,}\n]}', ":2: not a notebook (invalid JSON"),
+    ('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', "no graded questions"),
+    ("[1, 2]", "not a Jupyter notebook in format 4"),
+])
+def test_unreadable_input_is_one_located_line_and_exit_2(tmp_path, capsys, content, expect):
+    path = tmp_path / "broken.ipynb"
+    if content is not None:
+        path.write_text(content)
+    assert main(["grade", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and str(path) in captured.err and expect in captured.err
+    if content is not None:
+        assert path.read_text() == content
