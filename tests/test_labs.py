@@ -257,6 +257,7 @@ def _questions(path: Path) -> list[str]:
 EACH = [(p.stem, q) for p in SOLUTIONS for q in _questions(p)]
 
 
+@pytest.mark.slow  # 13 kernels, about 20 s: `make test` runs it, `make test-fast` does not
 @pytest.mark.parametrize("name, question", EACH, ids=[f"{n}-{q}" for n, q in EACH])
 def test_one_correct_answer_earns_exactly_its_points(labs, name, question, tmp_path):
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
