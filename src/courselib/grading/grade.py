@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from courselib.errors import InputError
+from courselib.errors import CourseError, InputError
 from courselib.grading import markers
 from courselib.grading.build import read_notebook
 
@@ -100,8 +100,13 @@ def _feedback(ename: str, evalue: str) -> str:
 
 def execute(nb, workdir: Path, timeout: float) -> str | None:
     """Run every cell of ``nb`` in place; return why the run stopped early, or None."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    try:
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+        import ipykernel  # noqa: F401  (the kernel the lab runs in)
+    except ImportError as err:
+        raise CourseError(f"grading needs {err.name}, which is not installed",
+                          hint="pip install 'courselib[book,test]' (make setup installs everything)") from None
 
     client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=True,
                             interrupt_on_timeout=True, startup_timeout=120,
