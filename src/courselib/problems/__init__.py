@@ -1,0 +1,28 @@
+"""Seeded practice problems with worked solutions, one module per topic (see ``base``)."""
+from __future__ import annotations
+
+import importlib
+
+from courselib.problems.base import DIFFICULTIES, Problem, Solution, rng
+
+# Topic name -> module under courselib.problems. Order is the order `--help` lists them.
+TOPICS = ("gang", "backfill", "oom", "qos", "cost", "checkpoint", "barrier", "layers")
+
+
+def topic_module(topic: str):
+    if topic not in TOPICS:
+        raise ValueError(f"unknown topic {topic!r}; choose one of: {', '.join(TOPICS)}")
+    return importlib.import_module(f"courselib.problems.{topic}")
+
+
+def generate(topic: str, seed: int = 0, difficulty: str = "easy") -> Problem:
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"unknown difficulty {difficulty!r}; choose one of: {', '.join(DIFFICULTIES)}")
+    return topic_module(topic).generate(int(seed), difficulty)
+
+
+def solve(problem: Problem) -> Solution:
+    return topic_module(problem.topic).solve(problem)
+
+
+__all__ = ["DIFFICULTIES", "TOPICS", "Problem", "Solution", "generate", "rng", "solve", "topic_module"]
