@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-student test test-fast lab serve labs clean help
+.PHONY: setup book book-student test test-fast lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lab     open JupyterLab on the course"
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
 	@echo "make labs    regenerate labs/ from solutions/"
+	@echo "make bench   run the benchmarks: a table of ratios, also in _build/bench/results.json"
 	@echo "make clean   remove builds and caches (keeps .venv)"
 
 # Create .venv and install courselib with its pinned-range dependencies; quick when done.
@@ -62,6 +63,10 @@ serve:
 
 labs: setup
 	$(BIN)/courselib labs build
+
+# Benchmarks print ratios measured side by side in one run (never timed tests).
+bench: setup
+	$(BIN)/python benchmarks/run.py
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
