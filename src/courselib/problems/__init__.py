@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from courselib.problems.base import DIFFICULTIES, Problem, Solution, rng
 
@@ -15,6 +16,11 @@ def topic_module(topic: str):
     return importlib.import_module(f"courselib.problems.{topic}")
 
 
+def available() -> tuple[str, ...]:
+    """The topics whose module exists (a topic may be listed in TOPICS before it is written)."""
+    return tuple(t for t in TOPICS if importlib.util.find_spec(f"courselib.problems.{t}") is not None)
+
+
 def generate(topic: str, seed: int = 0, difficulty: str = "easy") -> Problem:
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r}; choose one of: {', '.join(DIFFICULTIES)}")
@@ -25,4 +31,4 @@ def solve(problem: Problem) -> Solution:
     return topic_module(problem.topic).solve(problem)
 
 
-__all__ = ["DIFFICULTIES", "TOPICS", "Problem", "Solution", "generate", "rng", "solve", "topic_module"]
+__all__ = ["DIFFICULTIES", "TOPICS", "Problem", "available", "Solution", "generate", "rng", "solve", "topic_module"]
