@@ -1,13 +1,19 @@
 """Labs, proven both ways (DESIGN §5): every solution scores full marks, every untouched lab scores
-zero on every question, one correct answer earns exactly its own question's points, labs/ is in step
-with solutions/, the grader never writes the graded file, and bad input is one located line.
+zero on every question and fails on its check cells and nothing else, one correct answer earns exactly
+its own question's points, a wrong answer costs only its own question (no cascade), a partly solved lab
+gets partial credit with specific feedback, labs/ is in step with solutions/, the grader never writes
+the graded file, and bad input is one located line. The Slurm lab's answers are also checked against
+the real local Slurm where one can run.
 
-Each grading starts a kernel (1-2 s): 3 solutions, 3 untouched labs, one run per question with only
-that answer filled in (13), one with one answer left out, a hung answer, a killed kernel, a tampered check.
+Each grading starts a kernel (1-3 s): 5 solutions, 5 untouched labs (run twice: cells, then the CLI),
+one run per question with only that answer filled in (22, slow), one wrong first answer per lab (5, slow),
+one with one answer left out, a partly solved lab, a hung answer, a killed kernel, a tampered check.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import keyword
 import os
@@ -21,7 +27,7 @@ from hypothesis import strategies as st
 from courselib.cli.main import main
 from courselib.errors import InputError
 from courselib.grading import build, markers
-from courselib.grading.grade import grade
+from courselib.grading.grade import execute, format_report, grade
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
@@ -53,12 +59,18 @@ def answer_cells(nb) -> dict[str, list]:
     return out
 
 
-def graft(lab: Path, solution: Path, questions: set[str], dest: Path) -> Path:
-    """The lab with the solution's answers (markers removed) for ``questions`` only; stubs elsewhere."""
+def graft(lab: Path, solution: Path, questions: set[str], dest: Path, wrong: dict[str, str] | None = None) -> Path:
+    """The lab with the solution's answers (markers removed) for ``questions`` only; stubs elsewhere.
+
+    ``wrong`` maps a question to a student's (wrong) source for its single answer cell.
+    """
     sol = {c["id"]: c for c in nbformat.read(solution, 4).cells}
     nb = nbformat.read(lab, 4)
     for q, cells in answer_cells(nb).items():
-        if q in questions:
+        if wrong and q in wrong:
+            (cell,) = cells
+            cell.source = wrong[q]
+        elif q in questions:
             for cell in cells:
                 cell.source = markers.solution_source(sol[cell["id"]].source, str(solution))
     nbformat.write(nb, dest)
@@ -67,8 +79,8 @@ def graft(lab: Path, solution: Path, questions: set[str], dest: Path) -> Path:
 
 # --- the lab format --------------------------------------------------------------------------
 
-def test_there_are_three_labs_with_three_to_five_questions_each():
-    assert NAMES == ["01-oom-killer", "02-gang-cost", "03-gang-scheduling"]
+def test_there_are_five_labs_with_three_to_five_questions_each():
+    assert NAMES == ["01-gang-deadlock", "02-gang-cost", "03-barrier", "04-oom-killer", "05-slurm"]
     for path in SOLUTIONS:
         _, questions = build.build_lab(nbformat.read(path, 4), str(path))
         assert 3 <= len(questions) <= 5, path.name
@@ -248,6 +260,19 @@ def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys):
         assert "not answered yet" in q["feedback"], q
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_an_untouched_lab_fails_on_every_check_cell_and_nothing_else(labs, name, tmp_path):
+    """What nbval (the grading workflow) sees: exactly the check cells raise, each 'not answered yet'."""
+    nb = nbformat.read(labs / f"{name}.ipynb", 4)
+    assert execute(nb, tmp_path, timeout=60) is None
+    failed = {i for i, c in enumerate(nb.cells) if any(o.get("output_type") == "error" for o in c.get("outputs", []))}
+    checks = {i for i, c in enumerate(nb.cells) if markers.is_check(c)}
+    assert failed == checks
+    for i in checks:
+        (err,) = [o for o in nb.cells[i].outputs if o.output_type == "error"]
+        assert err.ename == "AssertionError" and "not answered yet" in err.evalue
+
+
 def _questions(path: Path) -> list[str]:
     return [q.name for q in build.build_lab(nbformat.read(path, 4), str(path))[1]]
 
@@ -257,7 +282,7 @@ def _questions(path: Path) -> list[str]:
 EACH = [(p.stem, q) for p in SOLUTIONS for q in _questions(p)]
 
 
-@pytest.mark.slow  # 13 kernels, about 20 s: `make test` runs it, `make test-fast` does not
+@pytest.mark.slow  # 22 kernels, about 60 s: `make test` runs it, `make test-fast` does not
 @pytest.mark.parametrize("name, question", EACH, ids=[f"{n}-{q}" for n, q in EACH])
 def test_one_correct_answer_earns_exactly_its_points(labs, name, question, tmp_path):
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
@@ -265,6 +290,47 @@ def test_one_correct_answer_earns_exactly_its_points(labs, name, question, tmp_p
     points = {r.question: r.points for r in report.questions}
     maxima = {r.question: r.max_points for r in report.questions}
     assert points == {q: (maxima[q] if q == question else 0) for q in points}
+
+
+# A plausible wrong first answer per lab, and the specific feedback it must get. Every other answer is
+# the solution's: only question 1 may lose points (no cascade), even where a later answer calls it.
+WRONG_FIRST = {
+    "01-gang-deadlock": ('other_jobs = [Job("rival", pods=200, gpus_per_pod=1, duration=2 * HOUR)]',
+                         "a delay, not a deadlock"),
+    "02-gang-cost": ("def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):\n"
+                     "    return gpus_held * wait_minutes * usd_per_gpu_hour",
+                     "used 40 hours, not 40 minutes"),
+    "03-barrier": ('why = "A"', "you chose A, but in the model no all-reduce"),
+    "04-oom-killer": ("dataloader_points = 180_000 + 1024 * 1024 // PAGE_SIZE",
+                      "the oom_score_adj term (oom_score_adj × totalpages/1000) is missing"),
+    "05-slurm": ("smoke_nodes, smoke_time_limit_minutes = 2, 120", "sbatch never reads it"),
+}
+
+
+@pytest.mark.slow  # 5 kernels
+@pytest.mark.parametrize("name", NAMES)
+def test_a_wrong_first_answer_costs_only_its_own_points_with_specific_feedback(labs, name, tmp_path):
+    assert set(WRONG_FIRST) == set(NAMES)
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    source, feedback = WRONG_FIRST[name]
+    report = grade(graft(lab, solution, set(_questions(solution)), tmp_path / lab.name, wrong={"q1": source}))
+    assert [r.question for r in report.questions if not r.passed] == ["q1"], format_report(report)
+    assert feedback in report.questions[0].feedback, report.questions[0].feedback
+    assert report.total == report.max_points - report.questions[0].max_points
+
+
+def test_a_partly_solved_lab_gets_partial_credit_and_feedback_per_question(labs, tmp_path, capsys):
+    """Question 1 wrong by a unit, 2 and 3 right (3 calls the wrong function from 1), 4 untouched."""
+    name = "02-gang-cost"
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    path = graft(lab, solution, {"q2", "q3"}, tmp_path / lab.name, wrong={"q1": WRONG_FIRST[name][0]})
+    assert main(["grade", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  q1  FAIL  0/3  idle_cost\(480, 40, 3\) gave 57600: your function used 40 hours, "
+                     r"not 40 minutes", out, re.M), out
+    assert re.search(r"^  q2  ok    2/2$", out, re.M) and re.search(r"^  q3  ok    3/3$", out, re.M), out
+    assert re.search(r"^  q4  FAIL  0/2  `kube_idle_gpu_hours` is still `...`: not answered yet", out, re.M), out
+    assert re.search(r"^  total 5/10$", out, re.M), out
 
 
 def test_one_unanswered_question_costs_only_its_points(labs, tmp_path):
@@ -276,8 +342,8 @@ def test_one_unanswered_question_costs_only_its_points(labs, tmp_path):
 
 
 def test_a_hung_answer_is_stopped_and_costs_only_its_question(labs, tmp_path, capsys):
-    name = "01-oom-killer"
-    path = graft(labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb", {"q1", "q2", "q3", "q4"},
+    name = "04-oom-killer"
+    path = graft(labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb", {"q1", "q2", "q3", "q4", "q5"},
                  tmp_path / "hung.ipynb")
     nb = nbformat.read(path, 4)
     answer_cells(nb)["q3"][0].source = "while True:\n    pass"
@@ -285,18 +351,19 @@ def test_a_hung_answer_is_stopped_and_costs_only_its_question(labs, tmp_path, ca
     assert main(["grade", str(path), "--timeout", "5"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^  q3  FAIL  0/2  your answer cell was stopped at the 5 s time limit", out, re.M), out
-    assert re.search(r"^  total 5/7$", out, re.M), out
+    assert re.search(r"^  total 7/9$", out, re.M), out
 
 
 def test_a_kernel_killed_mid_lab_keeps_the_points_already_earned(tmp_path):
     """An answer that takes the kernel down (an OOM kill, say) costs the checks after it, not before."""
-    solution = nbformat.read(ROOT / "solutions" / "01-oom-killer.ipynb", 4)
+    solution = nbformat.read(ROOT / "solutions" / "04-oom-killer.ipynb", 4)
     last = [c for c in solution.cells if c.cell_type == "code" and markers.has_markers(c.source)][-1]
     last.source = "import os\nos._exit(137)"
     path = tmp_path / "killed.ipynb"
     nbformat.write(solution, path)
     report = grade(path)
-    assert [(r.question, r.points) for r in report.questions] == [("q1", 2), ("q2", 2), ("q3", 2), ("q4", 0)]
+    assert [(r.question, r.points) for r in report.questions] == [("q1", 2), ("q2", 2), ("q3", 2), ("q4", 1),
+                                                                  ("q5", 0)]
     assert "the kernel died" in report.questions[-1].feedback and report.notes
 
 
@@ -328,3 +395,50 @@ def test_unreadable_input_is_one_located_line_and_exit_2(tmp_path, capsys, conte
     assert captured.err.count("\n") == 1 and str(path) in captured.err and expect in captured.err
     if content is not None:
         assert path.read_text() == content
+
+
+# --- the Slurm lab against the real Slurm ---------------------------------------------------------
+
+def _lab_namespace(name: str) -> dict:
+    """Run the solution's given cells and answer cells (not its checks) in a namespace, without a kernel."""
+    ns: dict = {}
+    for cell in nbformat.read(ROOT / "solutions" / f"{name}.ipynb", 4).cells:
+        if cell.cell_type == "code" and not markers.is_check(cell) and markers.SOLUTION_TAG not in markers.tags(cell):
+            code = markers.solution_source(cell.source, name)
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(code, f"{name}.ipynb", "exec"), ns)  # noqa: S102 (our own notebook)
+    return ns
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch):
+    """The answers of labs/05-slurm, checked in the lab against the model, hold on a real Slurm too."""
+    from courselib.live import slurm
+    from courselib.live import slurm_replay as replay
+
+    reason = slurm.unavailable_reason()
+    if reason:
+        pytest.skip(f"local Slurm not runnable here: {reason}")
+    ns = _lab_namespace("05-slurm")
+    plan = replay.plan_replay(ns["lab_workload"](), seconds_per_minute=10)
+    monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))
+    shape = slurm.ClusterShape(plan.shape.nodes, plan.shape.gpus_per_node, plan.shape.features, base_port=17980)
+    cluster = slurm.up(shape)
+    pids = [p.pid for p in cluster.procs]
+    try:
+        result = replay.run_replay(cluster, plan)
+    finally:
+        assert slurm.down(cluster)["left"] == []
+    assert [pid for pid in pids if slurm._alive(pid)] == []
+    evidence = replay.format_replay(result)
+    started_at_once = {j.name for j in result.jobs if j.start is not None and j.reason is None}
+    assert started_at_once == set(ns["start_at_once"]), evidence
+    assert {j.name: j.reason for j in result.jobs if j.reason is not None} == ns["pending_reason"], evidence
+    order = result.start_order()
+    assert set(order[:2]) == set(ns["start_at_once"]) and order[2:] == ["sweep", "eval"], evidence
+    first = min(j.start for j in result.jobs)        # the lab's t = 0: Slurm's first start (1 s resolution)
+    hours = {j.name: (j.start - first) / plan.seconds_per_minute * plan.unit / 3600 for j in result.jobs}
+    latency_h = 2.0 / plan.seconds_per_minute * plan.unit / 3600   # 2 s of scheduler latency, in lab hours
+    assert abs(hours["sweep"] - ns["sweep_start_hours"]) <= latency_h, evidence
+    assert abs(hours["eval"] - ns["eval_start_hours"]) <= latency_h, evidence
