@@ -197,3 +197,40 @@ def test_import_courselib_stays_light():
             "print(','.join(m for m in ('numpy', 'matplotlib', 'simpy', 'yaml', 'ipywidgets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"import courselib pulled in: {out}"
+
+
+# --- the CLI --------------------------------------------------------------------------------
+
+SWF = ("; MaxProcs: 4\n"
+       "1 0 -1 10 2 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"
+       "2 0 -1 5 4 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"
+       "3 1 -1 3 2 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n")
+
+
+def test_cli_replay_swf_reads_the_machine_from_the_header(tmp_path, capsys):
+    from courselib.cli.main import main
+    f = tmp_path / "t.swf"
+    f.write_text(SWF)
+    assert main(["slurm", "replay-swf", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cores"] == 4 and out["jobs"] == 3
+    assert {s["policy"]: s["max_wait_s"] for s in out["policies"]} == {"fifo": 14, "easy": 10}
+    assert main(["slurm", "replay-swf", str(f), "--policy", "fifo"]) == 0
+    text = capsys.readouterr().out
+    assert "3 jobs on 4 cores" in text and "fifo" in text and "easy" not in text.split("\n", 1)[1]
+
+
+def test_cli_replay_swf_without_a_machine_size_or_not_swf_says_what_to_do(tmp_path, capsys):
+    from courselib.cli.main import main
+    f = tmp_path / "t.swf"
+    f.write_text(SWF.split("\n", 1)[1])
+    assert main(["slurm", "replay-swf", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "MaxProcs" in err and "--cores" in err
+    assert main(["slurm", "replay-swf", str(f), "--cores", "4", "--json"]) == 0
+    capsys.readouterr()
+    g = tmp_path / "t.csv"
+    g.write_text("job_id,num_gpu,submit_time,duration\n1,2,0,10\n")
+    assert main(["slurm", "replay-swf", str(g)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not SWF" in err

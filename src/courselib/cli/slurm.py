@@ -4,9 +4,12 @@
     courselib slurm status [--json]
     courselib slurm replay WORKLOAD.yaml [--compare] [--json] [--seconds-per-minute S]
     courselib slurm down
+    courselib slurm replay-swf TRACE.swf [--cores N] [--policy fifo|easy|both] [--limit N] [--json]
 
 Needs root and the Debian packages slurm-wlm, slurmctld, slurmd, slurm-client and munge;
-elsewhere each command says so in one line and touches nothing.
+elsewhere each command says so in one line and touches nothing. ``replay-swf`` needs neither:
+it replays a Standard Workload Format trace on a pool of cores with courselib's FIFO or EASY
+backfilling model (``courselib.model.replay``) and prints waits, slowdown and utilisation.
 """
 from __future__ import annotations
 
@@ -103,6 +106,46 @@ def _replay(args) -> int:
     return 0
 
 
+def _replay_swf(args) -> int:
+    from courselib.cli.main import print_json
+    from courselib.errors import InputError
+    from courselib.io.traces import read_trace
+    from courselib.model.replay import from_trace_jobs, replay
+    from courselib.units import format_duration
+
+    reading = read_trace(args.trace)
+    if reading.format != "swf":
+        raise InputError(f"this is a {reading.format} trace, not SWF", file=args.trace,
+                         hint="replay-swf replays Standard Workload Format (.swf) traces")
+    cores = args.cores
+    if cores is None:
+        size = dict(reading.cluster)
+        cores = int(size.get("MaxProcs") or size.get("MaxNodes") or 0)
+        if cores < 1:
+            raise InputError("the trace's header gives no MaxProcs or MaxNodes", file=args.trace,
+                             field="MaxProcs", hint="say how many cores with --cores N")
+    jobs, skipped = from_trace_jobs(reading.jobs)
+    if args.limit is not None:
+        jobs = jobs[:args.limit]
+    policies = ("fifo", "easy") if args.policy == "both" else (args.policy,)
+    out = {"trace": args.trace, "cores": cores, "jobs": len(jobs), "skipped": len(skipped),
+           "estimate": "requested time (SWF field 9), never below the run time; the run time "
+                       "where no time was requested",
+           "policies": [replay(jobs, cores, p).summary() for p in policies]}
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{args.trace}: {len(jobs)} jobs on {cores} cores"
+          + (f" ({len(skipped)} records skipped: no run time or processor count)" if skipped else ""))
+    print(f"{'policy':<6} {'started':>8} {'rejected':>8} {'mean wait':>12} {'max wait':>12} "
+          f"{'bounded slowdown':>16} {'utilisation':>11}")
+    for s in out["policies"]:
+        print(f"{s['policy']:<6} {s['started']:>8} {s.get('rejected', 0):>8} "
+              f"{format_duration(s['mean_wait_s']):>12} {format_duration(s['max_wait_s']):>12} "
+              f"{s['mean_bounded_slowdown']:>16} {s['utilization']:>11}")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("slurm", help="a real local Slurm: up, down, status, replay a workload",
                               description="A real Slurm on this machine (munge, slurmctld, one slurmd "
@@ -140,5 +183,16 @@ def register(subparsers) -> None:
     rp.add_argument("--record", metavar="FILE.json", default=None,
                     help="also write the replay as JSON (how the chapter's recorded runs are made)")
     rp.set_defaults(func=_replay)
+
+    rs = sub.add_parser("replay-swf", help="replay an SWF trace on a pool of cores with the FIFO or "
+                                           "EASY backfilling model (no Slurm needed)")
+    rs.add_argument("trace", help="a Standard Workload Format trace (.swf)")
+    rs.add_argument("--cores", type=int, default=None,
+                    help="cores of the machine (default: the header's MaxProcs, else MaxNodes)")
+    rs.add_argument("--policy", choices=("fifo", "easy", "both"), default="both",
+                    help="fifo, easy (EASY backfilling) or both (default)")
+    rs.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+    rs.add_argument("--json", action="store_true", help="machine-readable output")
+    rs.set_defaults(func=_replay_swf)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
