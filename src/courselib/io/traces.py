@@ -139,8 +139,14 @@ def parse_swf(text: str, *, file: str | None = None) -> TraceReading:
             else:
                 raise InputError(f"an SWF record has 18 fields, this line has {len(parts)}",
                                  file=file, line=n, hint="check the separator is whitespace")
-        vals = [_num(p, file=file, line=n, fld=SWF_FIELDS[i] if i < 18 else "extra")
-                for i, p in enumerate(parts[:18])]
+        try:                                   # fast path; the located error below if not
+            vals = list(map(float, parts[:18]))
+            ok = all(map(math.isfinite, vals))
+        except ValueError:
+            ok = False
+        if not ok:
+            vals = [_num(p, file=file, line=n, fld=SWF_FIELDS[i] if i < 18 else "extra")
+                    for i, p in enumerate(parts[:18])]
         run = vals[3]
         alloc = vals[4] if vals[4] >= 0 else vals[7]
         jobs.append(TraceJob(
