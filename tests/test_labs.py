@@ -18,6 +18,9 @@ import json
 import keyword
 import os
 import re
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,9 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
 ROOT = Path(__file__).resolve().parents[1]
+if not (ROOT / "solutions").is_dir():
+    pytest.skip("no solutions/ here: this is the student template (`make student-template`); the labs are "
+                "graded by .github/workflows/grade.yml and classroom.yml", allow_module_level=True)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 NAMES = [p.stem for p in SOLUTIONS]
 
@@ -228,6 +234,54 @@ def test_build_refuses_to_overwrite_a_students_work_but_replaces_an_untouched_la
     assert lab1.read_bytes() == (labs / lab1.name).read_bytes()
 
 
+def test_the_classroom_workflow_reports_every_question_with_its_points():
+    """classroom.yml: one Classroom test per lab question, worth its points, all sent to the reporter."""
+    import yaml
+
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "classroom.yml").read_text())["jobs"][
+        "run-autograding-tests"]["steps"]
+    tests = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
+    expected = []
+    for path in SOLUTIONS:
+        _, questions = build.build_lab(nbformat.read(path, 4), str(path))
+        expected += [(path.stem, q.name, q.points) for q in questions]
+    found = []
+    for step in tests:
+        lab, q = step["with"]["test-name"].split()
+        assert step["with"]["command"] == f"python3 .github/classroom/grades.py question _grades {lab} {q}"
+        found.append((lab, q, step["with"]["max-score"]))
+    assert found == expected
+    (reporter,) = [s for s in steps if "autograding-grading-reporter" in s.get("uses", "")]
+    ids = [s["id"] for s in tests]
+    assert reporter["with"]["runners"].split(",") == ids
+    assert reporter["env"] == {f"{i.upper()}_RESULTS": "${{steps.%s.outputs.result}}" % i for i in ids}
+    grading = next(s for s in steps if s.get("name") == "Grade every lab once")["run"]
+    assert "courselib grade" in grading and "--json-file" in grading
+
+
+def test_the_student_template_has_the_labs_and_no_solutions(tmp_path):
+    """`make student-template`: the committed course without solutions/ (what students may see)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the template is made from the committed course")
+    done = subprocess.run(["git", "archive", "--format=tar", "HEAD", "--", ".", ":(exclude)solutions"],
+                          cwd=ROOT, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "t.tar").write_bytes(done.stdout)
+    with tarfile.open(tmp_path / "t.tar") as tar:
+        names = tar.getnames()
+    assert not [n for n in names if n == "solutions" or n.startswith("solutions/")]
+    assert "labs/README.md" in names and ".github/classroom/grades.py" in names
+    assert "student-template:" in (ROOT / "Makefile").read_text()
+
+
+def test_the_json_file_is_never_the_graded_lab(labs, tmp_path, capsys):
+    lab = tmp_path / "lab.ipynb"
+    lab.write_bytes((labs / SOLUTIONS[0].name).read_bytes())
+    before = sha(lab)
+    assert main(["grade", str(lab), "--json-file", str(lab)]) == 2
+    assert sha(lab) == before and "never writes the graded file" in capsys.readouterr().err
+
+
 def test_missing_solutions_folder_is_one_line(tmp_path, capsys):
     assert main(["labs", "build", "--solutions", str(tmp_path / "nope"), "--labs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -236,8 +290,15 @@ def test_missing_solutions_folder_is_one_line(tmp_path, capsys):
 
 # --- grading, both ways ------------------------------------------------------------------------
 
+GRADES_SCRIPT = ROOT / ".github" / "classroom" / "grades.py"
+
+
+def run_grades_script(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(GRADES_SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_every_solution_scores_full_marks_and_is_not_modified(name):
+def test_every_solution_scores_full_marks_and_is_not_modified(name, tmp_path):
     path = ROOT / "solutions" / f"{name}.ipynb"
     before, mtime = sha(path), os.stat(path).st_mtime_ns
     report = grade(path, timeout=60)
@@ -245,19 +306,30 @@ def test_every_solution_scores_full_marks_and_is_not_modified(name):
     assert [r.feedback for r in report.questions if not r.passed] == []
     assert report.total == report.max_points > 0
     assert not any(r.check_edited for r in report.questions)
+    # what each GitHub Classroom test runs: every question passes
+    (tmp_path / f"{name}.json").write_text(json.dumps(report.to_dict()))
+    for r in report.questions:
+        done = run_grades_script("question", tmp_path, name, r.question)
+        assert done.returncode == 0 and done.stdout.startswith(f"{name} {r.question}: {r.max_points}/"), done
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys):
+def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys, tmp_path):
     path = labs / f"{name}.ipynb"
     before = sha(path)
-    assert main(["grade", str(path), "--json"]) == 0
+    assert main(["grade", str(path), "--json", "--json-file", str(tmp_path / f"{name}.json")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert sha(path) == before
+    assert json.loads((tmp_path / f"{name}.json").read_text()) == report
     assert report["total"] == 0 and report["max"] > 0
     for q in report["questions"]:
         assert q["points"] == 0 and not q["passed"]
         assert "not answered yet" in q["feedback"], q
+    # what each GitHub Classroom test and the workflow summary show
+    done = run_grades_script("question", tmp_path, name, "q1")
+    assert done.returncode == 1 and "0/" in done.stdout and "not answered yet" in done.stdout
+    table = run_grades_script("summary", tmp_path).stdout
+    assert table.startswith(f"## Lab grades: 0/{report['max']}") and f"| {name} | q1 | 0/" in table
 
 
 @pytest.mark.parametrize("name", NAMES)

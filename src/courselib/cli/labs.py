@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     g.add_argument("lab", metavar="LAB.ipynb", help="a lab from labs/ (or a solution from solutions/)")
     g.add_argument("--json", action="store_true", help="print one JSON document")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell (default 60)")
+    g.add_argument("--json-file", metavar="PATH", help="also write the JSON report to PATH (CI: grade once, "
+                                                       "print the text, keep the data); refuses to overwrite LAB")
     g.set_defaults(func=_grade)
 
 
@@ -58,7 +60,16 @@ def _grade(args) -> int:
     from courselib.cli.main import print_json
     from courselib.grading import grade
 
+    from courselib.errors import InputError
+
+    if args.json_file and Path(args.json_file).resolve() == Path(args.lab).resolve():
+        raise InputError("--json-file is the lab itself; the grader never writes the graded file",
+                         file=args.lab, field="--json-file", hint="give another path, e.g. grades.json")
     report = grade.grade(args.lab, timeout=args.timeout)
+    if args.json_file:
+        import json
+
+        Path(args.json_file).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     if args.json:
         print_json(report.to_dict())
     else:
