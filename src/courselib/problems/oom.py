@@ -172,7 +172,7 @@ def _pod(r) -> dict:
     """Hard: a pod cgroup with one cgroup per container, each with its own memory.max."""
     n_cont = r.choice((2, 3))
     cnames = ["app"] + r.sample(("sidecar", "proxy", "logger", "metrics"), n_cont - 1)
-    adj = r.choice((-997, r.randrange(300, 990), r.randrange(300, 990)))   # Guaranteed or Burstable
+    guaranteed = r.random() < 0.35     # else Burstable: the kubelet's adj follows each container's request
     cgroups, procs = [], []
     full = cnames[0] if r.random() < 0.75 else cnames[1]
     used_names = set()
@@ -184,6 +184,7 @@ def _pod(r) -> dict:
         n = r.randint(2, 3) if c == full else r.randint(1, 2)
         fill = limit if c == full else int(limit * r.uniform(0.35, 0.9))
         charges = _split(r, fill, n, 8 * MiB_PAGES)
+        adj = -997 if guaranteed else r.randrange(300, 990)
         for charge in charges:
             name = r.choice([x for x in _NAMES if x not in used_names])
             used_names.add(name)
@@ -195,7 +196,7 @@ def _pod(r) -> dict:
                                cgroup=f"/{c}"))
     full_procs = [p for p in procs if p.get("cgroup") == f"/{full}"]
     if all(p["oom_score_adj"] == -1000 for p in full_procs):
-        full_procs[0]["oom_score_adj"] = adj
+        full_procs[0]["oom_score_adj"] = 0
     trigger = r.choice(full_procs)
     trigger.update(ONE_PAGE)
     node_gib = r.choice((16, 32, 64))
