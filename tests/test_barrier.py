@@ -121,6 +121,17 @@ def test_replacing_one_rank_is_not_enough():
     assert barrier.REPLACEMENT in {st for _s, _e, st in naive.segments[7]}
 
 
+def test_replacement_still_starting_when_the_watchdog_fires():
+    # restart_s (10 min) > timeout (5 min): torchrun tears the attempt down while the replacement
+    # is still being scheduled; the run goes on exactly as without a replacement
+    sc = dict(ranks=2, work_s=H, timeout_s=5 * M, restart_s=10 * M, losses=(RankLoss(1, 1000.0),))
+    naive = simulate(BarrierScenario(strategy="replace-rank", **sc))
+    plain = simulate(BarrierScenario(**sc))
+    assert naive.finished and naive.restarts == plain.restarts == 1
+    assert naive.finished_at_s == plain.finished_at_s
+    assert not [e for e in naive.trace if e.phase == "replacement waiting"]
+
+
 def test_without_a_timeout_the_job_hangs_forever():
     r = simulate(BarrierScenario(ranks=8, losses=(RankLoss(3, 100.0),), timeout_s=math.inf))
     assert not r.finished and r.restarts == 0 and r.hang_detected_after_s is None

@@ -448,21 +448,25 @@ class _Attempt:
 
 
 def _replacement(run: _Run, att: _Attempt, r: int):
-    """strategy="replace-rank": start a new process for rank r only, and watch it wait."""
+    """strategy="replace-rank": start a new process for rank r only, and watch it wait.
+
+    torchrun may tear the attempt down at any point (the watchdog can fire while the replacement is
+    still being scheduled, when ``restart_s`` >= the timeout): the interrupt ends this process quietly.
+    """
     env, sc = run.env, run.sc
-    yield env.timeout(sc.restart_s)
-    if att.over.triggered:
-        return
-    where = min(att.comm.pending.values(), key=lambda op: op.started, default=None)
-    blocked_in = op_name(where.key) if where else "a collective"
-    run.log("replacement waiting", 1,
-            f"a new rank {r} called ncclCommInitRank on communicator {att.index + 1}: 1/{run.n} ranks "
-            f"joined; the other {run.n - 1} are blocked in {blocked_in} of communicator {att.index} "
-            f"and never call init, so replacing one rank cannot complete either barrier")
-    att.close(r, env.now, None)
-    att.state[r] = (REPLACEMENT, env.now)
-    fresh = Communicator(env, run.n, att.index + 1)
     try:
+        yield env.timeout(sc.restart_s)
+        if att.over.triggered:
+            return
+        where = min(att.comm.pending.values(), key=lambda op: op.started, default=None)
+        blocked_in = op_name(where.key) if where else "a collective"
+        run.log("replacement waiting", 1,
+                f"a new rank {r} called ncclCommInitRank on communicator {att.index + 1}: 1/{run.n} ranks "
+                f"joined; the other {run.n - 1} are blocked in {blocked_in} of communicator {att.index} "
+                f"and never call init, so replacing one rank cannot complete either barrier")
+        att.close(r, env.now, None)
+        att.state[r] = (REPLACEMENT, env.now)
+        fresh = Communicator(env, run.n, att.index + 1)
         yield fresh.arrive(("init", 0), r)
     except simpy.Interrupt:
         return
