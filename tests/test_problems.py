@@ -473,3 +473,12 @@ def test_checkpoint_medium_counts_nodes_when_the_mtbf_is_per_node():
             assert f"{p.data['gpus'] // 8} nodes" in steps and "not GPUs" in steps
             found = True
     assert found
+
+
+@pytest.mark.parametrize("topic", READY)
+def test_a_chapters_practice_cells_print_the_problem_then_its_solution(topic):
+    p = problems.generate(topic, 6, "medium")
+    shown = render.practice(topic, 6, "medium")
+    assert shown == render.text(p) and "ANSWER" not in shown
+    solution = render.practice_solution(topic, 6, "medium")
+    assert solution.startswith("ANSWER") and solution in render.text(p, problems.solve(p))

@@ -149,8 +149,8 @@ def solve(problem: Problem) -> Solution:
         since, restart = lr["since_checkpoint_min"] * 60.0, lr["restart_min"] * 60.0
         gh = cost.lost_rank_gpu_hours(gang, since, TIMEOUT_S, restart)
         lost_usd = pr.times(gh)
-        steps.append(f"Lost rank: PyTorch's default NCCL timeout is 10 min (FACTS §4.2), and every rank restarts "
-                     f"(torchrun stops and restarts all workers, FACTS §4.3), so ALL {gang} GPUs lose "
+        steps.append(f"Lost rank: PyTorch's default NCCL timeout is 10 min (init_process_group's default for NCCL), "
+                     f"and every rank restarts (torchrun stops and restarts all workers), so ALL {gang} GPUs lose "
                      f"{lr['since_checkpoint_min']} + 10 + {lr['restart_min']} = "
                      f"{lr['since_checkpoint_min'] + 10 + lr['restart_min']} min: {gang} x "
                      f"{(since + TIMEOUT_S + restart) / 3600:.4f} h = {gh:,.2f} GPU-h, {_money(lost_usd)} "

@@ -31,7 +31,7 @@ def value_text(key: str, value) -> str:
     if key.endswith("usd") and isinstance(value, (int, float)):
         return f"${value:,.2f}"
     if isinstance(value, float):
-        return f"{value:,.4f}" if key.endswith("_h") or key.startswith("waste") else f"{value:,.2f}"
+        return f"{value:,.4f}" if key.endswith("_h") or key.startswith("waste_") else f"{value:,.2f}"
     if isinstance(value, (list, tuple)):
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value) and len(value) == 2 \
                 and key.endswith(("usd", "_usd")):
@@ -62,14 +62,30 @@ def text(problem: Problem, solution: Solution | None = None) -> str:
     if solution is None:
         lines += ["", f"(answer and worked solution: {command(problem)})"]
         return "\n".join(lines)
-    lines += ["", "ANSWER"] + answer_lines(solution.answer)
-    lines += ["", "WHY, STEP BY STEP"]
+    return "\n".join(lines + ["", solution_text(solution)])
+
+
+def solution_text(solution: Solution) -> str:
+    """The answer, then the numbered steps of why."""
+    lines = ["ANSWER"] + answer_lines(solution.answer) + ["", "WHY, STEP BY STEP"]
     width = len(str(len(solution.steps)))
     for i, step in enumerate(solution.steps, 1):
         first, *rest = step.split("\n")
         lines.append(f"{i:>{width}}. {first}")
         lines += [" " * (width + 2) + r for r in rest]
     return "\n".join(lines)
+
+
+def practice(topic: str, seed: int, difficulty: str = "easy") -> str:
+    """A chapter's practice problem: the problem as ``courselib problem`` prints it (no answer)."""
+    from courselib import problems
+    return text(problems.generate(topic, seed, difficulty))
+
+
+def practice_solution(topic: str, seed: int, difficulty: str = "easy") -> str:
+    """The answer and worked steps of :func:`practice`'s problem."""
+    from courselib import problems
+    return solution_text(problems.solve(problems.generate(topic, seed, difficulty)))
 
 
 def document(problem: Problem, solution: Solution | None = None) -> dict:
