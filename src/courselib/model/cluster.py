@@ -74,6 +74,15 @@ class Cluster:
         self._buckets: list[list[int]] = [[] for _ in range(self.capacity + 1)]
         self._buckets[self.capacity] = list(range(len(self.nodes)))
         self._allowed_cache: dict[str | None, frozenset[int] | None] = {}
+        # running totals, so that "free GPUs", "GPUs a job holds" and "GPUs a queue holds" cost
+        # O(1) instead of a sum over nodes or bindings (check() recomputes them from scratch)
+        self._free_total = sum(self.free)
+        #: False: every placement walks candidates() and fits() (the reference path)
+        self.fast = True
+        self._held: dict[str, int] = {}
+        self._pods: dict[str, int] = {}
+        self._queue_of: dict[str, str] = {}
+        self.held_by_queue: dict[str, int] = {}
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -82,14 +91,30 @@ class Cluster:
 
     @property
     def free_gpus(self) -> int:
-        return sum(self.free)
+        return self._free_total
 
     def held(self, job: str) -> int:
         """GPUs held by ``job`` (bound pods, or whole nodes when exclusive)."""
-        return sum(b.gpus for b in self.alloc.get(job, {}).values())
+        return self._held.get(job, 0)
 
     def bound_pods(self, job: str) -> int:
-        return sum(b.pods for b in self.alloc.get(job, {}).values())
+        return self._pods.get(job, 0)
+
+    def plain(self, job: Job, constraint: str | None = "__job__") -> bool:
+        """True when only free GPUs decide where a pod of ``job`` fits: no constraint, not
+        exclusive, memory not modelled, at least one GPU a pod. Then every node in a bucket of
+        at least ``gpus_per_pod`` free GPUs fits it (exclusively owned nodes have 0 free)."""
+        c = job.constraint if constraint == "__job__" else constraint
+        return c is None and not job.exclusive and job.gpus_per_pod > 0 and \
+            not (job.memory_per_pod and self.spec.memory_per_node)
+
+    def pods_that_fit(self, job: Job) -> int | None:
+        """How many pods of ``job`` fit right now, from the free-GPU buckets alone (O(GPUs per
+        node)); None when constraints, exclusivity or memory make the node checks necessary."""
+        if not self.plain(job):
+            return None
+        g = job.gpus_per_pod
+        return sum(len(self._buckets[f]) * (f // g) for f in range(g, self.capacity + 1))
 
     def allowed(self, constraint: str | None) -> frozenset[int] | None:
         """Indexes of nodes that satisfy ``constraint`` (None = every node), cached."""
@@ -141,6 +166,12 @@ class Cluster:
                     yield i
 
     def first_fit_node(self, job: Job, *, spread: bool, constraint: str | None = "__job__") -> int | None:
+        if self.fast and self.plain(job, constraint):  # the first node of the first bucket that fits
+            need, top = job.gpus_per_pod, self.capacity
+            for g in (range(top, need - 1, -1) if spread else range(need, top + 1)):
+                if self._buckets[g]:
+                    return self._buckets[g][0]
+            return None
         return next(self.candidates(job, spread=spread, constraint=constraint), None)
 
     # ---- changes -------------------------------------------------------------------------
@@ -152,6 +183,7 @@ class Cluster:
         del bucket[bisect.bisect_left(bucket, i)]
         bisect.insort(self._buckets[value], i)
         self.free[i] = value
+        self._free_total += value - old
 
     def bind(self, job: Job, i: int) -> int:
         """Bind one pod of ``job`` to node ``i``; returns the GPUs newly held (a whole node for
@@ -177,7 +209,18 @@ class Cluster:
             b.memory += job.memory_per_pod
             self.free_mem[i] -= job.memory_per_pod
         self._set_free(i, self.free[i] - taken)
+        self._count(job.name, 1, taken, job.queue)
         return taken
+
+    def _count(self, job: str, pods: int, gpus: int, queue: str | None = None) -> None:
+        if queue is not None:
+            self._queue_of[job] = queue
+        self._pods[job] = self._pods.get(job, 0) + pods
+        self._held[job] = self._held.get(job, 0) + gpus
+        q = self._queue_of[job]
+        self.held_by_queue[q] = self.held_by_queue.get(q, 0) + gpus
+        if not self._pods[job]:  # nothing bound: forget the job (a run of 100,000 jobs stays small)
+            del self._pods[job], self._held[job], self._queue_of[job]
 
     def unbind_one(self, job: Job, i: int) -> int:
         """Remove one pod of ``job`` from node ``i`` (eviction); returns GPUs freed."""
@@ -197,6 +240,7 @@ class Cluster:
             if self.owner_exclusive[i] == job.name:
                 self.owner_exclusive[i] = None
         self._set_free(i, self.free[i] + freed)
+        self._count(job.name, -1, -freed)
         return freed
 
     def release(self, job: str) -> int:
@@ -204,6 +248,7 @@ class Cluster:
         freed = 0
         for i, b in sorted(self.alloc.pop(job, {}).items()):
             freed += b.gpus
+            self._count(job, -b.pods, -b.gpus)
             del self.jobs_on[i][job]
             if self.nodes[i].memory:
                 self.free_mem[i] += b.memory
@@ -216,12 +261,16 @@ class Cluster:
               constraint: str | None = "__job__") -> int:
         """Bind up to ``count`` more pods of ``job`` greedily; returns how many were bound."""
         done = 0
+        batch = self.fast and not spread and self.plain(job, constraint)
         while done < count:
             i = self.first_fit_node(job, spread=spread, constraint=constraint)
             if i is None:
                 break
-            self.bind(job, i)
-            done += 1
+            # best fit keeps choosing node i while a pod still fits there (the buckets between
+            # gpus_per_pod and its free count were empty): bind those pods without searching again
+            for _ in range(min(count - done, self.free[i] // job.gpus_per_pod) if batch else 1):
+                self.bind(job, i)
+                done += 1
         return done
 
     def place_all_or_nothing(self, job: Job, count: int, *, spread: bool = False) -> bool:
@@ -248,3 +297,11 @@ class Cluster:
             assert 0 <= self.free[i] and self.free[i] + used == n.gpus, (n.name, self.free[i], used)
             assert i in self._buckets[self.free[i]]
         assert sum(len(b) for b in self._buckets) == len(self.nodes)
+        assert self._free_total == sum(self.free)
+        for job in set(self._held) | set(self.alloc):
+            assert self.held(job) == sum(b.gpus for b in self.alloc.get(job, {}).values()), job
+            assert self.bound_pods(job) == sum(b.pods for b in self.alloc.get(job, {}).values()), job
+        by_queue: dict[str, int] = {}
+        for job, held in self._held.items():
+            by_queue[self._queue_of[job]] = by_queue.get(self._queue_of[job], 0) + held
+        assert all(by_queue.get(q, 0) == v for q, v in self.held_by_queue.items()), by_queue

@@ -60,14 +60,19 @@ class JobRun:
 class SchedState:
     """The cluster plus every submitted job; the only way policies change the world."""
 
-    def __init__(self, workload: Workload):
+    def __init__(self, workload: Workload, reference: bool = False):
         self.workload = workload
+        #: ``True``: the straightforward reference path (no shortcuts), which the fast path must
+        #: match exactly (tests/test_gang_fastpath.py)
+        self.reference = reference
         self.cluster = Cluster(workload.cluster)
+        self.cluster.fast = not reference
         self.runs: dict[str, JobRun] = {}
         self.trace: list[TraceEvent] = []
         self.now = 0.0
         self._bound_this_cycle: dict[str, int] = {}
         self.stopped: list[JobRun] = []  # runs whose training the simulator must interrupt
+        self.touched: dict[str, JobRun] = {}  # runs bound or stopped since the last barrier check
 
     # ---- jobs ----------------------------------------------------------------------------
     def submit(self, job: Job) -> JobRun:
@@ -81,6 +86,12 @@ class SchedState:
     def active(self):
         """Submitted, unfinished runs in submission order."""
         return [r for r in self.runs.values() if not r.finished]
+
+    def take_touched(self) -> list[JobRun]:
+        """Unfinished runs bound or stopped since the last call, in submission order: the only
+        ones whose barrier can have passed (every other run's bound pods did not grow)."""
+        touched, self.touched = self.touched, {}
+        return sorted((r for r in touched.values() if not r.finished), key=lambda r: r.seq)
 
     def held(self, run: JobRun) -> int:
         return self.cluster.held(run.name)
@@ -100,6 +111,10 @@ class SchedState:
         return n
 
     def place_all_or_nothing(self, run: JobRun, count: int, *, spread: bool = False) -> bool:
+        if not self.reference:  # fast path: a gang that cannot fit is not bound and rolled back
+            fit = self.cluster.pods_that_fit(run.job)
+            if fit is not None and fit < count:
+                return False
         ok = self.cluster.place_all_or_nothing(run.job, count, spread=spread)
         if ok and count:
             self._after_bind(run, count)
@@ -109,6 +124,7 @@ class SchedState:
         if run.first_bound is None:
             run.first_bound = self.now
         self._bound_this_cycle[run.name] = self._bound_this_cycle.get(run.name, 0) + n
+        self.touched[run.name] = run
         self.note(run)
 
     def release(self, run: JobRun, why: str) -> int:
@@ -146,6 +162,7 @@ class SchedState:
         run.remaining = run.job.duration
         run.restarts += 1
         self.stopped.append(run)
+        self.touched[run.name] = run
         self.log(run.name, f"training stopped: {why}")
         self.note(run)
 

@@ -6,6 +6,7 @@ a few that want a large part of the cluster; users' time limits overestimate the
 """
 from __future__ import annotations
 
+import math
 import random
 
 from courselib.model.workload import ClusterSpec, Job, Workload
@@ -41,4 +42,39 @@ def mixed_workload(seed: int, *, nodes: int = 16, gpus_per_node: int = 8, jobs: 
         limit = float(int(duration * rng.uniform(1.0, 2.0) / 60 + 1) * 60)
         out.append(Job(name=f"j{i:02d}", pods=pods, gpus_per_pod=gpp, submit=t, duration=duration,
                        time_limit=limit, priority=0))
+    return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
+
+
+def scale_workload(seed: int, *, nodes: int = 100, jobs: int = 1000, gpus_per_node: int = 8,
+                   max_gpus: int = 4096, load: float = 0.8, queues: int = 1) -> Workload:
+    """A seeded cluster-scale gang workload: ``jobs`` gangs of 1 to ``max_gpus`` GPUs.
+
+    Sizes are powers of two, each doubling half as likely as the one before (most jobs use one
+    GPU or one node, a few a large slice), never more than the cluster; a job of up to one node
+    is one pod, a larger one is ``gpus / gpus_per_node`` pods of a whole node each. Durations
+    are log-uniform from 10 min to 8 h, time limits 1-2x the duration, priorities 0-3.
+    Arrivals are Poisson with the rate that offers ``load`` x the cluster's GPU-seconds, so
+    queues stay finite (``load`` < 1) and the run length grows with ``jobs``, not quadratically.
+    ``queues`` > 1 spreads jobs over that many queues (``q0`` ...), without quotas.
+    """
+    if nodes < 1 or gpus_per_node < 1 or jobs < 1 or max_gpus < 1 or not 0 < load:
+        raise ValueError("nodes, gpus_per_node, jobs and max_gpus must be >= 1 and load > 0")
+    rng = random.Random(seed)
+    cap = min(max_gpus, nodes * gpus_per_node)
+    sizes = [1 << k for k in range(cap.bit_length()) if 1 << k <= cap]
+    weights = [0.5 ** k for k in range(len(sizes))]
+    lo, hi = math.log(600.0), math.log(8 * 3600.0)
+    mean_size = sum(s * w for s, w in zip(sizes, weights)) / sum(weights)
+    mean_duration = (8 * 3600.0 - 600.0) / (hi - lo)  # mean of a log-uniform distribution
+    rate = load * nodes * gpus_per_node / (mean_size * mean_duration)  # jobs per second
+    out, t = [], 0.0
+    for i in range(jobs):
+        t += rng.expovariate(rate)
+        gpus = rng.choices(sizes, weights)[0]
+        pods, gpp = (1, gpus) if gpus <= gpus_per_node else (gpus // gpus_per_node, gpus_per_node)
+        duration = float(round(math.exp(rng.uniform(lo, hi))))
+        limit = float(int(duration * rng.uniform(1.0, 2.0) / 60 + 1) * 60)
+        out.append(Job(name=f"s{i}", pods=pods, gpus_per_pod=gpp, submit=float(round(t)),
+                       duration=duration, time_limit=limit, priority=rng.randint(0, 3),
+                       queue=f"q{i % queues}" if queues > 1 else "default"))
     return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))

@@ -161,8 +161,8 @@ class Workload:
     def __post_init__(self):
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "queues", tuple(self.queues))
-        names = [j.name for j in self.jobs]
-        dup = {n for n in names if names.count(n) > 1}
+        seen: set[str] = set()
+        dup = {j.name for j in self.jobs if j.name in seen or seen.add(j.name)}
         if dup:
             raise ValueError(f"duplicate job names: {sorted(dup)}")
 

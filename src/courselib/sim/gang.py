@@ -90,11 +90,12 @@ class Result:
 class Simulation:
     """Glue between simpy's clock and a policy's decisions."""
 
-    def __init__(self, workload: Workload, policy: Policy, check: bool = False):
+    def __init__(self, workload: Workload, policy: Policy, check: bool = False, reference: bool = False):
         self.env = simpy.Environment()
         self.workload = workload
         self.policy = policy
-        self.state = SchedState(workload)
+        self.reference = reference
+        self.state = SchedState(workload, reference=reference)
         self.check = check
         self.wake = self.env.event()
         self.training: dict[str, simpy.Process] = {}
@@ -136,7 +137,7 @@ def scheduler(env: simpy.Environment, sim: Simulation):
             if proc is not None and proc.is_alive:
                 proc.interrupt("preempted")
         sim.state.stopped.clear()
-        for run in sim.state.active():
+        for run in (sim.state.active() if sim.reference else sim.state.take_touched()):
             if run.state in (PENDING, HOLDING) and sim.state.bound(run) >= run.job.min_member:
                 barrier_passed(sim, run)
         if sim.check:
@@ -186,10 +187,16 @@ def default_horizon(workload: Workload) -> float:
 
 
 def simulate(workload: Workload, policy: str, horizon: float | None = None, seed: int = 0,
-             check: bool = False, **policy_options) -> Result:
-    """Run ``workload`` under ``policy`` until nothing can change or ``horizon`` (seconds)."""
+             check: bool = False, reference: bool = False, **policy_options) -> Result:
+    """Run ``workload`` under ``policy`` until nothing can change or ``horizon`` (seconds).
+
+    ``reference=True`` runs the straightforward path (every cycle rescans every job and pod) that
+    the default fast path (incremental indexes and counters) must reproduce exactly: same trace,
+    same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
+    """
     pol = make_policy(policy, workload, seed=seed, **policy_options)
-    sim = Simulation(workload, pol, check=check)
+    pol.reference = reference
+    sim = Simulation(workload, pol, check=check, reference=reference)
     env = sim.env
     env.process(arrivals(env, sim))
     env.process(scheduler(env, sim))

@@ -27,6 +27,8 @@ class Policy:
     name = "policy"
     #: Slurm kills a job at its ``--time`` limit (FACTS §3.4 ``sbatch.1`` L2477–2487).
     enforces_time_limit = False
+    #: ``True``: take the straightforward reference path (see ``courselib.sim.gang.simulate``)
+    reference = False
 
     def __init__(self, workload: Workload, seed: int = 0):
         self.workload = workload

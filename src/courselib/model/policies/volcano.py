@@ -21,8 +21,15 @@ One scheduling session per cycle, with the default actions ``enqueue, allocate``
 
 Nodes are chosen best-fit (fewest free GPUs that fit: the ``binpack`` plugin's effect), ties
 to the lowest index — a modelling choice.
+
+Two paths, one behaviour: the reference cycle re-sorts every job and re-sums the Inqueue
+minResources for every candidate (O(jobs²) per cycle); the fast cycle keeps the Pending and the
+still-placing PodGroups in two lists already in priority order and the sums as running totals,
+so a cycle costs O(PodGroups waiting), not O(jobs ever submitted).
 """
 from __future__ import annotations
+
+from bisect import insort
 
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies import Policy
@@ -41,11 +48,18 @@ class Volcano(Policy):
         self.enqueue = enqueue
         self.phase: dict[str, str] = {}
         self.jobs: list[JobRun] = []
+        # fast path: (order key..., run) lists, and the Inqueue minResources as running totals
+        self._pending: list[tuple] = []  # PodGroups still Pending
+        self._placing: list[tuple] = []  # Inqueue, or Running with tasks left to place
+        self._inq_total = 0
+        self._inq: dict[str, int] = {}
+        self._capability: dict[str, int] = {}
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         for run in runs:
             self.phase[run.name] = PENDING_PG
             self.jobs.append(run)
+            insort(self._pending, (-run.job.priority, run.job.submit, run.seq, run))
 
     def _order(self):
         return sorted((r for r in self.jobs if not r.finished),
@@ -56,6 +70,10 @@ class Volcano(Policy):
         return state.cluster.total_gpus if quota is None else quota
 
     def schedule(self, state: SchedState) -> list[float]:
+        if not self.reference:
+            self._enqueue_fast(state)
+            self._allocate_fast(state)
+            return []
         order = self._order()
         self._enqueue(state, order)
         self._allocate(state, order)
@@ -93,16 +111,72 @@ class Volcano(Policy):
         for run in order:
             if self.phase[run.name] == PENDING_PG:
                 continue
-            job, bound = run.job, state.bound(run)
-            if bound >= job.pods:
+            self._allocate_one(state, run)
+
+    def _allocate_one(self, state: SchedState, run: JobRun) -> None:
+        """Place ``run``'s tasks: all-or-nothing up to ``minMember``, then the rest as they fit."""
+        job, bound = run.job, state.bound(run)
+        if bound >= job.pods:
+            return
+        if bound >= job.min_member:  # JobReady already: extra tasks bind as they fit
+            state.place(run, job.pods - bound)
+            return
+        if state.place_all_or_nothing(run, job.min_member - bound):
+            state.place(run, job.pods - job.min_member)
+            self._set_phase(run, RUNNING_PG)
+            state.set_reason(run, None)
+        else:
+            state.set_reason(run, f"Unschedulable/NotEnoughResources: {job.pods - bound}/{job.pods} "
+                                  "tasks in gang unschedulable")
+
+    def _set_phase(self, run: JobRun, phase: str) -> None:
+        """Change a PodGroup's phase, keeping the Inqueue minResources totals."""
+        sign = (phase == INQUEUE_PG) - (self.phase[run.name] == INQUEUE_PG)
+        if sign:
+            self._inq_total += sign * run.job.min_gpus
+            self._inq[run.job.queue] = self._inq.get(run.job.queue, 0) + sign * run.job.min_gpus
+        self.phase[run.name] = phase
+
+    # ---- the fast path: the same decisions from running totals and ordered lists --------------
+    def _enqueue_fast(self, state: SchedState) -> None:
+        still = []
+        for entry in self._pending:
+            run = entry[-1]
+            if self.enqueue and not self._enqueueable(state, run):
+                still.append(entry)
                 continue
-            if bound >= job.min_member:  # JobReady already: extra tasks bind as they fit
-                state.place(run, job.pods - bound)
-                continue
-            if state.place_all_or_nothing(run, job.min_member - bound):
-                state.place(run, job.pods - job.min_member)
-                self.phase[run.name] = RUNNING_PG
+            self._set_phase(run, INQUEUE_PG)
+            insort(self._placing, entry)
+            if self.enqueue:
                 state.set_reason(run, None)
-            else:
-                state.set_reason(run, f"Unschedulable/NotEnoughResources: {job.pods - bound}/{job.pods} "
-                                      "tasks in gang unschedulable")
+                state.log(run.name, f"PodGroup Inqueue (minResources {run.job.min_gpus} GPUs)")
+        self._pending = still
+
+    def _enqueueable(self, state: SchedState, run: JobRun) -> bool:
+        """overcommit, then proportion (the same arithmetic as :meth:`_enqueue`), from totals."""
+        cluster, min_req, q = state.cluster, run.job.min_gpus, run.job.queue
+        idle = cluster.total_gpus * self.overcommit_factor - (cluster.total_gpus - cluster.free_gpus)
+        if self._inq_total + min_req > idle:
+            state.set_reason(run, "Unschedulable: resource in cluster is overused (overcommit)")
+            return False
+        if q not in self._capability:
+            self._capability[q] = self.capability(state, q)
+        if min_req + cluster.held_by_queue.get(q, 0) + self._inq.get(q, 0) > self._capability[q]:
+            state.set_reason(run, "Unschedulable: queue resource quota insufficient (proportion)")
+            return False
+        return True
+
+    def _allocate_fast(self, state: SchedState) -> None:
+        still = []
+        for entry in self._placing:
+            run = entry[-1]
+            if run.finished:
+                continue
+            self._allocate_one(state, run)
+            if state.bound(run) < run.job.pods:
+                still.append(entry)
+        self._placing = still
+
+    def on_finish(self, state: SchedState, run: JobRun) -> None:
+        if self.phase.get(run.name) == INQUEUE_PG:
+            self._set_phase(run, RUNNING_PG)
