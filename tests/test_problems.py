@@ -230,7 +230,9 @@ def test_gang_answer_is_what_the_simulator_says(difficulty):
         wl = _gang_workload(p.data)
         horizon = max(j.submit for j in wl.jobs) + max(86400.0, 2 * sum(j.duration for j in wl.jobs))
         for policy, ans in _per_policy(p, problems.solve(p).answer).items():
-            r = simulate(wl, policy, horizon=horizon, **p.data.get("options", {}).get(policy, {}))
+            # the simulator's straightforward path (every cycle rescans every job), with its invariant checks
+            r = simulate(wl, policy, horizon=horizon, reference=True, check=True,
+                         **p.data.get("options", {}).get(policy, {}))
             assert ans["deadlock"] == r.deadlock
             assert ans["wasted_gpu_hours"] == pytest.approx(r.wasted_gpu_hours, abs=0.006)
             for j in r.jobs:
@@ -304,7 +306,7 @@ def test_backfill_answer_agrees_with_the_simulator_and_the_rules(difficulty):
     for seed in range(25):
         p = problems.generate("backfill", seed, difficulty)
         data, ans = p.data, problems.solve(p).answer
-        r = simulate(_bf_workload(data), "slurm", **data.get("options", {}))
+        r = simulate(_bf_workload(data), "slurm", reference=True, check=True, **data.get("options", {}))
         total = data["cluster"]["nodes"] * data["cluster"]["gpus_per_node"]
         by = {j["name"]: j for j in data["jobs"]}
         for j in r.jobs:
