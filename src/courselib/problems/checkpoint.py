@@ -39,7 +39,7 @@ def _draw(r, difficulty: str) -> dict:
     if difficulty == "hard":
         data["current_interval"] = {"value": r.choice([1, 2, 3, 4, 6, 8, 12]), "unit": "h"}
         data["price_usd"] = r.choice([2.0, 2.5, 3.0, 4.0])
-        if r.random() < 0.3:  # the first-order model's edge: checkpoints nearly as slow as failures come
+        if r.random() < 0.2:  # the first-order model's edge: checkpoints nearly as slow as failures come
             data["gpus"] = r.choice([16384, 32768])
             data["cost"] = {"value": r.randint(20, 45), "unit": "min"}
             data["mtbf"] = {"of": "node", "value": r.choice([20, 30, 50]), "unit": "days"}

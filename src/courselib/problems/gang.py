@@ -195,6 +195,9 @@ def explain(data: dict, policy: str, result) -> list[str]:
         steps.append(f"After the last event nothing can change: no job that holds GPUs is training, so none "
                      f"will finish and free any. DEADLOCK: {', '.join(j.name for j in stuck)} hold "
                      f"{sum(j.gpus_held for j in stuck)} GPUs until the horizon, t={format_duration(result.horizon)}.")
+        waiting = [j.name for j in result.jobs if j.start is None and j.gpus_held == 0]
+        if waiting:
+            steps.append(f"{', '.join(waiting)} never start: the GPUs they need are held by the stuck jobs.")
     else:
         never = [j.name for j in result.jobs if j.start is None]
         if never:
