@@ -45,9 +45,17 @@ def _label(key: str) -> str:
 
 
 def answer_lines(answer: dict, indent: str = "  ") -> list[str]:
-    """Nested answer dicts as indented ``key: value`` lines, in the answer's own order."""
+    """Nested answer dicts as indented ``key: value`` lines, in the answer's own order; a small flat
+    dict (a job's start, end and state) on one line."""
     out = []
     for key, value in answer.items():
+        small = isinstance(value, dict) and 0 < len(value) <= 4 and not any(
+            isinstance(v, (dict, list, tuple)) for v in value.values())
+        if small:  # a row such as a job's start, end and state: one line
+            row = ", ".join(f"{_label(k)} {value_text(k, v)}" for k, v in value.items())
+            if len(indent) + len(key) + len(row) <= 100:
+                out.append(f"{indent}{_label(key)}: {row}")
+                continue
         if isinstance(value, dict):
             out.append(f"{indent}{_label(key)}:")
             out += answer_lines(value, indent + "  ")
