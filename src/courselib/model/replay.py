@@ -35,14 +35,14 @@ on random workloads.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 POLICIES = ("fifo", "easy")
 
 
-@dataclass(frozen=True, slots=True)
-class CoreJob:
+class CoreJob(NamedTuple):
     """One job of a core-count trace: ``procs`` cores from ``start`` for ``run`` seconds."""
 
     id: str
@@ -163,74 +163,149 @@ def _fifo(order, submit, run, procs, cores):
 
 
 def _easy(order, submit, run, procs, est, cores):
+    """EASY with shortcuts that change no decision.
+
+    - The shadow time is read off the running jobs kept sorted by expected end.
+    - Waiting jobs are also kept in buckets by width, so a backfill scan visits only the jobs
+      narrow enough to fit the free cores, in queue order (queue position = rank in submit
+      order); a pass with fewer free cores than the narrowest waiting job scans nothing.
+    - At an instant with arrivals only (no end, same head) only the new arrivals are scanned:
+      every job scanned before still fails, since free and extra cores can only have shrunk, the
+      shadow time is the same and the clock has moved on.
+    - A job that failed the reservation test (ends after the shadow time, wider than the extra
+      cores) is *parked* out of its bucket while the head, the shadow time and the extra cores
+      stay as they were (extra no larger than when it failed): it would fail again. Any change
+      puts every parked job back.
+    """
     start: list[float | None] = [None] * len(submit)
     ends: list[tuple[float, int, int]] = []      # heap of (end, job, cores)
     by_expected: list[tuple[float, int, int]] = []  # running, sorted by (expected end, job, cores)
     expected: dict[int, float] = {}
     push, pop = heapq.heappush, heapq.heappop
-    free = cores
     n = len(order)
-    queue: list[int] = []
+    waiting = bytearray(n)                       # by rank: arrived and not started
+    buckets: dict[int, list[int]] = {}           # width -> ranks of waiting jobs, ascending
+    widths: list[int] = []                       # widths with a non-empty bucket, ascending
+    free = cores
+    nwait = 0
+    qhead = 0                                    # no waiting rank below this
     arrived = 0
     inf = float("inf")
-    while arrived < n or queue:
+    full = True                                  # the next scan must recompute the reservation
+    scanned = 0                                  # ranks below this failed the last scan
+    shadow = extra = 0
+    parked: list[int] = []                       # ranks that failed the reservation test
+    park_shadow = park_floor = inf               # the shadow then; the least extra then
+
+    def take(r, p):
+        b = buckets[p]
+        del b[bisect_left(b, r)]
+        if not b:
+            widths.remove(p)
+
+    def unpark():
+        for r in parked:
+            p = procs[order[r]]
+            b = buckets[p]
+            if not b:
+                insort(widths, p)
+            insort(b, r)
+        parked.clear()
+
+    def begin(r, t):
+        i = order[r]
+        p = procs[i]
+        waiting[r] = 0
+        take(r, p)
+        push(ends, (t + run[i], i, p))
+        e = t + est[i]
+        expected[i] = e
+        insort(by_expected, (e, i, p))
+        start[i] = t
+
+    while arrived < n or nwait:
         t = submit[order[arrived]] if arrived < n else inf
         if ends and ends[0][0] < t:
             t = ends[0][0]
         while ends and ends[0][0] <= t:
+            full = True
             _, i, p = pop(ends)
             free += p
-            key = (expected.pop(i), i, p)
-            del by_expected[bisect_left(by_expected, key)]
+            del by_expected[bisect_left(by_expected, (expected.pop(i), i, p))]
         while arrived < n and submit[order[arrived]] <= t:
-            queue.append(order[arrived])
+            p = procs[order[arrived]]
+            waiting[arrived] = 1
+            b = buckets.get(p)
+            if b is None:
+                b = buckets[p] = []
+            if not b:
+                insort(widths, p)
+            b.append(arrived)
+            nwait += 1
             arrived += 1
         # main pass: heads in order while they fit
-        k = 0
-        while k < len(queue) and procs[queue[k]] <= free:
-            i = queue[k]
-            free -= procs[i]
-            start[i] = t
-            push(ends, (t + run[i], i, procs[i]))
-            e = t + est[i]
-            expected[i] = e
-            insort(by_expected, (e, i, procs[i]))
-            k += 1
-        if k:
-            del queue[:k]
-        if len(queue) < 2 or free == 0:
-            continue
-        # the head's reservation: shadow time and extra cores
-        need = procs[queue[0]]
-        avail = free
-        shadow = inf
-        for e, _, p in by_expected:
-            if avail >= need and e > shadow:
+        while qhead < arrived:
+            if not waiting[qhead]:
+                qhead += 1
+                continue
+            p = procs[order[qhead]]
+            if p > free:
                 break
-            avail += p
-            if avail >= need and shadow == inf:
-                shadow = e
-        extra = avail - need
+            if parked:                           # a new head: every parked job comes back
+                unpark()
+            free -= p
+            begin(qhead, t)
+            nwait -= 1
+            qhead += 1
+            full = True
+        if nwait < 2 or (not parked and free < widths[0]):
+            continue                             # (parked jobs: their test must be redone)
+        if full:
+            # the head's reservation: shadow time and extra cores
+            need = procs[order[qhead]]
+            avail = free
+            shadow = inf
+            for e, _, p in by_expected:
+                if avail >= need and e > shadow:
+                    break
+                avail += p
+                if avail >= need and shadow == inf:
+                    shadow = e
+            extra = avail - need
+            if parked and (shadow != park_shadow or extra > park_floor):
+                unpark()
+            if not parked:
+                park_floor = inf
+            park_shadow = shadow
+            cand = []
+            for w in widths[:bisect_right(widths, free)]:
+                cand += buckets[w]
+            cand.sort()
+            full = False
+        else:
+            cand = [r for r in range(scanned, arrived) if waiting[r]]
         # backfill: fits now, and ends by the shadow time or stays within the extra cores
-        kept = [queue[0]]
-        for idx in range(1, len(queue)):
-            i = queue[idx]
+        for r in cand:
+            i = order[r]
             p = procs[i]
-            if free and p <= free:
-                ends_by_shadow = t + est[i] <= shadow
-                if ends_by_shadow or p <= extra:
-                    free -= p
-                    if not ends_by_shadow:
-                        extra -= p
-                    start[i] = t
-                    push(ends, (t + run[i], i, p))
-                    e = t + est[i]
-                    expected[i] = e
-                    insort(by_expected, (e, i, p))
-                    continue
-            kept.append(i)
-        if len(kept) != len(queue):
-            queue = kept
+            if p > free:
+                continue
+            if t + est[i] <= shadow:
+                free -= p
+            elif p <= extra:
+                free -= p
+                extra -= p
+            else:
+                take(r, p)
+                parked.append(r)
+                if extra < park_floor:
+                    park_floor = extra
+                continue
+            begin(r, t)
+            nwait -= 1
+            if not free:
+                break
+        scanned = arrived
     return start
 
 
