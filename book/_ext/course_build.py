@@ -6,6 +6,13 @@ sphinx-thebe 0.3.1 under Jupyter Book 1.x registers its inline configuration scr
 every page declares ``const THEBE_JS_URL`` twice and the browser reports "Uncaught SyntaxError:
 Identifier 'THEBE_JS_URL' has already been declared" (found by tests/test_site.py in headless
 Chromium). Dropping exact duplicate script entries per page removes the error and changes nothing else.
+
+pydata-sphinx-theme writes ``localStorage.getItem("mode") || "{{ default_mode }}"`` and, with no
+``default_mode`` in the context, a first-time reader's browser logs "Got invalid theme mode: .
+Resetting to auto." on every page (found the same way). We give it the mode it falls back to:
+``auto`` (follow the reader's system), so nothing changes but the error.
+
+It also loads ``course_views`` (the website's kernel-free cost calculator and gang race).
 """
 from __future__ import annotations
 
@@ -38,7 +45,13 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = unique
 
 
+def _default_mode(app, config):
+    config.html_context.setdefault("default_mode", "auto")
+
+
 def setup(app):
+    app.setup_extension("course_views")
+    app.connect("config-inited", _default_mode)
     app.connect("source-read", _strip_gated_solutions)
     app.connect("html-page-context", _dedupe_scripts, priority=1000)  # after every other handler
     return {"parallel_read_safe": True, "parallel_write_safe": True}

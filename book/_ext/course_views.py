@@ -1,0 +1,151 @@
+"""Kernel-free interactive views on the website: ``{course-view} cost-calculator`` and ``gang-race``.
+
+At build time the data come from courselib (:mod:`courselib.static.views`, the same model and
+simulation a kernel runs) and are written once per build to ``_static/course-views/<view>.js``; the
+directive writes the controls with the default setting's numbers already filled in (readable
+without JavaScript), and ``static/course-views.js`` looks each new setting up in that table.
+Loaded by ``course_build`` (see ``_config.yml``: ``local_extensions``).
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
+STATIC = Path(__file__).parent / "static"
+VIEWS = ("cost-calculator", "gang-race")
+
+
+def money(v) -> str:
+    """``$1,234.56`` or ``$333.33–$666.67`` (the calculator widget's format)."""
+    if isinstance(v, list):
+        return f"${v[0]:,.2f}–${v[1]:,.2f}"
+    return f"${v:,.2f}"
+
+
+def _data(view: str) -> dict:
+    from courselib.static import views
+
+    return views.cost_table() if view == "cost-calculator" else views.gang_race_table()
+
+
+def _compact(obj):
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
+    if isinstance(obj, list):
+        return [_compact(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _compact(v) for k, v in obj.items()}
+    return obj
+
+
+def _cost_html(d: dict) -> str:
+    from courselib.static.views import cost_case
+
+    df = d["default"]
+    gi, wi = d["gpus"].index(df["gpus"]), d["wait_min"].index(df["wait_min"])
+    case = cost_case(df["gpus"], df["wait_min"], df["price"])
+    prices = "".join(f'<option value="{i}"{" selected" if p == df["price"] else ""}>'
+                     f'{"$" + p.replace("-", "–$")}</option>' for i, p in enumerate(d["prices"]))
+    return f"""
+<div class="course-view course-view--cost" data-view="cost-calculator">
+  <div class="course-view__controls">
+    <label>GPUs held idle <input type="range" name="gpus" min="0" max="{len(d['gpus']) - 1}" step="1"
+      value="{gi}" aria-valuetext="{df['gpus']} GPUs"> <output data-for="gpus">{df['gpus']}</output></label>
+    <label>wait for the last rank <input type="range" name="wait" min="0" max="{len(d['wait_min']) - 1}" step="1"
+      value="{wi}" aria-valuetext="{df['wait_min']} minutes"> <output data-for="wait">{df['wait_min']} min</output></label>
+    <label>price per GPU-hour <select name="price">{prices}</select></label>
+  </div>
+  <table class="course-view__table">
+    <thead><tr><th></th><th>GPU-hours held idle</th><th>cost</th></tr></thead>
+    <tbody>
+      <tr><th scope="row">pod at a time (no gang check)</th>
+        <td data-out="gpu_hours">{case['gpu_hours']:,.2f}</td><td data-out="cost">{money(case['cost'])}</td></tr>
+      <tr><th scope="row">gang admission (Volcano <code>minMember</code>, a Slurm allocation)</th>
+        <td data-out="gang_gpu_hours">{case['gang_gpu_hours']:,.2f}</td><td data-out="gang_cost">{money(case['gang_cost'])}</td></tr>
+    </tbody>
+  </table>
+  <p class="course-view__note">Runs in your browser, no kernel needed: every number here was computed by
+  <code>courselib.model.cost</code> when this page was built, for every position of the controls.</p>
+</div>"""
+
+
+def _race_html(d: dict) -> str:
+    df = d["default"]
+    case = d["cases"][f"{df['policy']}|{df['nodes']}|{df['delay_min']}"]
+    ni = d["nodes"].index(df["nodes"])
+    policies = "".join(
+        f'<label class="course-view__choice"><input type="radio" name="policy" value="{p}"'
+        f'{" checked" if p == df["policy"] else ""}> {p}</label>' for p in d["policies"])
+    delays = "".join(f'<option value="{m}"{" selected" if m == df["delay_min"] else ""}>{m} min</option>'
+                     for m in d["delay_min"])
+    gpn = d["gpus_per_node"]
+    return f"""
+<div class="course-view course-view--race" data-view="gang-race">
+  <div class="course-view__controls">
+    <fieldset><legend>scheduler</legend>{policies}</fieldset>
+    <label>cluster <input type="range" name="nodes" min="0" max="{len(d['nodes']) - 1}" step="1" value="{ni}"
+      aria-valuetext="{df['nodes']} nodes"> <output data-for="nodes">{df['nodes']} nodes × {gpn} = {df['nodes'] * gpn} GPUs</output></label>
+    <label>job b arrives after job a by <select name="delay">{delays}</select></label>
+  </div>
+  <p class="course-view__verdict" data-out="verdict" role="status">{html.escape(case['verdict'])}</p>
+  <div class="course-view__chart" data-out="chart"></div>
+  <p class="course-view__note">Two 512-GPU training jobs (1 GPU per rank, 2 h each) on one cluster. Green: GPUs
+  training; vermillion: GPUs held idle at the barrier; grey: free. Computed by <code>courselib.sim.gang</code>
+  when this page was built, for every setting of the controls; no kernel needed.</p>
+</div>"""
+
+
+class CourseView(Directive):
+    required_arguments = 1
+    has_content = False
+
+    def run(self):
+        view = self.arguments[0]
+        if view not in VIEWS:
+            raise self.error(f"course-view: unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+        env = self.state.document.settings.env
+        depth = env.docname.count("/")
+        src = "../" * depth + f"_static/course-views/{view}.js"
+        data = _cached(env.app, view)
+        body = _cost_html(data) if view == "cost-calculator" else _race_html(data)
+        return [nodes.raw("", f'<script src="{src}"></script>{body}', format="html")]
+
+
+_CACHE: dict[str, dict] = {}
+
+
+def _cached(app, view: str) -> dict:
+    if view not in _CACHE:
+        _CACHE[view] = _data(view)
+    return _CACHE[view]
+
+
+def _write_data(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir) / "_static" / "course-views"
+    out.mkdir(parents=True, exist_ok=True)
+    for view in VIEWS:
+        payload = json.dumps(_compact(_cached(app, view)), separators=(",", ":"))
+        (out / f"{view}.js").write_text(
+            "// Generated at build time from courselib (book/_ext/course_views.py); do not edit.\n"
+            f"(window.COURSE_VIEWS = window.COURSE_VIEWS || {{}})[{json.dumps(view)}] = {payload};\n")
+
+
+def _static_path(app) -> None:
+    app.config.html_static_path.append(str(STATIC))
+
+
+def setup(app):
+    app.add_directive("course-view", CourseView)
+    app.connect("builder-inited", _static_path)
+    app.add_js_file("course-views.js", defer="defer")
+    app.add_css_file("course-views.css")
+    app.add_css_file("course-site.css")
+    app.connect("build-finished", _write_data)
+    # a new env_version makes an incremental `make book` re-read every page (new scripts and styles)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

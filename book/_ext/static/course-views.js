@@ -1,0 +1,123 @@
+// Kernel-free views (book/_ext/course_views.py). Every number comes from a table that courselib
+// computed when the page was built (_static/course-views/<view>.js); this script only looks the
+// current setting up and draws it. No network, no kernel.
+(function () {
+  "use strict";
+  const TRAINING = "#009E73", HELD_IDLE = "#D55E00", FREE = "#DDDDDD"; // courselib.plots palette
+  const SVG = "http://www.w3.org/2000/svg";
+  const fmt2 = (v) => v.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  const money = (v) => (Array.isArray(v) ? `$${fmt2(v[0])}–$${fmt2(v[1])}` : `$${fmt2(v)}`);
+  const put = (root, name, text) => { root.querySelector(`[data-out="${name}"]`).textContent = text; };
+  const said = (root, name, text) => { root.querySelector(`output[data-for="${name}"]`).textContent = text; };
+
+  function costCalculator(root, d) {
+    const gpus = root.querySelector('input[name="gpus"]');
+    const wait = root.querySelector('input[name="wait"]');
+    const price = root.querySelector('select[name="price"]');
+    function show() {
+      const i = +gpus.value, j = +wait.value, k = +price.value;
+      said(root, "gpus", `${d.gpus[i]}`);
+      said(root, "wait", `${d.wait_min[j]} min`);
+      gpus.setAttribute("aria-valuetext", `${d.gpus[i]} GPUs`);
+      wait.setAttribute("aria-valuetext", `${d.wait_min[j]} minutes`);
+      put(root, "gpu_hours", fmt2(d.gpu_hours[i][j]));
+      put(root, "cost", money(d.cost[i][j][k]));
+      put(root, "gang_gpu_hours", fmt2(d.gang_gpu_hours[i][j]));
+      put(root, "gang_cost", money(d.gang_cost[i][j][k]));
+      root.dataset.setting = JSON.stringify({ gpus: d.gpus[i], wait_min: d.wait_min[j], price: d.prices[k] });
+    }
+    gpus.addEventListener("input", show);
+    wait.addEventListener("input", show);
+    price.addEventListener("change", show);
+    show();
+  }
+
+  function el(name, attrs, parent, text) {
+    const e = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+
+  function raceChart(c, total, horizon, width) {
+    // drawn at the box's own width, so its text stays readable on a phone
+    const W = Math.max(300, Math.min(900, width || 720)), left = 96, right = 12, rowH = 30, gap = 8, clusterH = 90, axisH = 28;
+    const top = 6, H = top + c.jobs.length * (rowH + gap) + clusterH + axisH;
+    const x = (t) => left + (Math.min(t, horizon) / horizon) * (W - left - right);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": c.verdict });
+    c.jobs.forEach((job, r) => {
+      const y = top + r * (rowH + gap);
+      el("rect", { x: left, y, width: W - left - right, height: rowH, fill: "#F4F4F4" }, svg);
+      el("text", { x: left - 8, y: y + rowH / 2 + 5, "text-anchor": "end", "font-size": 13 }, svg,
+         `job ${job.name} (${job.gpus})`);
+      job.segments.forEach(([t0, t1, held, training]) => {
+        const h = Math.max(2, (rowH * held) / job.gpus);
+        el("rect", { x: x(t0), y: y + rowH - h, width: Math.max(1, x(t1) - x(t0)), height: h,
+                     fill: training ? TRAINING : HELD_IDLE }, svg);
+        if (x(t1) - x(t0) > 70 && h >= 14) {
+          el("text", { x: x(t0) + 6, y: y + rowH - h / 2 + 4, "font-size": 11, fill: "#FFFFFF" }, svg,
+             `${held} ${training ? "training" : "held idle"}`);
+        }
+      });
+    });
+    const y0 = top + c.jobs.length * (rowH + gap);
+    el("text", { x: left - 8, y: y0 + clusterH / 2 + 5, "text-anchor": "end", "font-size": 13 }, svg,
+       `cluster (${total})`);
+    const u = c.usage;
+    for (let i = 0; i < u.t.length; i++) {
+      const t0 = u.t[i], t1 = i + 1 < u.t.length ? u.t[i + 1] : horizon;
+      if (t1 <= t0 || t0 >= horizon) continue;
+      let y = y0 + clusterH;
+      for (const [n, fill] of [[u.training[i], TRAINING], [u.idle[i], HELD_IDLE], [u.free[i], FREE]]) {
+        const h = (clusterH * n) / total;
+        y -= h;
+        if (h > 0) el("rect", { x: x(t0), y, width: Math.max(1, x(t1) - x(t0)), height: h, fill }, svg);
+      }
+    }
+    for (let hr = 0; hr <= horizon / 3600; hr++) {
+      el("line", { x1: x(hr * 3600), x2: x(hr * 3600), y1: y0 + clusterH, y2: y0 + clusterH + 5, stroke: "#444" }, svg);
+      el("text", { x: x(hr * 3600), y: y0 + clusterH + 20, "text-anchor": "middle", "font-size": 12 }, svg, `${hr} h`);
+    }
+    return svg;
+  }
+
+  function gangRace(root, d) {
+    const nodes = root.querySelector('input[name="nodes"]');
+    const delay = root.querySelector('select[name="delay"]');
+    const chart = root.querySelector('[data-out="chart"]');
+    function show() {
+      const policy = root.querySelector('input[name="policy"]:checked').value;
+      const n = d.nodes[+nodes.value], m = +delay.value;
+      const c = d.cases[`${policy}|${n}|${m}`];
+      const total = n * d.gpus_per_node;
+      said(root, "nodes", `${n} nodes × ${d.gpus_per_node} = ${total} GPUs`);
+      nodes.setAttribute("aria-valuetext", `${n} nodes`);
+      put(root, "verdict", c.verdict);
+      root.classList.toggle("course-view--deadlock", c.deadlock);
+      chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth));
+      root.dataset.setting = JSON.stringify({ policy, nodes: n, delay_min: m });
+    }
+    root.querySelectorAll('input[name="policy"]').forEach((r) => r.addEventListener("change", show));
+    nodes.addEventListener("input", show);
+    delay.addEventListener("change", show);
+    show();
+    let drawnAt = chart.clientWidth;
+    window.addEventListener("resize", () => {
+      if (Math.abs(chart.clientWidth - drawnAt) > 40) { drawnAt = chart.clientWidth; show(); }
+    });
+  }
+
+  const VIEWS = { "cost-calculator": costCalculator, "gang-race": gangRace };
+  function start() {
+    document.querySelectorAll(".course-view[data-view]").forEach((root) => {
+      const data = (window.COURSE_VIEWS || {})[root.dataset.view];
+      const view = VIEWS[root.dataset.view];
+      if (!data || !view) return; // the numbers printed at build time stay as they are
+      view(root, data);
+      root.dataset.ready = "true";
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
