@@ -9,13 +9,14 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-student test test-fast lab serve labs bench clean help
+.PHONY: setup book book-student site-test test test-fast lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"
 	@echo "make test    run every test (unit, property, notebooks, book, real system where permitted)"
 	@echo "make lab     open JupyterLab on the course"
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
+	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
 	@echo "make labs    regenerate labs/ from solutions/"
 	@echo "make bench   run the benchmarks: a table of ratios, also in _build/bench/results.json"
 	@echo "make clean   remove builds and caches (keeps .venv)"
@@ -49,6 +50,12 @@ student-template:
 	rm -rf _build/student-template && mkdir -p _build/student-template
 	git archive --format=tar HEAD -- . ':(exclude)solutions' | tar -x -C _build/student-template
 	@echo "The student template (no solutions/) is in _build/student-template: make it a new repository."
+
+# The website as a reader meets it: every page of the built editions in headless Chromium (Debian's
+# chromium), desktop and phone width; screenshots and timings in _build/screenshots/.
+site-test: book book-student
+	COURSE_SITE_HTML=_build/html COURSE_STUDENT_HTML=_build/student/_build/html \
+	  $(BIN)/python -m pytest tests/test_site.py -q
 
 # Unit, property, CLI, book-execution, site and real-system tests, then every playground and
 # solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).
