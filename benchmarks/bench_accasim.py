@@ -236,8 +236,9 @@ def _median_time(fn, repeat: int) -> tuple[float, float, object]:
     return statistics.median(walls), statistics.median(cpus), out
 
 
-def run(quick: bool = False) -> dict:
-    """Every figure of the peer and floor comparison, as a dict (see run.py for the keys)."""
+def run(quick: bool = False, peer: bool = True) -> dict:
+    """Every figure of the peer and floor comparison, as a dict (see run.py for the keys);
+    ``peer=False``: courselib and the floor only (no AccaSim)."""
     from courselib.io.traces import read_trace
     from courselib.model.replay import from_trace_jobs, replay
 
@@ -268,6 +269,8 @@ def run(quick: bool = False) -> dict:
         out["heapq_floor_ratio"] = out["courselib_fifo_replay_only_s"] / floor
         out["heapq_floor_ratio_easy"] = out["courselib_easy_replay_only_s"] / floor
 
+        if not peer:
+            return out
         note = ensure_accasim()
         if note:
             out["note"] = note
