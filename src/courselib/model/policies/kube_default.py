@@ -18,6 +18,11 @@ The model:
   one node (the PostFilter preemption). A running job that loses a rank stops training and
   restarts from scratch once it has its ranks again — TorchElastic "all workers are stopped
   and restarted" (FACTS §4.3).
+
+Two paths, one behaviour: the reference keeps one list entry per pending pod and re-sorts it every
+cycle; the fast path (without preemption) keeps, per priority, runs of consecutive pods of one job
+as ``[run, count]`` — once one pod of a job finds no node, the job's other pods in the same cycle
+cannot either (same request, capacity only shrinks), so a cycle costs O(jobs waiting + pods bound).
 """
 from __future__ import annotations
 
@@ -34,6 +39,12 @@ class KubeDefault(Policy):
         self.preemption = preemption
         self.queue: list[JobRun] = []  # one entry per pending pod, in creation order
         self.known: dict[str, JobRun] = {}  # jobs whose pods this scheduler was given
+        self._known_pos: dict[str, int] = {}  # a job's place in ``known`` (the reasons' order)
+        self._levels: dict[int, list[list]] = {}  # fast path: priority -> [[run, pods], ...]
+
+    @property
+    def fast(self) -> bool:
+        return not (self.reference or self.preemption)
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.create_pods(runs, {r.name: r.job.pods for r in runs}, state)
@@ -41,18 +52,48 @@ class KubeDefault(Policy):
     def create_pods(self, runs: list[JobRun], counts: dict[str, int], state: SchedState | None = None) -> None:
         """Round-robin pod creation across jobs created at the same instant."""
         self.known.update((r.name, r) for r in runs)
+        for r in runs:
+            self._known_pos.setdefault(r.name, len(self._known_pos))
         if state is not None and len(runs) > 1:
             names = ", ".join(f"{r.name}-{k}" for k in range(2) for r in runs)
             state.log(runs[0].name, f"pods of {len(runs)} jobs created round-robin: {names}, ...")
+        if self.fast:
+            self._create_runs(runs, counts)
+            return
         for k in range(max(counts.values(), default=0)):
             for run in runs:
                 if k < counts[run.name]:
                     self.queue.append(run)
 
+    def _create_runs(self, runs: list[JobRun], counts: dict[str, int]) -> None:
+        """The same round-robin order, as runs of consecutive pods of one job."""
+        left = {r.name: counts[r.name] for r in runs if counts[r.name] > 0}
+        while left:
+            alive = [r for r in runs if left.get(r.name)]
+            if len(alive) == 1:  # the last job's remaining pods: one run
+                self._append(alive[0], left.pop(alive[0].name))
+                break
+            for r in alive:
+                self._append(r, 1)
+                left[r.name] -= 1
+                if not left[r.name]:
+                    del left[r.name]
+
+    def _append(self, run: JobRun, count: int) -> None:
+        level = self._levels.setdefault(run.job.priority, [])
+        if level and level[-1][0] is run:
+            level[-1][1] += count
+        else:
+            level.append([run, count])
+
     def drop_pods(self, run: JobRun) -> None:
         self.queue = [r for r in self.queue if r is not run]
+        for prio, level in self._levels.items():
+            self._levels[prio] = [seg for seg in level if seg[0] is not run]
 
     def schedule(self, state: SchedState) -> list[float]:
+        if self.fast:
+            return self._schedule_fast(state)
         cluster = state.cluster
         order = sorted((r for r in self.queue if not r.finished),  # a finished job's pods are gone
                        key=lambda r: -r.job.priority)  # stable: creation order kept
@@ -81,6 +122,44 @@ class KubeDefault(Policy):
         for run in self.known.values():
             k = unschedulable.get(run.name)
             state.set_reason(run, None if k is None else
+                             f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
+                             "Insufficient nvidia.com/gpu")
+        return []
+
+    def _schedule_fast(self, state: SchedState) -> list[float]:
+        cluster = state.cluster
+        failed: dict[tuple, int] = {}
+        unschedulable: dict[str, int] = {}
+        for prio in sorted(self._levels, reverse=True):  # PrioritySort; creation order within
+            left: list[list] = []
+            for run, count in self._levels[prio]:
+                if run.finished:  # a finished job's pods are gone
+                    continue
+                job = run.job
+                key = (job.constraint, job.name if job.exclusive else None, job.memory_per_pod)
+                placed = 0
+                if not (key in failed and job.gpus_per_pod >= failed[key]):
+                    while placed < count:
+                        node = cluster.first_fit_node(job, spread=True)
+                        if node is None:
+                            failed[key] = min(job.gpus_per_pod, failed.get(key, job.gpus_per_pod))
+                            break
+                        state.bind(run, node)
+                        placed += 1
+                if placed < count:
+                    unschedulable[run.name] = unschedulable.get(run.name, 0) + count - placed
+                    if left and left[-1][0] is run:
+                        left[-1][1] += count - placed
+                    else:
+                        left.append([run, count - placed])
+            self._levels[prio] = left
+        n = len(cluster.nodes)
+        # the reasons of known jobs that wait, or waited: every other known job's reason stays None
+        todo = {name: self.known[name] for name in unschedulable}
+        todo.update((name, r) for name, r in state.waiting.items() if name in self.known)
+        for name in sorted(todo, key=self._known_pos.__getitem__):
+            k = unschedulable.get(name)
+            state.set_reason(todo[name], None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
                              "Insufficient nvidia.com/gpu")
         return []

@@ -19,8 +19,15 @@
 Pending order is priority, then creation time (``BestEffortFIFO``). "Pods ready" is modelled as the
 barrier passed (``min_member`` pods placed, which is all pods unless ``min_member`` is set); a
 workload that is training is never evicted by the timeout.
+
+Two paths, one behaviour: the reference re-sorts and re-sums every workload ever submitted in
+every cycle; the fast path keeps the waiting workloads in priority order and each ClusterQueue's
+admitted GPUs as a running total (quota usage), and checks timeouts only among the admitted.
 """
 from __future__ import annotations
+
+import heapq
+from bisect import insort
 
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies import Policy
@@ -55,9 +62,16 @@ class Kueue(Policy):
         self.admitted: dict[str, float] = {}  # name -> admission time
         self.requeues: dict[str, int] = {}
         self.deactivated: set[str] = set()
+        # fast path: workloads waiting for admission in (priority, submit, seq) order; usage totals
+        self._waiting: list[tuple] = []
+        self._usage: dict[str, int] = {}
+        self._deadlines: list[tuple] = []  # (admitted + timeout, seq, name, admitted) heap
+        self._queue_names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.workloads.extend(runs)
+        for run in runs:
+            insort(self._waiting, (-run.job.priority, run.job.submit, run.seq, run))
 
     # ---- quota -------------------------------------------------------------------------------
     def nominal(self, state: SchedState, queue: str) -> int:
@@ -65,7 +79,22 @@ class Kueue(Policy):
         return state.cluster.total_gpus if q is None else q
 
     def usage(self, queue: str) -> int:
+        """GPUs of the workloads admitted in ``queue`` (quota reserved)."""
+        if not self.reference:
+            return self._usage.get(queue, 0)
         return sum(r.job.gpus for r in self.workloads if r.name in self.admitted and r.job.queue == queue)
+
+    def _set_admitted(self, run: JobRun, at: float | None) -> None:
+        """Admit ``run`` at time ``at`` (reserve its quota) or, with None, release its quota."""
+        if at is None:
+            if self.admitted.pop(run.name, None) is None:
+                return
+            sign = -1
+        else:
+            self.admitted[run.name] = at
+            heapq.heappush(self._deadlines, (at + self.timeout, run.seq, run.name, at))
+            sign = 1
+        self._usage[run.job.queue] = self._usage.get(run.job.queue, 0) + sign * run.job.gpus
 
     def fits_quota(self, state: SchedState, run: JobRun) -> tuple[bool, int]:
         """(fits?, GPUs more needed) for ``run``'s whole podset in its ClusterQueue."""
@@ -77,7 +106,7 @@ class Kueue(Policy):
         if spec.cohort is None:
             return False, need - max(0, own_free)
         lend = 0
-        for other in {j.queue for j in self.workload.jobs} | {q.name for q in self.workload.queues}:
+        for other in self._queue_names:
             o = self.workload.queue(other)
             if other == qname or o.cohort != spec.cohort:
                 continue
@@ -92,10 +121,11 @@ class Kueue(Policy):
 
     # ---- cycle -------------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
+        self.pods.reference = self.reference
         wake: list[float] = []
         now = state.now
         if self.wait_for_pods_ready:
-            for run in list(self.workloads):
+            for run in (list(self.workloads) if self.reference else self._timed_out(state)):
                 t0 = self.admitted.get(run.name)
                 if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout:
                     wake += self._evict(state, run)
@@ -103,17 +133,35 @@ class Kueue(Policy):
         self.pods.schedule(state)
         return wake
 
+    def _timed_out(self, state: SchedState) -> list[JobRun]:
+        """Admitted workloads past their PodsReady deadline and not training, in submission order.
+        A workload training at its deadline is never evicted (nothing in this model stops it)."""
+        out, now = [], state.now
+        while self._deadlines and now >= self._deadlines[0][0]:
+            _, _, name, t0 = heapq.heappop(self._deadlines)
+            run = state.runs[name]
+            if self.admitted.get(name) == t0 and not run.finished and run.state != RUNNING:
+                out.append(run)
+        return sorted(out, key=lambda r: r.seq)
+
     def _admit(self, state: SchedState, wake: list[float]) -> None:
-        order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
-                       key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+        if self.reference:
+            order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
+                           key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+        else:  # _waiting holds no admitted workload between cycles (see the end of this method)
+            order = [e[-1] for e in self._waiting if not e[-1].finished]
+        blocked = None  # fast path: whether an admitted workload is not yet ready, once per cycle
         for run in order:
             if run.name in self.deactivated:
                 continue
             if run.eligible_at > state.now:
                 state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
                 continue
-            if self.block_admission and any(r.state != RUNNING for r in self.workloads
-                                            if r.name in self.admitted and not r.finished):
+            if self.block_admission and blocked is None and not self.reference:
+                blocked = any(state.runs[name].state != RUNNING for name in self.admitted
+                              if not state.runs[name].finished)
+            if self.block_admission and (blocked if not self.reference else any(
+                    r.state != RUNNING for r in self.workloads if r.name in self.admitted and not r.finished)):
                 state.set_reason(run, "Pending: admission blocked until admitted workloads have PodsReady")
                 continue
             ok, more = self.fits_quota(state, run)
@@ -121,16 +169,21 @@ class Kueue(Policy):
                 state.set_reason(run, f"Pending: insufficient unused quota for nvidia.com/gpu in "
                                       f"ClusterQueue {run.job.queue}, {more} more needed")
                 continue
-            self.admitted[run.name] = state.now
+            self._set_admitted(run, state.now)
+            blocked = True  # the workload just admitted is not ready yet
             state.set_reason(run, None)
             state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
                                 f"(placement not checked)")
             self.pods.create_pods([run], {run.name: run.job.pods})
             if self.wait_for_pods_ready:
                 wake.append(state.now + self.timeout)
+        if not self.reference:
+            self._waiting = [e for e in self._waiting if e[-1].name not in self.admitted
+                             and not e[-1].finished and e[-1].name not in self.deactivated]
 
     def _evict(self, state: SchedState, run: JobRun) -> list[float]:
-        del self.admitted[run.name]
+        self._set_admitted(run, None)
+        insort(self._waiting, (-run.job.priority, run.job.submit, run.seq, run))
         self.pods.drop_pods(run)
         state.release(run, "evicted: PodsReadyTimeout")
         n = self.requeues[run.name] = self.requeues.get(run.name, 0) + 1
@@ -144,4 +197,4 @@ class Kueue(Policy):
         return [run.eligible_at]
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
-        self.admitted.pop(run.name, None)
+        self._set_admitted(run, None)

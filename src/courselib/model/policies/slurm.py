@@ -30,6 +30,8 @@ is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For
 """
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 import numpy as np
 
 from courselib.model.cluster import alternatives
@@ -58,9 +60,14 @@ class Slurm(Policy):
         self._free_cache: dict[tuple, tuple] = {}
         self._mask_cache: dict = {}
         self._infeasible: dict[str, str | None] = {}
+        # fast path: pending jobs already in priority order, and each job shape's verdict once
+        self._queue: list[tuple] = []
+        self._shape_verdict: dict[tuple, str | None] = {}
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
+        for run in runs:
+            insort(self._queue, (-run.job.priority, run.job.submit, run.seq, run))
 
     # ---- capacity arithmetic ---------------------------------------------------------------
     @staticmethod
@@ -74,9 +81,15 @@ class Slurm(Policy):
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
         """Slurm's reason for a job that can never run here, or None (a fixed property of the job)."""
-        if run.name not in self._infeasible:
-            self._infeasible[run.name] = self._why_infeasible(state, run)
-        return self._infeasible[run.name]
+        if self.reference:
+            if run.name not in self._infeasible:
+                self._infeasible[run.name] = self._why_infeasible(state, run)
+            return self._infeasible[run.name]
+        job = run.job  # the verdict depends only on the job's shape, not on its name
+        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint)
+        if shape not in self._shape_verdict:
+            self._shape_verdict[shape] = self._why_infeasible(state, run)
+        return self._shape_verdict[shape]
 
     def _why_infeasible(self, state: SchedState, run: JobRun) -> str | None:
         cluster, job = state.cluster, run.job
@@ -126,7 +139,12 @@ class Slurm(Policy):
         spec, t1 = state.workload.cluster, t + job.planned_runtime
         free_g, free_m = self._free_at(state, t)
         blocked = np.zeros(len(free_g), dtype=bool)
-        if reserved:
+        if reserved and not self.reference:  # the same test on arrays kept as reservations are made
+            starts, ends, nodes = self._reservation_arrays(reserved, len(free_g))
+            overlap = (starts < t1) & (t < ends)
+            if overlap.any():
+                blocked = nodes[overlap].any(axis=0)
+        elif reserved:
             starts = np.fromiter((r[0] for r in reserved), float, len(reserved))
             ends = np.fromiter((r[1] for r in reserved), float, len(reserved))
             for j in np.nonzero((starts < t1) & (t < ends))[0]:
@@ -139,7 +157,9 @@ class Slurm(Policy):
             k = np.minimum(k, free_m // job.memory_per_pod)
         k = np.where(blocked, 0, k)
         for alt in alternatives(job.constraint):
-            kk = np.where(self._allowed_mask(state, alt), k, 0)
+            kk = k if alt is None and not self.reference else np.where(self._allowed_mask(state, alt), k, 0)
+            if not self.reference and kk.sum() < job.pods:  # too few pods fit: no need to order nodes
+                continue
             idx = np.nonzero(kk)[0]
             if not len(idx):
                 continue
@@ -164,8 +184,12 @@ class Slurm(Policy):
     # ---- the cycle -----------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
-        pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
-                         key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+        if self.reference:
+            pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
+                             key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+        else:  # a Slurm job is bound whole or not at all: the queue holds exactly the unbound ones
+            self._queue = [e for e in self._queue if not e[-1].finished and state.bound(e[-1]) == 0]
+            pending = [e[-1] for e in self._queue]
         feasible = []
         for run in pending:
             reason = self.infeasible(state, run)
@@ -188,24 +212,66 @@ class Slurm(Policy):
             self._backfill(state, left)
         return []
 
+    def _known_to_fail(self, job: Job, t: float) -> bool:
+        """A plain job cannot start at ``t`` if one as wide per pod, with no more pods and no longer
+        runtime, could not in this pass: the same free GPUs, a superset of blocking reservations."""
+        return any(p <= job.pods and r <= job.planned_runtime
+                   for p, r in self._failed.get((t, job.gpus_per_pod), ()))
+
+    def _reservation_arrays(self, reserved: list, n: int):
+        """(starts, ends, nodes-matrix) of this pass's reservations, filled in as they are made."""
+        cache = getattr(self, "_resv", None)
+        if cache is None or cache[0] is not reserved:
+            rows = max(1, min(self.bf_max_job_test, 64))
+            cache = self._resv = [reserved, 0, np.zeros(rows), np.zeros(rows), np.zeros((rows, n), dtype=bool)]
+        _, done, starts, ends, nodes = cache
+        if len(reserved) > len(starts):  # grow by doubling
+            rows = max(len(reserved), 2 * len(starts))
+            starts, ends = np.resize(starts, rows), np.resize(ends, rows)
+            nodes = np.vstack([nodes, np.zeros((rows - len(nodes), n), dtype=bool)])
+            cache[2:] = starts, ends, nodes
+        for r in range(done, len(reserved)):
+            starts[r], ends[r] = reserved[r][0], reserved[r][1]
+            nodes[r, :] = False
+            nodes[r, reserved[r][2]] = True
+        cache[1] = len(reserved)
+        k = len(reserved)
+        return starts[:k], ends[:k], nodes[:k]
+
     def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
         now = state.now
         reserved: list = []  # (start, end, node indexes): whole nodes, as Slurm's backfill reserves
         made = 0
+        if not self.reference:  # the candidate start times, kept sorted as reservations are added
+            times_all, free_by_time = self._profile(state, reserved)
+            self._failed: dict[tuple, list] = {}  # (t, GPUs per pod) -> (pods, runtime) that failed
         for run in pending[: self.bf_max_job_test]:
             job = run.job
-            times = sorted({now} | {e for e in self.expected_end.values() if e > now}
-                           | {r1 for _, r1, _ in reserved if r1 > now})
+            if self.reference:
+                times = sorted({now} | {e for e in self.expected_end.values() if e > now}
+                               | {r1 for _, r1, _ in reserved if r1 > now})
+            else:
+                times = times_all
+                if state.cluster.plain(job):  # no start before enough GPUs are free at all
+                    times = times_all[self._first_time(times_all, free_by_time, job.gpus):]
             start, plan = None, None
+            plain = not self.reference and state.cluster.plain(job)
             for t in times:
                 if t > now + self.bf_window:
                     break
+                if plain and self._known_to_fail(job, t):
+                    continue
                 plan = self.plan(state, job, t, reserved)
                 if plan is not None:
                     start = t
                     break
+                if plain:
+                    self._failed.setdefault((t, job.gpus_per_pod), []).append((job.pods, job.planned_runtime))
             if start == now:
                 self._start(state, run, plan)
+                if not self.reference:  # one more running job: one more end time, fewer GPUs free
+                    times_all, free_by_time = self._profile(state, reserved)
+                    self._failed = {}
                 state.log(run.name, "started by backfill (delays no reservation)")
                 continue
             # Backfill leaves the reason alone: the main scheduler already marked the first blocked
@@ -217,8 +283,47 @@ class Slurm(Policy):
                 continue
             nodes = [i for i, _ in plan]
             reserved.append((start, start + job.planned_runtime, nodes))
+            if not self.reference and start + job.planned_runtime > now and \
+                    start + job.planned_runtime not in free_by_time:
+                t1 = start + job.planned_runtime
+                k = bisect_left(times_all, t1)
+                times_all.insert(k, t1)
+                free_by_time[t1] = free_by_time[times_all[k - 1]]
             self.reservations[run.name] = (start, start + job.planned_runtime, nodes)
             made += 1
+
+    def _profile(self, state: SchedState, reserved: list) -> tuple[list[float], dict[float, int]]:
+        """The backfill's candidate start times (now, the running jobs' expected ends, the
+        reservations' ends; sorted) and the GPUs free in the whole cluster at each."""
+        now = state.now
+        times = sorted({now} | {e for e in self.expected_end.values() if e > now}
+                       | {r1 for _, r1, _ in reserved if r1 > now})
+        return times, self._free_totals(state, times, sorted(self.expected_end.items(), key=lambda kv: kv[1]))
+
+    @staticmethod
+    def _free_totals(state: SchedState, times: list[float], ends: list) -> dict[float, int]:
+        """GPUs free in the whole cluster at each time in ``times`` (sorted): free now plus what
+        the running jobs expected to end by then release. Never decreases with time."""
+        out, free, k = {}, state.cluster.free_gpus, 0
+        for t in times:
+            while t > state.now and k < len(ends) and ends[k][1] <= t:
+                free += state.cluster.held(ends[k][0])
+                k += 1
+            out[t] = free
+        return out
+
+    @staticmethod
+    def _first_time(times: list[float], free_by_time: dict, gpus: int) -> int:
+        """Index of the first time at which at least ``gpus`` GPUs are free (len(times) if none);
+        binary search, as the free total never decreases."""
+        lo, hi = 0, len(times)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if free_by_time[times[mid]] >= gpus:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self.expected_end.pop(run.name, None)
