@@ -512,5 +512,6 @@ def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch)
     first = min(j.start for j in result.jobs)        # the lab's t = 0: Slurm's first start (1 s resolution)
     hours = {j.name: (j.start - first) / plan.seconds_per_minute * plan.unit / 3600 for j in result.jobs}
     latency_h = 2.0 / plan.seconds_per_minute * plan.unit / 3600   # 2 s of scheduler latency, in lab hours
-    assert abs(hours["sweep"] - ns["sweep_start_hours"]) <= latency_h, evidence
-    assert abs(hours["eval"] - ns["eval_start_hours"]) <= latency_h, evidence
+    assert abs(hours["sweep"] - ns["sweep_start_hours"]) <= latency_h + 1e-9, evidence
+    # eval waits behind two hand-offs (pretrain -> sweep -> eval): each may add the latency
+    assert abs(hours["eval"] - ns["eval_start_hours"]) <= 2 * latency_h + 1e-9, evidence

@@ -36,13 +36,29 @@ def _leftovers(place) -> list[Path]:
     return sorted(place.parent.glob("courselib-oom-*"))
 
 
+MAX_RACES = 2
+
+
+def _exit_race(run) -> bool:
+    """A second kill after the predicted first victim: the kernel's exit race (see
+    ``courselib.live.memcg.Experiment``: a victim marks itself MMF_OOM_SKIP before its last pages are
+    freed, and a trigger still charging can OOM again and kill the next task). Seen under heavy CPU
+    load even with every process on one CPU. The first victim must still be the predicted one."""
+    return (len(run.predicted_killed) == 1 and len(run.killed) == 2 and run.oom_kill == 2
+            and run.killed[0] == run.predicted_killed[0])
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_prediction_equals_kernel(name):
     place = _place_or_skip()
     if any(h.oom_score_adj < 0 for h in SCENARIOS[name].hogs) and not can_lower_adj():
         pytest.skip("negative oom_score_adj needs CAP_SYS_RESOURCE, which this process lacks")
+    races = 0
     for _ in range(REPEAT):
         run = run_real(name, place=place)
+        while _exit_race(run) and races < MAX_RACES:  # the kernel's own race, not a wrong prediction
+            races += 1
+            run = run_real(name, place=place)
         assert run.killed, f"the kernel killed nobody: {run.as_dict()}"
         assert run.killed == run.predicted_killed, run.as_dict()
         assert run.oom_kill == run.predicted_oom_kill == 1, run.as_dict()
