@@ -43,7 +43,7 @@ POLICIES = ("fifo", "easy")
 
 
 class CoreJob(NamedTuple):
-    """One job of a core-count trace: ``procs`` cores from ``start`` for ``run`` seconds."""
+    """One job of a core-count trace: submitted at ``submit``, it holds ``procs`` cores for ``run`` seconds."""
 
     id: str
     submit: float
