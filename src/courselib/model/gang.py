@@ -74,6 +74,8 @@ class SchedState:
         self.stopped: list[JobRun] = []  # runs whose training the simulator must interrupt
         self.touched: dict[str, JobRun] = {}  # runs bound or stopped since the last barrier check
         self.waiting: dict[str, JobRun] = {}  # runs whose pending_reason is not None
+        #: runs whose pending_reason changed, for a policy that asked (set it to a list)
+        self.reason_changes: list[JobRun] | None = None
 
     # ---- jobs ----------------------------------------------------------------------------
     def submit(self, job: Job) -> JobRun:
@@ -153,6 +155,8 @@ class SchedState:
 
     def set_reason(self, run: JobRun, reason: str | None) -> None:
         """Set why ``run`` waits; the trace records each change (not every cycle's repeat)."""
+        if reason != run.pending_reason and self.reason_changes is not None:
+            self.reason_changes.append(run)
         if reason != run.pending_reason and reason is not None:
             self.log(run.name, f"waiting: {reason}")
         run.pending_reason = reason

@@ -20,9 +20,13 @@ The model:
   and restarted" (FACTS §4.3).
 
 Two paths, one behaviour: the reference keeps one list entry per pending pod and re-sorts it every
-cycle; the fast path (without preemption) keeps, per priority, runs of consecutive pods of one job
-as ``[run, count]`` — once one pod of a job finds no node, the job's other pods in the same cycle
-cannot either (same request, capacity only shrinks), so a cycle costs O(jobs waiting + pods bound).
+cycle. The fast path (without preemption) keeps, per priority and per GPUs-a-pod, runs of
+consecutive pods of one job as ``[run, count, creation order]``, and walks them merged in creation
+order. Capacity only shrinks during a cycle, so once a plain pod (no constraint, not exclusive)
+of g GPUs finds no node, no plain pod of g or more GPUs can find one later in the cycle: those
+lists are not walked. A job left waiting keeps its reason ("k pods Unschedulable") as long as
+nothing of it changes, so only jobs that bound pods, are new, or had their reason changed by
+someone else are looked at: a cycle costs O(pods bound + jobs that changed), not O(queue).
 """
 from __future__ import annotations
 
@@ -40,7 +44,13 @@ class KubeDefault(Policy):
         self.queue: list[JobRun] = []  # one entry per pending pod, in creation order
         self.known: dict[str, JobRun] = {}  # jobs whose pods this scheduler was given
         self._known_pos: dict[str, int] = {}  # a job's place in ``known`` (the reasons' order)
-        self._levels: dict[int, list[list]] = {}  # fast path: priority -> [[run, pods], ...]
+        # fast path: priority -> {GPUs a pod (0: not plain) -> [[run, pods, creation order], ...]}
+        self._lists: dict[int, dict[int | None, list[list]]] = {}
+        self._created = 0
+        self._last: JobRun | None = None  # the run whose pods were created last
+        self._queued: dict[str, int] = {}  # pods of each run waiting in the queue
+        self._settled: set[str] = set()  # queued runs whose reason is already "k pods Unschedulable"
+        self._fresh: dict[str, JobRun] = {}  # queued runs whose reason the next cycle must set
 
     @property
     def fast(self) -> bool:
@@ -79,17 +89,33 @@ class KubeDefault(Policy):
                 if not left[r.name]:
                     del left[r.name]
 
+    def _plain_class(self, job) -> int:
+        """GPUs a pod for a plain job (only free GPUs decide where it fits), else 0."""
+        plain = job.constraint is None and not job.exclusive and job.gpus_per_pod > 0 and \
+            not (job.memory_per_pod and self.workload.cluster.memory_per_node)
+        return job.gpus_per_pod if plain else 0
+
     def _append(self, run: JobRun, count: int) -> None:
-        level = self._levels.setdefault(run.job.priority, [])
-        if level and level[-1][0] is run:
-            level[-1][1] += count
+        lst = self._lists.setdefault(run.job.priority, {}).setdefault(self._plain_class(run.job), [])
+        if lst and lst[-1][0] is run and self._last is run:  # truly consecutive pods: one run
+            lst[-1][1] += count
         else:
-            level.append([run, count])
+            self._created += 1
+            lst.append([run, count, self._created])
+        self._last = run
+        self._queued[run.name] = self._queued.get(run.name, 0) + count
+        self._settled.discard(run.name)
+        self._fresh[run.name] = run
 
     def drop_pods(self, run: JobRun) -> None:
         self.queue = [r for r in self.queue if r is not run]
-        for prio, level in self._levels.items():
-            self._levels[prio] = [seg for seg in level if seg[0] is not run]
+        for classes in self._lists.values():
+            for cls, lst in classes.items():
+                classes[cls] = [seg for seg in lst if seg[0] is not run]
+        self._queued.pop(run.name, None)
+        self._settled.discard(run.name)
+        self._fresh.pop(run.name, None)
+        self._last = None
 
     def schedule(self, state: SchedState) -> list[float]:
         if self.fast:
@@ -128,13 +154,37 @@ class KubeDefault(Policy):
 
     def _schedule_fast(self, state: SchedState) -> list[float]:
         cluster = state.cluster
+        if state.reason_changes is None:
+            state.reason_changes = []
+        changed = {r.name: r for r in state.reason_changes}  # by another policy since our last cycle
+        for name, run in changed.items():
+            if name in self._settled:
+                self._settled.discard(name)
+                self._fresh[name] = run
+        top = next((g for g in range(cluster.capacity, 0, -1) if cluster._buckets[g]), 0)
         failed: dict[tuple, int] = {}
-        unschedulable: dict[str, int] = {}
-        for prio in sorted(self._levels, reverse=True):  # PrioritySort; creation order within
-            left: list[list] = []
-            for run, count in self._levels[prio]:
+        touched: dict[str, JobRun] = {}  # runs whose pods were looked at this cycle
+        plain_fail = top + 1  # plain pods of this many GPUs or more cannot fit any more
+        for prio in sorted(self._lists, reverse=True):  # PrioritySort; creation order within
+            classes = self._lists[prio]
+            pos = dict.fromkeys(classes, 0)
+            kept: dict = {cls: [] for cls in classes}
+            active = [cls for cls in classes if cls < plain_fail]  # 0 (not plain) always
+            while True:
+                best, best_seq = None, None
+                for cls in active:  # the next pod run in creation order, over the live lists
+                    lst, i = classes[cls], pos[cls]
+                    if i < len(lst) and (best_seq is None or lst[i][2] < best_seq):
+                        best, best_seq = cls, lst[i][2]
+                if best is None:
+                    break
+                seg = classes[best][pos[best]]
+                pos[best] += 1
+                run, count = seg[0], seg[1]
                 if run.finished:  # a finished job's pods are gone
+                    self._queued.pop(run.name, None)
                     continue
+                touched[run.name] = run
                 job = run.job
                 key = (job.constraint, job.name if job.exclusive else None, job.memory_per_pod)
                 placed = 0
@@ -143,25 +193,45 @@ class KubeDefault(Policy):
                         node = cluster.first_fit_node(job, spread=True)
                         if node is None:
                             failed[key] = min(job.gpus_per_pod, failed.get(key, job.gpus_per_pod))
+                            if best:  # no plain pod this wide or wider fits now
+                                plain_fail = min(plain_fail, job.gpus_per_pod)
+                                active = [c for c in active if c < plain_fail]
                             break
                         state.bind(run, node)
                         placed += 1
+                self._queued[run.name] -= placed
                 if placed < count:
-                    unschedulable[run.name] = unschedulable.get(run.name, 0) + count - placed
-                    if left and left[-1][0] is run:
-                        left[-1][1] += count - placed
-                    else:
-                        left.append([run, count - placed])
-            self._levels[prio] = left
+                    seg[1] = count - placed
+                    kept[best].append(seg)
+            for cls in list(classes):
+                if pos[cls]:  # in place: the unwalked tail is not copied
+                    classes[cls][:pos[cls]] = kept[cls]
+                    if not classes[cls]:
+                        del classes[cls]
         n = len(cluster.nodes)
-        # the reasons of known jobs that wait, or waited: every other known job's reason stays None
-        todo = {name: self.known[name] for name in unschedulable}
-        todo.update((name, r) for name, r in state.waiting.items() if name in self.known)
+        # reasons: of every job that bound pods, is new (not settled) or was changed by someone
+        # else; a settled job's reason ("k pods Unschedulable") is already what the cycle gives it
+        todo = dict(touched)
+        todo.update((name, r) for name, r in changed.items() if name in self.known)
+        todo.update(self._fresh)
         for name in sorted(todo, key=self._known_pos.__getitem__):
-            k = unschedulable.get(name)
-            state.set_reason(todo[name], None if k is None else
+            run = todo[name]
+            k = self._queued.get(name) or None
+            if k is not None and run.finished:
+                k = self._queued.pop(name) and None
+            state.set_reason(run, None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
                              "Insufficient nvidia.com/gpu")
+            if k is None:
+                self._queued.pop(name, None)
+                self._settled.discard(name)
+                self._fresh.pop(name, None)
+            elif run.job.min_member == run.job.pods:  # else it may finish with pods still queued
+                self._settled.add(name)
+                self._fresh.pop(name, None)
+            else:
+                self._fresh[name] = run
+        state.reason_changes = []
         return []
 
     # ---- preemption (PostFilter) -----------------------------------------------------------
