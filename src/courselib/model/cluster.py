@@ -100,6 +100,14 @@ class Cluster:
     def bound_pods(self, job: str) -> int:
         return self._pods.get(job, 0)
 
+    def bucket(self, free: int) -> list[int]:
+        """The nodes with exactly ``free`` free GPUs, in node order (read only)."""
+        return self._buckets[free]
+
+    def max_free(self) -> int:
+        """The most free GPUs on any one node (O(GPUs per node))."""
+        return next((g for g in range(self.capacity, 0, -1) if self._buckets[g]), 0)
+
     def plain(self, job: Job, constraint: str | None = "__job__") -> bool:
         """True when only free GPUs decide where a pod of ``job`` fits: no constraint, not
         exclusive, memory not modelled, at least one GPU a pod. Then every node in a bucket of

@@ -1,4 +1,4 @@
-"""The mini gang scheduler in time (simpy): arrivals, scheduling cycles, the barrier, completion.
+"""The mini gang scheduler in time: arrivals, scheduling cycles, the barrier, completion.
 
 Public API (stable; the Slurm replay of issue 7 compares against it)::
 
@@ -24,6 +24,13 @@ Processes read like the story: :func:`arrivals` (jobs submitted at one instant a
 together), :func:`scheduler` (one cycle after everything else at that instant),
 :func:`train` (the barrier has passed: train for the remaining time, or until preempted).
 Everything is deterministic: no wall clock, no unseeded randomness.
+
+Two engines, one behaviour. ``simulate(..., reference=True)`` runs these processes on simpy with
+the policies' straightforward reference paths (every cycle rescans every job). The default runs
+the same functions (:func:`cycle`, :func:`end_training`) from :class:`EventLoop`, a plain heap that
+orders events exactly as simpy does, with the policies' fast paths (ordered lists, running
+totals, free-GPU buckets): 100,000 jobs on 6,250 nodes in seconds. ``tests/test_gang_fastpath.py``
+checks on random workloads that both give the same trace and the same result for every job.
 """
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ class KubeDefault(Policy):
             if name in self._settled:
                 self._settled.discard(name)
                 self._fresh[name] = run
-        top = next((g for g in range(cluster.capacity, 0, -1) if cluster._buckets[g]), 0)
+        top = cluster.max_free()
         failed: dict[tuple, int] = {}
         touched: dict[str, JobRun] = {}  # runs whose pods were looked at this cycle
         plain_fail = top + 1  # plain pods of this many GPUs or more cannot fit any more

@@ -136,6 +136,8 @@ class Slurm(Policy):
     def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
         """Nodes and pod counts for ``job`` to run over ``[t, t + planned_runtime)`` without
         touching a reservation (``reserved``: (start, end, node indexes)), or None."""
+        if not self.reference and t == state.now and not reserved and state.cluster.plain(job):
+            return self._plan_now(state, job)
         spec, t1 = state.workload.cluster, t + job.planned_runtime
         free_g, free_m = self._free_at(state, t)
         blocked = np.zeros(len(free_g), dtype=bool)
@@ -211,6 +213,23 @@ class Slurm(Policy):
         if self.backfill and left:
             self._backfill(state, left)
         return []
+
+    @staticmethod
+    def _plan_now(state: SchedState, job: Job) -> list | None:
+        """:meth:`plan` for a plain job now, from the free-GPU buckets instead of arrays over every
+        node: best fit is the buckets in rising order, each in node order (O(nodes used))."""
+        cluster, g, need = state.cluster, job.gpus_per_pod, job.pods
+        if cluster.pods_that_fit(job) < need:
+            return None
+        out = []
+        for f in range(g, cluster.capacity + 1):
+            for i in cluster.bucket(f):
+                if f // g >= need:
+                    out.append((i, need))
+                    return out
+                out.append((i, f // g))
+                need -= f // g
+        return None
 
     def _known_to_fail(self, job: Job, t: float) -> bool:
         """A plain job cannot start at ``t`` if one as wide per pod, with no more pods and no longer
