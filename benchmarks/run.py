@@ -71,6 +71,11 @@ def _s(x, digits=3) -> str:
     return f"{x * 1000:.1f} ms"
 
 
+def _x(ratio: float) -> str:
+    """A ratio with a decimal where rounding could hide which side of a target it is on."""
+    return f"{ratio:.0f}x" if ratio >= 100 else f"{ratio:.1f}x"
+
+
 def _met(ok) -> str:
     return "-" if ok is None else ("yes" if ok else "NO")
 
@@ -86,7 +91,7 @@ def table(res: dict) -> list[tuple[str, str, str, str, str, str]]:
             rows.append((f"peer: AccaSim {pol.upper()}, Lublin-256, {n:,} jobs",
                          _s(a[f"courselib_{pol}_s"]),
                          f"{_s(a[f'accasim_{pol}_s'])} ({a[f'accasim_{pol}_shape']})",
-                         f"{sp:.0f}x wall, {a[f'accasim_speedup_{pol}_cpu']:.0f}x CPU",
+                         f"{_x(sp)} wall, {_x(a[f'accasim_speedup_{pol}_cpu'])} CPU",
                          ">= 50x" if not res["quick"] else ">= 50x (full trace)",
                          _met(sp >= 50) if not res["quick"] else "-"))
         rows.append(("schedules: FIFO start times", f"{a['fifo_jobs_same_start']:,}/{n:,} identical", "AccaSim",
