@@ -30,7 +30,7 @@ is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For
 """
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
 
@@ -58,6 +58,9 @@ class Slurm(Policy):
         self.expected_end: dict[str, float] = {}
         self.reservations: dict[str, tuple[float, float, list[int]]] = {}  # last pass, for teaching
         self._free_cache: dict[tuple, tuple] = {}
+        self._ends: list | None = None  # fast path: (expected end, job) of the running, this pass
+        self._end_times: list[float] = []
+        self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
         self._infeasible: dict[str, str | None] = {}
         # fast path: pending jobs already in priority order, and each job shape's verdict once
@@ -110,6 +113,8 @@ class Slurm(Policy):
         """Free GPUs and memory per node (numpy arrays) at time ``t`` from the running jobs'
         expected ends; cached for one scheduling pass (it does not depend on the job planned)."""
         key = (state.now, t)
+        if key not in self._free_cache and not self.reference and t > state.now:
+            self._free_cache[key] = self._free_at_from_nearest(state, t)
         if key not in self._free_cache:
             cluster = state.cluster
             free_g = np.array(cluster.free, dtype=np.int64)
@@ -122,6 +127,31 @@ class Slurm(Policy):
                             free_m[i] += b.memory
             self._free_cache[key] = (free_g, free_m)
         return self._free_cache[key]
+
+    def _free_at_from_nearest(self, state: SchedState, t: float):
+        """Fast path of :meth:`_free_at`: start from the nearest earlier time already computed in
+        this pass and add only what the jobs ending in between release (the running jobs sorted
+        by expected end once per pass), instead of walking every running job for every ``t``."""
+        if not self._free_cache or self._ends is None:
+            alloc = state.cluster.alloc
+            self._ends = sorted((e, name) for name, e in self.expected_end.items() if name in alloc)
+            self._end_times = [e for e, _ in self._ends]
+            self._times_done = []
+        k = bisect_left(self._times_done, t) - 1
+        if k >= 0:
+            t0 = self._times_done[k]
+            free_g, free_m = (a.copy() for a in self._free_cache[(state.now, t0)])
+            lo = bisect_right(self._end_times, t0)
+        else:
+            free_g = np.array(state.cluster.free, dtype=np.int64)
+            free_m = np.array(state.cluster.free_mem, dtype=np.int64)
+            lo = 0
+        for _, name in self._ends[lo:bisect_right(self._end_times, t)]:
+            for i, b in state.cluster.alloc[name].items():
+                free_g[i] += b.gpus
+                free_m[i] += b.memory
+        insort(self._times_done, t)
+        return free_g, free_m
 
     def _allowed_mask(self, state: SchedState, alt):
         if alt not in self._mask_cache:
@@ -177,6 +207,7 @@ class Slurm(Policy):
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
         self._free_cache.clear()  # the cluster changed
+        self._ends = None
         for i, k in plan:
             for _ in range(k):
                 state.bind(run, i)
@@ -186,6 +217,7 @@ class Slurm(Policy):
     # ---- the cycle -----------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
+        self._ends = None
         if self.reference:
             pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
                              key=lambda r: (-r.job.priority, r.job.submit, r.seq))
