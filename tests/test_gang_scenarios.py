@@ -228,3 +228,24 @@ def test_preempting_one_rank_restarts_the_whole_job():
     assert low.wasted_gpu_hours == pytest.approx(15 * 600 / 3600)
     plain = simulate(w, "kube-default")
     assert plain.job("high").start == 3600 and plain.job("low").restarts == 0
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_kueue_block_admission_lifts_when_the_admitted_workload_is_ready(reference):
+    # v1beta1 defaults: blockAdmission on. `first` is admitted, placed and ready at t=0; that
+    # PodsReady unblocks `second` at once (same instant), not at the 5-minute PodsReady timer.
+    w = Workload(ClusterSpec(nodes=2, gpus_per_node=8),
+                 [Job("first", pods=1, gpus_per_pod=8, duration=3600),
+                  Job("second", pods=1, gpus_per_pod=8, duration=3600)])
+    r = simulate(w, "kueue", config_api="v1beta1", reference=reference)
+    assert [e.what for e in r.trace if e.job == "second"][1].startswith("waiting: Pending: admission blocked")
+    assert r.job("first").start == 0 and r.job("second").start == 0
+    # and while an admitted workload is not ready, the next one stays blocked: `frag` spreads 4+4
+    # GPUs over both nodes, so `big` (one 8-GPU pod) is admitted by quota but cannot be placed
+    w2 = Workload(ClusterSpec(nodes=2, gpus_per_node=8),
+                  [Job("frag", pods=2, gpus_per_pod=4, duration=3600),
+                   Job("big", pods=1, gpus_per_pod=8, duration=3600),
+                   Job("small", pods=1, gpus_per_pod=1, duration=60)])
+    r2 = simulate(w2, "kueue", config_api="v1beta1", reference=reference, horizon=3600)
+    assert r2.job("frag").start == 0 and r2.job("big").evictions >= 1
+    assert r2.job("small").start == 300   # only after `big` is evicted at its PodsReady timeout

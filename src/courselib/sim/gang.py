@@ -240,21 +240,30 @@ def scheduler(env: simpy.Environment, sim: Simulation):
 
 
 def cycle(sim: Simulation) -> None:
-    """One scheduling cycle: the policy binds; preempted trainings stop; full barriers pass."""
-    sim.sync()
-    for t in sim.policy.schedule(sim.state):
-        if t > sim.now and t not in sim.timers:
-            sim.timers.add(t)
-            sim.add_timer(t)
-    sim.state.flush_binds()
-    for run in sim.state.stopped:
-        sim.interrupt(run)
-    sim.state.stopped.clear()
-    for run in (sim.state.active() if sim.reference else sim.state.take_touched()):
-        if run.state in (PENDING, HOLDING) and sim.state.bound(run) >= run.job.min_member:
-            barrier_passed(sim, run)
-    if sim.check:
-        sim.state.check()
+    """One scheduling cycle: the policy binds; preempted trainings stop; full barriers pass.
+
+    When a barrier passing can change the policy's decisions (Kueue's blockAdmission waits for the
+    admitted workload's PodsReady), the policy runs again at once, until no further barrier passes.
+    """
+    while True:
+        sim.sync()
+        for t in sim.policy.schedule(sim.state):
+            if t > sim.now and t not in sim.timers:
+                sim.timers.add(t)
+                sim.add_timer(t)
+        sim.state.flush_binds()
+        for run in sim.state.stopped:
+            sim.interrupt(run)
+        sim.state.stopped.clear()
+        ready = False
+        for run in (sim.state.active() if sim.reference else sim.state.take_touched()):
+            if run.state in (PENDING, HOLDING) and sim.state.bound(run) >= run.job.min_member:
+                barrier_passed(sim, run)
+                ready = True
+        if sim.check:
+            sim.state.check()
+        if not (ready and sim.policy.cycle_when_ready()):
+            return
 
 
 def timer(env: simpy.Environment, sim: Simulation, t: float):

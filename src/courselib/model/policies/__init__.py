@@ -44,6 +44,11 @@ class Policy:
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         """``run`` completed (or hit its time limit) and released its GPUs."""
 
+    def cycle_when_ready(self) -> bool:
+        """``True``: a job passing its barrier (its pods ready) can change what this policy does,
+        so the simulator runs another cycle at the same instant (Kueue's blockAdmission)."""
+        return False
+
 
 def policy_names() -> list[str]:
     return list(_registry())

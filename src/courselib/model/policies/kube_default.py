@@ -108,6 +108,8 @@ class KubeDefault(Policy):
         self._fresh[run.name] = run
 
     def drop_pods(self, run: JobRun) -> None:
+        """The job's pods are deleted (Kueue evicted it): their reason is no longer ours to set."""
+        self.known.pop(run.name, None)
         self.queue = [r for r in self.queue if r is not run]
         for classes in self._lists.values():
             for cls, lst in classes.items():
@@ -145,7 +147,7 @@ class KubeDefault(Policy):
             state.bind(run, node)
         self.queue = [r for r in left if not r.finished] + self.queue
         n = len(cluster.nodes)
-        for run in self.known.values():
+        for run in sorted(self.known.values(), key=lambda r: self._known_pos[r.name]):
             k = unschedulable.get(run.name)
             state.set_reason(run, None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "

@@ -196,5 +196,11 @@ class Kueue(Policy):
         state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
         return [run.eligible_at]
 
+    def cycle_when_ready(self) -> bool:
+        """With blockAdmission, the PodsReady condition of the admitted workload unblocks the next
+        admission at once (the controller reconciles on the condition change), not at the next
+        timer (``setup_wait_for_pods_ready.md``)."""
+        return self.wait_for_pods_ready and self.block_admission
+
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self._set_admitted(run, None)
