@@ -15,15 +15,10 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import Directive
 
+from courselib.units import format_usd
+
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("cost-calculator", "gang-race")
-
-
-def money(v) -> str:
-    """``$1,234.56`` or ``$333.33–$666.67`` (the calculator widget's format)."""
-    if isinstance(v, list):
-        return f"${v[0]:,.2f}–${v[1]:,.2f}"
-    return f"${v:,.2f}"
 
 
 def _data(view: str) -> dict:
@@ -43,11 +38,11 @@ def _compact(obj):
 
 
 def _cost_html(d: dict) -> str:
-    from courselib.static.views import cost_case
-
     df = d["default"]
     gi, wi = d["gpus"].index(df["gpus"]), d["wait_min"].index(df["wait_min"])
-    case = cost_case(df["gpus"], df["wait_min"], df["price"])
+    pi = d["prices"].index(df["price"])
+    case = {"gpu_hours": d["gpu_hours"][gi][wi], "cost": d["cost"][gi][wi][pi],
+            "gang_gpu_hours": d["gang_gpu_hours"][gi][wi], "gang_cost": d["gang_cost"][gi][wi][pi]}
     prices = "".join(f'<option value="{i}"{" selected" if p == df["price"] else ""}>'
                      f'{"$" + p.replace("-", "–$")}</option>' for i, p in enumerate(d["prices"]))
     return f"""
@@ -63,9 +58,9 @@ def _cost_html(d: dict) -> str:
     <thead><tr><th></th><th>GPU-hours held idle</th><th>cost</th></tr></thead>
     <tbody>
       <tr><th scope="row">pod at a time (no gang check)</th>
-        <td data-out="gpu_hours">{case['gpu_hours']:,.2f}</td><td data-out="cost">{money(case['cost'])}</td></tr>
+        <td data-out="gpu_hours">{case['gpu_hours']:,.2f}</td><td data-out="cost">{format_usd(case['cost'])}</td></tr>
       <tr><th scope="row">gang admission (Volcano <code>minMember</code>, a Slurm allocation)</th>
-        <td data-out="gang_gpu_hours">{case['gang_gpu_hours']:,.2f}</td><td data-out="gang_cost">{money(case['gang_cost'])}</td></tr>
+        <td data-out="gang_gpu_hours">{case['gang_gpu_hours']:,.2f}</td><td data-out="gang_cost">{format_usd(case['gang_cost'])}</td></tr>
     </tbody>
   </table>
   <p class="course-view__note">Runs in your browser, no kernel needed: every number here was computed by

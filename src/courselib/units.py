@@ -87,6 +87,13 @@ def bytes_to_pages(nbytes: int) -> int:
     return nbytes // PAGE_SIZE
 
 
+def format_usd(value) -> str:
+    """``$1,234.56``, or ``$333.33–$666.67`` for a (low, high) pair: how the course prints dollars."""
+    if isinstance(value, (list, tuple)):
+        return f"${value[0]:,.2f}–${value[1]:,.2f}"
+    return f"${value:,.2f}"
+
+
 def format_bytes(nbytes: float) -> str:
     """Binary units: ``1073741824`` -> ``1.0 GiB``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

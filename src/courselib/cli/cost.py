@@ -8,7 +8,7 @@ from __future__ import annotations
 from courselib.errors import InputError
 from courselib.model import checkpoint as ckpt
 from courselib.model import cost
-from courselib.units import format_duration, parse_duration
+from courselib.units import format_duration, format_usd, parse_duration
 
 
 def register(subparsers) -> None:
@@ -39,12 +39,6 @@ def register(subparsers) -> None:
     q.add_argument("--price", help="$ per GPU-hour for the failure cost: 3 or 2-4")
     q.add_argument("--json", action="store_true", help="print one JSON document")
     q.set_defaults(func=_checkpoint)
-
-
-def _money(v) -> str:
-    if isinstance(v, list):
-        return f"${v[0]:,.2f}–${v[1]:,.2f}"
-    return f"${v:,.2f}"
 
 
 def _round(v, nd=2):
@@ -99,10 +93,10 @@ def _cost(args) -> int:
         print(f"ARG gang-size {w.gang_size} ({w.missing} missing)")
     print()
     print(f"without a gang admission check: {w.gpus_held} GPUs held idle × {w.wait_s / 3600:.4f} h "
-          f"= {doc['wasted_gpu_hours']:,.2f} GPU-hours → {_money(doc['cost_usd'])}")
+          f"= {doc['wasted_gpu_hours']:,.2f} GPU-hours → {format_usd(doc['cost_usd'])}")
     print("with a gang admission check (Volcano minMember, a Slurm allocation): 0 GPUs held while "
-          f"pending → 0 GPU-hours, {_money(doc['with_gang_admission']['cost_usd'])}")
-    print(f"saving: {_money(doc['saving_usd'])} per occurrence (the job starts at the same moment "
+          f"pending → 0 GPU-hours, {format_usd(doc['with_gang_admission']['cost_usd'])}")
+    print(f"saving: {format_usd(doc['saving_usd'])} per occurrence (the job starts at the same moment "
           "either way: when the last GPUs free up)")
     return 0
 
@@ -164,7 +158,7 @@ def _checkpoint(args) -> int:
               f"every GPU loses on average interval/2 + {format_duration(f['detection_s'])} detection + "
               f"{format_duration(doc['restart_s'])} restart = {format_duration(f['expected_lost_s_per_failure'])}")
         print(f"  = {f['expected_gpu_hours_per_failure']:,.2f} GPU-hours per failure"
-              + (f", {_money(f['cost_usd_per_failure'])}" if "cost_usd_per_failure" in f else ""))
+              + (f", {format_usd(f['cost_usd_per_failure'])}" if "cost_usd_per_failure" in f else ""))
         print(f"  × {f['failures_per_day']:g} failures/day = {f['expected_gpu_hours_per_day']:,.2f} GPU-hours/day"
-              + (f", {_money(f['cost_usd_per_day'])}/day" if "cost_usd_per_day" in f else ""))
+              + (f", {format_usd(f['cost_usd_per_day'])}/day" if "cost_usd_per_day" in f else ""))
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from courselib.model import cost
 from courselib.problems.base import Problem, Solution, rng
-from courselib.units import format_duration
+from courselib.units import format_duration, format_usd
 
 TOPIC = "cost"
 SUMMARY = "wasted GPU-hours and dollars of a partial gang and a lost rank (minutes vs hours, per-GPU vs total)"
@@ -66,10 +66,6 @@ def price(data: dict) -> cost.Price:
     div = data["gpus_per_node"] if p["per"] == "node-hour" else 1
     high = p["high"] if p["high"] is not None else p["low"]
     return cost.Price(p["low"] / div, high / div)
-
-
-def _money(v) -> str:
-    return f"${v[0]:,.2f}–${v[1]:,.2f}" if isinstance(v, list) else f"${v:,.2f}"
 
 
 def _r(v, nd=2):
@@ -135,7 +131,7 @@ def solve(problem: Problem) -> Solution:
     c = cost.gang_wait_cost(gw)
     steps.append(f"Wasted GPU-hours = GPUs held x wait = {held} x {wait_s / 3600:.4f} h = {c.wasted_gpu_hours:,.2f} GPU-h.")
     price_txt = f"${pr.low:g}" + (f"–${pr.high:g}" if pr.is_range else "")
-    steps.append(f"Cost = {c.wasted_gpu_hours:,.2f} GPU-h x {price_txt}/GPU-h = {_money(c.cost_usd)}"
+    steps.append(f"Cost = {c.wasted_gpu_hours:,.2f} GPU-h x {price_txt}/GPU-h = {format_usd(c.cost_usd)}"
                  + (" (a range, because the price is a range)" if pr.is_range else "") + ".")
     steps.append("With a gang admission check no pod is bound until all ranks fit (Volcano allocate commits only "
                  "when JobReady), so nothing is held while the job waits: 0 GPU-h, $0; the job starts at the same "
@@ -153,9 +149,9 @@ def solve(problem: Problem) -> Solution:
                      f"and every rank restarts (torchrun stops and restarts all workers), so ALL {gang} GPUs lose "
                      f"{lr['since_checkpoint_min']} + 10 + {lr['restart_min']} = "
                      f"{lr['since_checkpoint_min'] + 10 + lr['restart_min']} min: {gang} x "
-                     f"{(since + TIMEOUT_S + restart) / 3600:.4f} h = {gh:,.2f} GPU-h, {_money(lost_usd)} "
+                     f"{(since + TIMEOUT_S + restart) / 3600:.4f} h = {gh:,.2f} GPU-h, {format_usd(lost_usd)} "
                      "(not just the one GPU of the lost rank).")
         total = [a + b for a, b in zip(c.cost_usd, lost_usd)] if pr.is_range else c.cost_usd + lost_usd
-        steps.append(f"Total bill: {_money(c.cost_usd)} + {_money(lost_usd)} = {_money(total)}.")
+        steps.append(f"Total bill: {format_usd(c.cost_usd)} + {format_usd(lost_usd)} = {format_usd(total)}.")
         answer.update({"lost_rank_gpu_hours": round(gh, 2), "lost_rank_usd": _r(lost_usd), "total_usd": _r(total)})
     return Solution(answer, steps)

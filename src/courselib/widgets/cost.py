@@ -9,11 +9,7 @@ from __future__ import annotations
 from courselib.errors import CourseError
 from courselib.model import checkpoint as ckpt
 from courselib.model import cost
-from courselib.units import format_duration, parse_duration
-
-
-def _money(v) -> str:
-    return f"${v[0]:,.2f}–${v[1]:,.2f}" if isinstance(v, list) else f"${v:,.2f}"
+from courselib.units import format_duration, format_usd, parse_duration
 
 
 def rows(waits=None) -> list[dict]:
@@ -28,9 +24,9 @@ def rows(waits=None) -> list[dict]:
             "wait": format_duration(w.wait_s),
             "price $/GPU-h": f"{w.price.low:g}–{w.price.high:g}" if w.price.is_range else f"{w.price.low:g}",
             "wasted GPU-h (no gang check)": f"{c.wasted_gpu_hours:,.2f}",
-            "cost (no gang check)": _money(c.cost_usd),
+            "cost (no gang check)": format_usd(c.cost_usd),
             "wasted GPU-h (gang check)": f"{c.gang_wasted_gpu_hours:,.2f}",
-            "cost (gang check)": _money(c.gang_cost_usd),
+            "cost (gang check)": format_usd(c.gang_cost_usd),
         })
     return out
 
