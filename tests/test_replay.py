@@ -244,3 +244,14 @@ def test_cli_replay_swf_without_a_machine_size_or_not_swf_says_what_to_do(tmp_pa
     assert main(["slurm", "replay-swf", str(g)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not SWF" in err
+
+
+def test_cli_replay_swf_when_no_job_can_start(tmp_path, capsys):
+    # every job asks for more cores than the machine has: a table of dashes, not a KeyError
+    from courselib.cli.main import main
+    f = tmp_path / "t.swf"
+    f.write_text(SWF)
+    assert main(["slurm", "replay-swf", str(f), "--cores", "1"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines()[2:]]
+    assert [r[:3] for r in rows] == [["fifo", "0", "3"], ["easy", "0", "3"]]
+    assert all(r[3:] == ["-"] * 4 for r in rows)

@@ -142,8 +142,12 @@ def _replay_swf(args) -> int:
     for s in out["policies"]:
         print(f"{s['policy']:<6} {s['started']:>8} {s.get('rejected', 0):>8} "
               f"{format_duration(s['mean_wait_s']):>12} {format_duration(s['max_wait_s']):>12} "
-              f"{s['mean_bounded_slowdown']:>16} {s['utilization']:>11}")
+              f"{_or_dash(s['mean_bounded_slowdown']):>16} {_or_dash(s['utilization']):>11}")
     return 0
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def register(subparsers) -> None:

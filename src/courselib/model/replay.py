@@ -68,8 +68,10 @@ class Schedule:
     def summary(self) -> dict:
         """Mean wait, makespan, utilisation and mean bounded slowdown (10 s bound, Feitelson)."""
         done = [(j, s) for j, s in zip(self.jobs, self.start) if s is not None]
-        if not done:
-            return {"policy": self.policy, "cores": self.cores, "jobs": len(self.jobs), "started": 0}
+        if not done:  # the same keys, nothing to measure
+            return {"policy": self.policy, "cores": self.cores, "jobs": len(self.jobs), "started": 0,
+                    "rejected": len(self.jobs), "mean_wait_s": None, "max_wait_s": None,
+                    "makespan_s": None, "utilization": None, "mean_bounded_slowdown": None}
         first = min(j.submit for j, _ in done)
         last = max(s + j.run for j, s in done)
         waits = [s - j.submit for j, s in done]
