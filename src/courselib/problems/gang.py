@@ -10,7 +10,7 @@ one pod over, or fragmentation by mixed pod sizes) and asks for two policies sid
 """
 from __future__ import annotations
 
-from courselib.model.gang import integrate
+from courselib.model.cost import gpu_hours
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
 from courselib.problems.base import Problem, Solution, rng
 from courselib.problems.render import table
@@ -169,7 +169,7 @@ def generate(seed: int, difficulty: str) -> Problem:
 def run(data: dict, policy: str):
     """The simulator's result for one of the problem's policies."""
     from courselib.sim.gang import simulate
-    return simulate(workload(data), policy, horizon=horizon(data), **data.get("options", {}).get(policy, {}))
+    return simulate(workload(data), policy, **data.get("options", {}).get(policy, {}))  # its default horizon
 
 
 def _h(seconds: float) -> str:
@@ -207,7 +207,7 @@ def explain(data: dict, policy: str, result) -> list[str]:
     parts = []
     for name, history in result.histories.items():
         for t0, t1, held in _idle_segments(history, result.end_time):
-            gh = held * (t1 - t0) / 3600
+            gh = gpu_hours(held, t1 - t0)
             parts.append(gh)
             steps.append(f"Idle: {name} held {held} GPUs without training from t={format_duration(t0)} to "
                          f"t={format_duration(t1)}: {held} x {_h(t1 - t0)} = {gh:,.2f} GPU-h")

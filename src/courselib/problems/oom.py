@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from courselib.io.scenario import scenario_from_mapping
 from courselib.model.badness import LONG_MIN, Task, adj_unit, oom_badness
-from courselib.model.memcg import ExitStatus, memcg_totalpages
+from courselib.model.memcg import ExitStatus, is_ancestor, memcg_totalpages
 from courselib.model.restart import terminated_by_oom
 from courselib.problems.base import Problem, Solution, rng
 from courselib.problems.render import table
-from courselib.units import PAGE_SIZE
+from courselib.units import PAGE_SIZE, parse_memory
 
 TOPIC = "oom"
 SUMMARY = "which process the OOM killer kills, its oom_score, the exit code, memory.events"
@@ -67,13 +67,13 @@ def _pages(q: str) -> int:
 
 
 def _charge(p: dict) -> int:
-    pt = int(p.get("pagetables", "0Ki")[:-2]) * 1024
+    pt = parse_memory(p.get("pagetables", "0Ki"))
     return _pages(p["rss"]) + pt // PAGE_SIZE
 
 
 def _points(p: dict, totalpages: int) -> int:
     t = Task(p["name"], _pages(p["rss"]), _pages(p.get("swap", "0p")),
-             int(p.get("pagetables", "0Ki")[:-2]) * 1024, p["oom_score_adj"], p.get("unkillable", False))
+             parse_memory(p.get("pagetables", "0Ki")), p["oom_score_adj"], p.get("unkillable", False))
     return oom_badness(t, totalpages)
 
 
@@ -324,7 +324,7 @@ def _text(data: dict) -> str:
         ["rss", "swap", "pagetables", "oom_score_adj"] + (["VSZ (pages)"] if vsz else [])
     rows = [tuple(head)]
     for i, p in enumerate(sc["processes"], 1):
-        pt = int(p.get("pagetables", "0Ki")[:-2]) * 1024
+        pt = parse_memory(p.get("pagetables", "0Ki"))
         row = [i, p["name"]]
         if st["kind"] != "container":
             row.append(p.get("cgroup", "/"))
@@ -415,7 +415,7 @@ def solve(problem: Problem) -> Solution:
     # 5. group kill
     if kill.group is not None:
         spared = [p.name for p in scenario.processes if p.name not in kill.killed
-                  and is_below(p.cgroup, kill.group) and p.task.oom_score_adj == -1000]
+                  and is_ancestor(kill.group, p.cgroup) and p.task.oom_score_adj == -1000]
         steps.append(f"memory.oom.group = 1 on {st['labels'].get(kill.group, kill.group)}: the whole group dies "
                      f"with the victim: {', '.join(kill.killed)}"
                      + (f"; {', '.join(spared)} (adj -1000) is spared" if spared else "") + " (FACTS §1.5).")
@@ -459,7 +459,7 @@ def solve(problem: Problem) -> Solution:
         else:
             why.append("oom +1: the cgroup reached its limit")
         why.append(f"oom_kill {c.oom_kill}: one per __oom_kill_process on a task of this subtree")
-        if kill.group is not None and is_below(kill.group, path):
+        if kill.group is not None and is_ancestor(path, kill.group):
             why.append("the group scan reaches the victim again, so the model counts it twice; the kernel "
                        f"guarantees oom_kill ≥ {len(kill.killed)} and oom_group_kill = 1 (FACTS §1.5)")
         steps.append(f"{label}: memory.events oom {c.oom}, oom_kill {c.oom_kill}, oom_group_kill "
@@ -471,7 +471,3 @@ def solve(problem: Problem) -> Solution:
         "memory_events": ev_answer,
     }
     return Solution(answer, steps)
-
-
-def is_below(child: str, parent: str) -> bool:
-    return parent == "/" or child == parent or child.startswith(parent + "/")

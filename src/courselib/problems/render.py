@@ -34,7 +34,7 @@ def value_text(key: str, value) -> str:
         return f"{value:,.4f}" if key.endswith("_h") or key.startswith("waste_") else f"{value:,.2f}"
     if isinstance(value, (list, tuple)):
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value) and len(value) == 2 \
-                and key.endswith(("usd", "_usd")):
+                and key.endswith("usd"):
             return f"{value_text(key, value[0])}–{value_text(key, value[1])}"
         return ", ".join(value_text(key, v) for v in value) if value else "none"
     return str(value)

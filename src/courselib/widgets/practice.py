@@ -34,12 +34,13 @@ def practice(topic: str = "gang", seed: int = 7, difficulty: str = "easy"):
             print(show(pick.value, seed_box.value, level.value, solve=reveal.value))
 
     def next_seed(_):
-        reveal.value = False
-        seed_box.value += 1
+        seed_box.value += 1              # `changed` hides the solution and redraws once
 
     def changed(_):
-        reveal.value = False
-        redraw()
+        if reveal.value:
+            reveal.value = False         # its observer redraws
+        else:
+            redraw()
 
     for control in (pick, seed_box, level):
         control.observe(changed, names="value")
