@@ -45,6 +45,12 @@ def alternatives(expr: str | None) -> list[str | None]:
     return [expr]
 
 
+def is_plain(job, spec) -> bool:
+    """A job whose pods only free GPUs place (``spec``: the ClusterSpec): not exclusive, at least
+    one GPU a pod, memory not modelled. ``Cluster.plain`` adds "and no constraint"."""
+    return not job.exclusive and job.gpus_per_pod > 0 and not (job.memory_per_pod and spec.memory_per_node)
+
+
 def node_matches(node: Node, terms: list[frozenset[str]] | None) -> bool:
     return terms is None or any(t <= node.features for t in terms)
 
@@ -113,8 +119,7 @@ class Cluster:
         exclusive, memory not modelled, at least one GPU a pod. Then every node in a bucket of
         at least ``gpus_per_pod`` free GPUs fits it (exclusively owned nodes have 0 free)."""
         c = job.constraint if constraint == "__job__" else constraint
-        return c is None and not job.exclusive and job.gpus_per_pod > 0 and \
-            not (job.memory_per_pod and self.spec.memory_per_node)
+        return c is None and is_plain(job, self.spec)
 
     def pods_that_fit(self, job: Job) -> int | None:
         """How many pods of ``job`` fit right now, from the free-GPU buckets alone (O(GPUs per

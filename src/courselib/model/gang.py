@@ -73,7 +73,6 @@ class SchedState:
         self._bound_this_cycle: dict[str, int] = {}
         self.stopped: list[JobRun] = []  # runs whose training the simulator must interrupt
         self.touched: dict[str, JobRun] = {}  # runs bound or stopped since the last barrier check
-        self.waiting: dict[str, JobRun] = {}  # runs whose pending_reason is not None
         #: runs whose pending_reason changed, for a policy that asked (set it to a list)
         self.reason_changes: list[JobRun] | None = None
 
@@ -160,10 +159,6 @@ class SchedState:
         if reason != run.pending_reason and reason is not None:
             self.log(run.name, f"waiting: {reason}")
         run.pending_reason = reason
-        if reason is None:
-            self.waiting.pop(run.name, None)
-        else:
-            self.waiting[run.name] = run
 
     def stop_training(self, run: JobRun, why: str) -> None:
         """The barrier broke (a rank was lost): training stops, progress is lost (no checkpoint)."""

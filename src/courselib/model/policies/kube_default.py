@@ -30,6 +30,7 @@ someone else are looked at: a cycle costs O(pods bound + jobs that changed), not
 """
 from __future__ import annotations
 
+from courselib.model.cluster import is_plain
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies import Policy
 from courselib.model.workload import Workload
@@ -91,9 +92,7 @@ class KubeDefault(Policy):
 
     def _plain_class(self, job) -> int:
         """GPUs a pod for a plain job (only free GPUs decide where it fits), else 0."""
-        plain = job.constraint is None and not job.exclusive and job.gpus_per_pod > 0 and \
-            not (job.memory_per_pod and self.workload.cluster.memory_per_node)
-        return job.gpus_per_pod if plain else 0
+        return job.gpus_per_pod if job.constraint is None and is_plain(job, self.workload.cluster) else 0
 
     def _append(self, run: JobRun, count: int) -> None:
         lst = self._lists.setdefault(run.job.priority, {}).setdefault(self._plain_class(run.job), [])
@@ -218,9 +217,7 @@ class KubeDefault(Policy):
         todo.update(self._fresh)
         for name in sorted(todo, key=self._known_pos.__getitem__):
             run = todo[name]
-            k = self._queued.get(name) or None
-            if k is not None and run.finished:
-                k = self._queued.pop(name) and None
+            k = None if run.finished else (self._queued.get(name) or None)
             state.set_reason(run, None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
                              "Insufficient nvidia.com/gpu")

@@ -92,7 +92,8 @@ class Kueue(Policy):
             sign = -1
         else:
             self.admitted[run.name] = at
-            heapq.heappush(self._deadlines, (at + self.timeout, run.seq, run.name, at))
+            if self.wait_for_pods_ready:  # only then does anything read the deadlines
+                heapq.heappush(self._deadlines, (at + self.timeout, run.seq, run.name, at))
             sign = 1
         self._usage[run.job.queue] = self._usage.get(run.job.queue, 0) + sign * run.job.gpus
 
