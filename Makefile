@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-student site-test test test-fast lab serve labs bench clean help
+.PHONY: setup book book-student site-test student-template test test-fast lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only accasim|floor|scale|course|book|grade|import]
 
 Runs the peer and floor comparison (``bench_accasim.py``), the scale of the gang policies
-(``bench_scale.py``, when present) and the course experience (``bench_course.py``); prints one
+(``bench_scale.py``) and the course experience (``bench_course.py``); prints one
 table; writes the same figures, the machine and the details to ``_build/bench/results.json``.
 ``--quick`` makes every part short (2,000 trace jobs, the quick scale grid, one lab, no book
 build). Absolute seconds depend on the machine and on what else runs on it: the table says
@@ -12,7 +12,6 @@ which machine and its load average; the ratios are the results.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import platform
@@ -50,13 +49,8 @@ def machine() -> dict:
 
 
 def run_scale(quick: bool) -> dict:
-    try:
-        mod = importlib.import_module("bench_scale")
-    except ModuleNotFoundError:
-        return {"note": "benchmarks/bench_scale.py is not there yet: the scale figures are null"}
-    if not hasattr(mod, "run"):
-        return {"note": "benchmarks/bench_scale.py has no run(quick) yet: the scale figures are null"}
-    return mod.run(quick=quick)
+    import bench_scale
+    return bench_scale.run(quick=quick)
 
 
 def _s(x, digits=3) -> str:
