@@ -1,12 +1,11 @@
 """``courselib live``: look at your own process, and make a PID namespace of your own."""
 from __future__ import annotations
 
-import json
-import os
 import platform
 from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.live.cleanup import machine_note, write_recorded
 from courselib.units import format_bytes
 
 
@@ -75,6 +74,7 @@ def _show(args) -> int:
 
 
 def _refuse_overwrite(path: Path) -> None:
+    """Refuse before the experiment runs, so a long run is not wasted on a name that is taken."""
     if path.exists():
         raise InputError("exists; not overwritten", file=str(path), hint="remove it first or choose another path")
 
@@ -92,8 +92,8 @@ def _cpu_throttle(args) -> int:
     run = run_throttle(milli, seconds=seconds, interval=0.5)
     d = run.as_dict()
     if args.record:
-        d.update(recorded_on=f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs")
-        Path(args.record).write_text(json.dumps(d, indent=1) + "\n")
+        d.update(recorded_on=machine_note())
+        write_recorded(args.record, d)
     if args.json:
         print_json(d)
         return 0
@@ -114,7 +114,7 @@ def _unshare(args) -> int:
         _refuse_overwrite(path)
         rec = {k: v for k, v in result.items() if k != "recorded"}
         rec["recorded_on"] = f"{platform.system()} {platform.release()}"
-        path.write_text(json.dumps(rec, indent=1) + "\n")
+        write_recorded(path, rec)
     if args.json:
         print_json(result)
         return 0

@@ -8,16 +8,15 @@ also on error or Ctrl-C. Without the privilege: :class:`PrivilegeError`, nothing
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
+from courselib.live.cleanup import load_recorded
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.cpu import CpuLimit, milli_cpu_to_quota, parse_cfs, parse_cpu_max
 
@@ -168,7 +167,7 @@ def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None
 
 
 def recorded_run() -> ThrottleRun:
-    data = json.loads(resources.files("courselib.data").joinpath("recorded/cpu_throttle.json").read_text())
+    data = load_recorded("cpu_throttle.json")
     for k in ("mean_limited", "mean_unlimited", "recorded"):
         data.pop(k, None)
     run = ThrottleRun(**data)

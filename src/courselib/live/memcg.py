@@ -14,6 +14,7 @@ SIGTERM. Without the privilege to create a cgroup: :class:`PrivilegeError`, noth
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -21,12 +22,12 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
+from courselib.live.cleanup import load_recorded, sigterm_as_interrupt
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.badness import Task
 from courselib.model.memcg import OomScenario, ProcessSpec
@@ -417,11 +418,8 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
                              "nothing was touched",
                              hint="choose a scenario whose oom_score_adj values are all >= 0")
 
-    old_term = None
-    if threading.current_thread() is threading.main_thread():
-        def on_term(signum, frame):
-            raise KeyboardInterrupt
-        old_term = signal.signal(signal.SIGTERM, on_term)
+    stack = contextlib.ExitStack()
+    stack.enter_context(sigterm_as_interrupt())
     log = KernelLog()
     exp = None
     try:
@@ -488,8 +486,7 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
                 exp.close()
         finally:
             log.close()
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            stack.close()
 
 
 RECORDED = "oom_real.json"
@@ -497,11 +494,7 @@ RECORDED = "oom_real.json"
 
 def recorded_runs() -> list[dict]:
     """Runs recorded on the course's CI machine (cgroup v1, Linux 6.18), for readers without privilege."""
-    import json
-    from importlib import resources
-
-    text = resources.files("courselib.data").joinpath("recorded", RECORDED).read_text()
-    return json.loads(text)["runs"]
+    return load_recorded(RECORDED)["runs"]
 
 
 def live_or_recorded(scenarios=("largest", "adj-shifts", "trigger-dies"), *, limit: int = 64 * MiB) -> list[dict]:

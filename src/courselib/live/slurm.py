@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -28,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
+from courselib.live.cleanup import alive as _alive, cmdline as _cmdline, is_zombie as _is_zombie
+from courselib.live.cleanup import reap as _reap, sigterm_as_interrupt, stop_pids
 
 #: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
 DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
@@ -381,22 +382,6 @@ def load_cluster() -> Cluster | None:
 
 # ----------------------------------------------------------------------------- processes
 
-def _cmdline(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
 def is_ours(proc: Proc) -> bool:
     """Is ``proc.pid`` still the process we started (same program, same state directory)?
 
@@ -437,39 +422,6 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return "job"
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def _alive(pid: int) -> bool:
-    _reap(pid)
-    return _cmdline(pid) is not None and not _is_zombie(pid)
-
-
-def stop_pids(pids: list[int], *, grace: float = 5.0) -> list[int]:
-    """SIGTERM each PID, wait up to ``grace`` s, SIGKILL what is left; the PIDs still alive."""
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    left = [p for p in pids if _alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [p for p in left if _alive(p)]
-    for pid in left:
-        _signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 2.0
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [p for p in left if _alive(p)]
-    return left
 
 
 def _port_free(port: int) -> bool:
@@ -570,21 +522,12 @@ def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> C
 
     state_dir = Path(tempfile.mkdtemp(prefix="courselib-slurm-"))
     cluster = Cluster(shape, state_dir, started_at=time.time())
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum, frame):  # treat SIGTERM like Ctrl-C so the cleanup below runs
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):  # not in the main thread: keep the default
-        signal.signal(signal.SIGTERM, on_term)
-    try:
-        _start(cluster, timeout=timeout, say=say)
-    except BaseException:
-        down(cluster)
-        raise
-    finally:
-        with contextlib.suppress(ValueError, TypeError):
-            signal.signal(signal.SIGTERM, previous)
+    with sigterm_as_interrupt():  # SIGTERM like Ctrl-C, so the cleanup below runs
+        try:
+            _start(cluster, timeout=timeout, say=say)
+        except BaseException:
+            down(cluster)
+            raise
     return cluster
 
 

@@ -12,9 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
-from importlib import resources
 
 from courselib.errors import PrivilegeError
+from courselib.live.cleanup import load_recorded
 
 # Runs inside the new namespaces: report what the process sees, as JSON.
 _INSIDE = r"""
@@ -101,8 +101,7 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0) -> dict:
 
 def recorded_run() -> dict:
     """The run recorded on the course's CI machine (root, Linux 6.18), labelled as recorded."""
-    text = resources.files("courselib.data").joinpath("recorded/unshare.json").read_text()
-    data = json.loads(text)
+    data = load_recorded("unshare.json")
     data["recorded"] = True
     return data
 
