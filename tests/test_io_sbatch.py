@@ -26,13 +26,14 @@ def script(*lines: str) -> str:
     ("15", 15, "M"), ("3:00", 3, "M:S"), ("3:01", 4, "M:S"), ("0:10:00", 10, "H:M:S"),
     ("01:59:00", 119, "H:M:S"), ("1-0", 1440, "D-H"), ("1-2:30", 1590, "D-H:M"),
     ("3-00:00:00", 4320, "D-H:M:S"), ("UNLIMITED", None, "UNLIMITED"), ("infinite", None, "UNLIMITED"),
+    ("1-", 1440, "D-"), ("0", None, "M"), ("0:0:0", None, "H:M:S"),  # zero is no limit (sbatch.1)
 ])
 def test_time_formats(text, minutes, form):
     t = parse_time(text)
     assert (t.minutes, t.form) == (minutes, form)
 
 
-@pytest.mark.parametrize("bad", ["2h", "1:2:3:4", "", "-5", "1-", "ten"])
+@pytest.mark.parametrize("bad", ["2h", "1:2:3:4", "", "-5", "1-2:", " 30", "ten"])
 def test_bad_time_is_an_input_error(bad):
     with pytest.raises(InputError):
         parse_time(bad)
@@ -41,7 +42,19 @@ def test_bad_time_is_an_input_error(bad):
 @given(st.integers(0, 400), st.integers(0, 59), st.integers(0, 59))
 @settings(max_examples=150, deadline=None)
 def test_hms_rounds_seconds_up(h, m, s):
-    assert parse_time(f"{h}:{m:02d}:{s:02d}").minutes == h * 60 + m + (1 if s else 0)
+    minutes = h * 60 + m + (1 if s else 0)
+    assert parse_time(f"{h}:{m:02d}:{s:02d}").minutes == (minutes or None)  # 0 = no limit
+
+
+def test_time_zero_is_no_limit_and_the_job_still_builds():
+    from courselib.io.sbatch import to_job
+    r = parse_sbatch(script("#SBATCH --nodes=2 --gpus-per-node=8", "#SBATCH --time=0", "srun x"))
+    assert r.time_limit_min is None
+    job = to_job(r, duration=600)          # was a ValueError: time_limit must be > 0
+    assert (job.time_limit, job.duration) == (None, 600)
+    with pytest.raises(InputError, match="means no time limit") as err:
+        to_job(r)
+    assert err.value.line == 3
 
 
 # --- directive lines -------------------------------------------------------------------------

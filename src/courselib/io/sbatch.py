@@ -13,8 +13,9 @@ Slurm's rules (sbatch(1); ``src/sbatch/opt.c``; corpus README):
   line with ``strcasestr`` — starts a new heterogeneous-job component;
   job-wide options (``--time``, ``--job-name``, ``--account``, ...) carry into later components,
   resource options (``--nodes``, ``--partition``, ``--gres``, ``--constraint``) do not;
-* ``--time`` takes ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``15`` is
-  15 minutes and ``3:00`` is 3 minutes); seconds round up to a whole minute;
+* ``--time`` takes ``M``, ``M:S``, ``H:M:S``, ``D-``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``15`` is
+  15 minutes and ``3:00`` is 3 minutes); seconds round up to a whole minute, and a limit of zero
+  (``0``, ``0:0:0``) is no limit at all, like ``UNLIMITED``;
 * sbatch refuses a script whose first two bytes are not ``#!``.
 
 ``read_sbatch(path)`` / ``parse_sbatch(text, file=...)`` return an :class:`SbatchReading`.
@@ -125,7 +126,7 @@ class TimeLimit:
 
     text: str
     minutes: int | None
-    form: str              # "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S", "UNLIMITED"
+    form: str              # "M", "M:S", "H:M:S", "D-", "D-H", "D-H:M", "D-H:M:S", "UNLIMITED"
 
 
 @dataclass(frozen=True)
@@ -354,45 +355,64 @@ def _split_directive(rest: str) -> tuple[list[str], str | None]:
 # ----------------------------------------------------------------------------------------------
 # values
 
+# time_str2secs (src/common/parse_time.c) accepts, after _is_valid_timespec(): only ASCII digits,
+# '-' and ':'; at most one '-' and two ':'; no '-' after a ':'; every ':'-field non-empty. A value
+# with a '-' is read by sscanf("%d-%d:%d:%d") (days-[hours[:minutes[:seconds]]], so "1-" is a day),
+# one without by "%d:%d:%d" (three fields: hours:minutes:seconds; else minutes[:seconds]).
 _TIME_RE = {
-    "M": re.compile(r"^(\d+)$"),
-    "M:S": re.compile(r"^(\d+):(\d+)$"),
-    "H:M:S": re.compile(r"^(\d+):(\d+):(\d+)$"),
-    "D-H": re.compile(r"^(\d+)-(\d+)$"),
-    "D-H:M": re.compile(r"^(\d+)-(\d+):(\d+)$"),
-    "D-H:M:S": re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"),
+    "M": re.compile(r"([0-9]+)"),
+    "M:S": re.compile(r"([0-9]+):([0-9]+)"),
+    "H:M:S": re.compile(r"([0-9]+):([0-9]+):([0-9]+)"),
+    "D-": re.compile(r"([0-9]+)-"),
+    "D-H": re.compile(r"([0-9]+)-([0-9]+)"),
+    "D-H:M": re.compile(r"([0-9]+)-([0-9]+):([0-9]+)"),
+    "D-H:M:S": re.compile(r"([0-9]+)-([0-9]+):([0-9]+):([0-9]+)"),
 }
+_TIME_UNITS = {"M": (60,), "M:S": (60, 1), "H:M:S": (3600, 60, 1), "D-": (86400,),
+               "D-H": (86400, 3600), "D-H:M": (86400, 3600, 60), "D-H:M:S": (86400, 3600, 60, 1)}
+_TIME_HINT = "write minutes (30), H:MM:SS (2:00:00) or D-HH:MM:SS (1-00:00:00); 0 or UNLIMITED for no limit"
+
+
+def time_str2secs(text: str) -> tuple[int | None, str]:
+    """Seconds and the form, as Slurm's ``time_str2secs`` reads a time (``None`` = INFINITE).
+
+    ``"15"`` -> 900 (a bare number is minutes), ``"3:00"`` -> 180 (minutes:seconds),
+    ``"1-"`` -> 86400 (a day), ``"-1"``/``"INFINITE"``/``"UNLIMITED"`` (any case) -> ``None``.
+    What Slurm refuses (``NO_VAL``: ``"60:"``, ``" 0:0:0 "``, ``"2h"``) is an :class:`InputError`.
+    Source: SchedMD/slurm ``src/common/parse_time.c`` ``time_str2secs()`` and
+    ``_is_valid_timespec()``; the cases of ``testsuite/slurm_unit/common/parse_time-test.c``
+    are in ``tests/upstream/``. Slurm does not trim spaces, and neither does this.
+    """
+    if not isinstance(text, str) or not text:
+        raise InputError(f"{text!r} is not a Slurm time", hint=_TIME_HINT)
+    if text.upper() in ("-1", "INFINITE", "UNLIMITED"):
+        return None, "UNLIMITED"
+    if re.fullmatch(r"-[0-9]+", text):
+        # _is_valid_timespec lets it through and sscanf reads a negative day count: Slurm stores
+        # a negative limit; refusing it is the one deliberate difference (tests/upstream)
+        raise InputError(f"{text!r} is a negative time (Slurm would store a negative limit)",
+                         hint=_TIME_HINT)
+    for form, rx in _TIME_RE.items():
+        m = rx.fullmatch(text)
+        if m:
+            return sum(int(g) * u for g, u in zip(m.groups(), _TIME_UNITS[form])), form
+    raise InputError(f"{text!r} is not a Slurm time limit", hint=_TIME_HINT)
 
 
 def parse_time(text: str) -> TimeLimit:
-    """Slurm's ``--time``: whole minutes (seconds round up), as ``time_str2mins`` reads it.
+    """Slurm's ``--time``: whole minutes (seconds round up), ``None`` for no limit.
 
     ``"15"`` -> 15 (minutes), ``"3:00"`` -> 3 (minutes:seconds), ``"1-0"`` -> 1440 (a day),
-    ``"0:10:00"`` -> 10, ``"UNLIMITED"`` -> ``None``.
+    ``"0:10:00"`` -> 10, ``"UNLIMITED"`` -> ``None``, and ``"0"`` (or ``"0:0:0"``) -> ``None``:
+    sbatch(1) "A time limit of zero requests that no time limit be imposed" — ``time_str2mins``
+    rounds the seconds up, then ``arg_set_time_limit()`` (``src/common/slurm_opt.c``) turns 0
+    into ``INFINITE``.
     """
-    t = text.strip()
-    if t.upper() in ("INFINITE", "UNLIMITED", "-1"):
-        return TimeLimit(text, None, "UNLIMITED")
-    for form, rx in _TIME_RE.items():
-        m = rx.match(t)
-        if not m:
-            continue
-        n = [int(g) for g in m.groups()]
-        if form == "M":
-            secs = n[0] * 60
-        elif form == "M:S":
-            secs = n[0] * 60 + n[1]
-        elif form == "H:M:S":
-            secs = n[0] * 3600 + n[1] * 60 + n[2]
-        elif form == "D-H":
-            secs = n[0] * 86400 + n[1] * 3600
-        elif form == "D-H:M":
-            secs = n[0] * 86400 + n[1] * 3600 + n[2] * 60
-        else:
-            secs = n[0] * 86400 + n[1] * 3600 + n[2] * 60 + n[3]
-        return TimeLimit(text, (secs + 59) // 60, form)
-    raise InputError(f"{text!r} is not a Slurm time limit",
-                     hint="write minutes (30), H:MM:SS (2:00:00) or D-HH:MM:SS (1-00:00:00)")
+    secs, form = time_str2secs(text)
+    if secs is None:
+        return TimeLimit(text, None, form)
+    minutes = (secs + 59) // 60      # time_str2mins: ROUNDUP(secs, 60)
+    return TimeLimit(text, minutes or None, form)
 
 
 def _count(text: str, what: str) -> int:
@@ -923,8 +943,10 @@ def to_job(reading: SbatchReading, *, duration: float | None = None, submit: flo
     limit = c.time_limit_min * 60.0 if c.time_limit_min is not None else None
     if duration is None:
         if limit is None:
-            raise InputError("give a duration: the script has no --time either", field="--time",
-                             file=reading.file, line=c.first_line or None)
+            said = (f"--time={c.time_limit.text} means no time limit" if c.time_limit
+                    else "the script has no --time either")
+            raise InputError(f"give a duration: {said}", field="--time",
+                             file=reading.file, line=c.line_of("time") or c.first_line or None)
         duration = limit
     job_name = name or reading.job_name or (Path(reading.file).stem if reading.file else "sbatch-job")
     return Job(name=job_name, pods=c.nodes, gpus_per_pod=c.gpus_per_node, submit=submit,
