@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from courselib.cli.main import main
 from courselib.errors import InputError
-from courselib.model import cost
+from courselib.model import cost, nccl
 from courselib.sim import barrier
 from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
 
@@ -106,8 +106,52 @@ def test_late_ranks_make_the_early_ones_wait_exactly_the_seed_cost():
 
 def test_a_rank_that_never_joins_times_out_init():
     r = simulate(BarrierScenario(ranks=8, losses=(RankLoss(5, 0.0),), join_times_s=(0.0,) * 7 + (60.0,)))
-    assert r.restarts == 1 and r.failures[0].stalled_in == "ncclCommInitRank"
+    assert r.restarts == 1 and r.failures[0].stalled_in == barrier.INIT_OP
+    assert r.failures[0].detected_by == "first barrier timeout"
     assert r.failures[0].detected_at_s == 600.0 and r.finished
+
+
+def test_the_first_barrier_times_out_by_torchruns_rendezvous_not_the_collective_timeout():
+    # a 5-minute collective timeout does not shorten the rendezvous: its join_timeout is 600 s
+    sc = dict(ranks=8, losses=(RankLoss(5, 0.0),), join_times_s=(0.0,) * 7 + (60.0,), timeout_s=300.0)
+    assert simulate(BarrierScenario(**sc)).failures[0].detected_at_s == nccl.RENDEZVOUS_JOIN_TIMEOUT_S
+    assert simulate(BarrierScenario(init_timeout_s=120.0, **sc)).failures[0].detected_at_s == 120.0
+
+
+def test_a_reported_loss_is_noticed_in_half_a_minute_a_silent_one_after_the_timeout():
+    silent = simulate(BarrierScenario(ranks=64, losses=(RankLoss(7, 3 * H + 30),)))
+    error = simulate(BarrierScenario(ranks=64, losses=(RankLoss(7, 3 * H + 30, kind="error"),)))
+    fs, fe = silent.failures[0], error.failures[0]
+    assert fs.stalled_at_s == fe.stalled_at_s == 3 * H + 60          # the survivors finish their step first
+    assert fs.detected_by == "watchdog timeout" and fs.detected_at_s == fs.stalled_at_s + 600
+    assert fe.detected_by == "NCCL error"
+    assert fe.detected_at_s == pytest.approx(fe.stalled_at_s + nccl.NCCL_ERROR_AFTER_S)
+    assert 30 < nccl.NCCL_ERROR_AFTER_S < 35                         # 8 attempts of 4.3 s: "half a minute"
+    assert error.lost_gpu_hours < silent.lost_gpu_hours
+    assert error.lost_gpu_hours == pytest.approx(cost.lost_rank_gpu_hours(
+        64, fe.lost_at_s - fe.last_checkpoint_at_s, fe.hang_detected_after_s, 5 * M))
+    assert any(e.phase == "nccl error" for e in error.trace)
+    # a collective timeout shorter than the transport's retries still wins
+    quick = simulate(BarrierScenario(ranks=8, losses=(RankLoss(3, 100.0, kind="error"),), timeout_s=20.0))
+    assert quick.failures[0].detected_by == "watchdog timeout"
+    assert quick.failures[0].detected_at_s == quick.failures[0].stalled_at_s + 20.0
+
+
+def test_a_reported_loss_at_a_step_boundary_fails_the_collective_entered_then():
+    # lost exactly when the step-60 all-reduce begins: the error counts from that collective's start
+    r = simulate(BarrierScenario(ranks=4, step_s=60.0, losses=(RankLoss(2, 3600.0, kind="error"),)))
+    f = r.failures[0]
+    assert f.detected_by == "NCCL error" and f.detected_at_s == pytest.approx(3600.0 + nccl.NCCL_ERROR_AFTER_S)
+
+
+def test_nccl_ib_defaults_and_their_ranges():
+    assert nccl.ib_attempt_s() == pytest.approx(4.096e-6 * 2 ** 20)
+    assert nccl.ib_error_after_s(20, 0) == pytest.approx(nccl.ib_attempt_s(20))
+    for bad in (-1, 32, 1.5, True):
+        with pytest.raises(ValueError):
+            nccl.ib_attempt_s(bad)
+    with pytest.raises(ValueError):
+        nccl.ib_error_after_s(20, 8)
 
 
 def test_replacing_one_rank_is_not_enough():
@@ -188,6 +232,8 @@ def test_sim_agrees_with_the_cost_formula_and_accounts_for_every_gpu_second(
     (dict(ranks=8, strategy="replace-node"), "strategy"),
     (dict(ranks=8, join_times_s=(0.0,)), "join_times_s"),
     (dict(ranks=8, timeout_s=-1.0), "timeout"),
+    (dict(ranks=8, losses=(RankLoss(1, 60.0, kind="vanished"),)), "loss-kind"),
+    (dict(ranks=8, nccl_error_s=0.0), "nccl-error"),
 ])
 def test_bad_scenarios(kwargs, field):
     with pytest.raises(InputError) as err:

@@ -75,3 +75,55 @@ def test_every_cited_key_is_in_the_bibliography():
         for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", page.read_text()):
             for key in group.split(","):
                 assert key.strip() in keys, f"{page.name}: {key.strip()} is not in references.bib"
+
+
+def _citation_label(entry) -> str:
+    """What an author-year citation of ``entry`` reads as: "Last", "A and B" or "A et al.", then the year."""
+    people = entry.persons.get("author") or entry.persons.get("editor") or []
+    last = [" ".join(p.last_names) or str(p) for p in people]
+    who = last[0] + " et al." if len(last) >= 3 else " and ".join(last)
+    return f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+
+def test_no_two_citations_read_the_same():
+    """Two sources must not both render as "The Kubernetes Authors, 2025": give them 2025a, 2025b."""
+    from collections import defaultdict
+
+    from pybtex.database import parse_file
+
+    db = parse_file(str(ROOT / "book" / "references.bib"))
+    by_label = defaultdict(list)
+    for key, entry in db.entries.items():
+        by_label[_citation_label(entry)].append(key)
+    clashes = {label: keys for label, keys in by_label.items() if len(keys) > 1}
+    assert not clashes, ("these entries would cite identically; add letters to their years (2025a, 2025b, "
+                         f"in the order of their titles): {clashes}")
+
+
+def _bib_keys() -> set[str]:
+    return set(re.findall(r"@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text()))
+
+
+def test_practice_output_cites_the_bibliography_not_the_fact_sheet():
+    """Readers see worked solutions on the pages: sources there are bibliography keys, never "FACTS §"."""
+    from courselib import problems
+    from courselib.problems import render
+
+    keys, cited = _bib_keys(), set()
+    for topic in problems.available():
+        for difficulty in problems.DIFFICULTIES:
+            for seed in range(4):
+                p = problems.generate(topic, seed, difficulty)
+                text = render.text(p, problems.solve(p))
+                assert "FACTS" not in text, (topic, seed, difficulty)
+                for group in re.findall(r"\[([a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:, [a-z][a-z0-9-]+)*)\]", text):
+                    cited.update(k.strip() for k in group.split(","))
+    assert cited, "worked solutions should name their sources"
+    assert cited <= keys, f"not in references.bib: {sorted(cited - keys)}"
+
+
+def test_no_page_shows_the_fact_sheet():
+    """The fact sheet is the authors' notes; a page (prose, code or output) cites the bibliography instead."""
+    pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "labs").glob("*.ipynb")]
+    offenders = [p.relative_to(ROOT).as_posix() for p in pages if "FACTS §" in p.read_text()]
+    assert not offenders, f"'FACTS §' on a page: {offenders}"

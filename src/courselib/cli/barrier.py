@@ -18,17 +18,22 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
     s = sub.add_parser(
         "simulate", help="simulate ranks, collectives, a lost rank, the watchdog and torchrun's restart",
-        description="Ranks join ncclCommInitRank, then train in steps that end in an all-reduce. A lost "
-                    "rank stalls every other rank until the watchdog timeout; torchrun then restarts "
-                    "all workers from the last checkpoint.")
+        description="Ranks pass the first barrier (torchrun's rendezvous, then ncclCommInitRank), then "
+                    "train in steps that end in an all-reduce. A lost rank stalls every other rank until an "
+                    "NCCL error (--loss-kind error) or, at the latest, the watchdog timeout; torchrun then "
+                    "restarts all workers from the last checkpoint.")
     s.add_argument("--ranks", type=int, default=512, help="ranks (GPUs) in the job (default 512)")
     s.add_argument("--lose-rank", type=int, help="the rank that is preempted or killed")
     s.add_argument("--at", help="when it is lost, from the job's start: 3h, 190m")
+    s.add_argument("--loss-kind", choices=barrier.LOSS_KINDS, default="silent",
+                   help="silent (no error reaches the others: the watchdog timeout ends the wait) or error "
+                        "(its process or node is gone and InfiniBand reports it, about half a minute)")
     s.add_argument("--checkpoint-every", default="1h", help="training time between checkpoints (default 1h)")
     s.add_argument("--checkpoint-cost", default="0s", help="time one checkpoint takes (default 0s)")
     s.add_argument("--timeout", default="10m",
                    help="watchdog timeout (default 10m: PyTorch's NCCL default); 'none' disables it")
-    s.add_argument("--init-timeout", help="timeout of ncclCommInitRank (default: --timeout); 'none' = wait")
+    s.add_argument("--init-timeout", help="timeout of the first barrier, torchrun's rendezvous (default 10m: "
+                   "its join_timeout); 'none' = wait")
     s.add_argument("--restart", default="5m", help="time to reschedule and reload after teardown (default 5m)")
     s.add_argument("--work", default="4h", help="training time the job needs (default 4h)")
     s.add_argument("--step", default="1m", help="simulated step, each ending in an all-reduce (default 1m)")
@@ -54,7 +59,7 @@ def scenario_from_args(args) -> barrier.BarrierScenario:
                          hint="e.g. --lose-rank 37 --at 3h")
     losses = ()
     if args.lose_rank is not None:
-        losses = (barrier.RankLoss(args.lose_rank, parse_duration(args.at, field="--at")),)
+        losses = (barrier.RankLoss(args.lose_rank, parse_duration(args.at, field="--at"), args.loss_kind),)
     if isinstance(args.ranks, int) and args.ranks < 1:
         raise InputError(f"{args.ranks} is not a rank count ≥ 1", field="--ranks")
     if not 0 <= args.late_ranks <= max(args.ranks, 0):
@@ -91,7 +96,7 @@ def _simulate(args) -> int:
         return 0
     print(f"ARG ranks {sc.ranks}  ARG work {format_duration(sc.work_s)}  ARG step {format_duration(sc.step_s)}")
     for loss in sc.losses:
-        print(f"ARG lose-rank {loss.rank}  ARG at {format_duration(loss.at_s)}")
+        print(f"ARG lose-rank {loss.rank}  ARG at {format_duration(loss.at_s)}  ARG loss-kind {loss.kind}")
     tmo = "none" if math.isinf(sc.timeout_s) else format_duration(sc.timeout_s)
     print(f"ARG checkpoint-every {format_duration(sc.checkpoint_every_s)}  ARG checkpoint-cost "
           f"{format_duration(sc.checkpoint_cost_s)}  ARG timeout {tmo}  ARG restart "

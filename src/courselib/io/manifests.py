@@ -737,7 +737,7 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
             if rel == "above":
                 add(r, "K004", "error", r.gang_line,
                     f"minAvailable {r.gang_size} is above the {r.pods} pods the job creates: "
-                    f"the gang can never be complete and no pod is ever bound (FACTS §3.1)",
+                    f"the gang can never be complete and no pod is ever bound [volcano-podgroup-api, volcano-allocate]",
                     f"set minAvailable: {r.pods}")
             elif rel == "below":
                 gpu = (r.total_gpus or 0) > 0
@@ -753,7 +753,7 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
             if VOLCANO_GROUP_ANNOTATION in ann and GROUP_ANNOTATION not in ann:
                 add(r, "K005", "warning", p.line,
                     f"pods name their group with {VOLCANO_GROUP_ANNOTATION}, which the Volcano "
-                    f"scheduler does not read (it keys on {GROUP_ANNOTATION}; FACTS §3.1, §7.6)",
+                    f"scheduler does not read (it keys on {GROUP_ANNOTATION} [volcano-podgroup-api])",
                     f"use the annotation {GROUP_ANNOTATION}: {ann[VOLCANO_GROUP_ANNOTATION]}")
         multi_gpu = r.is_workload and r.kind in _BATCH_KINDS and (r.pods or 0) > 1 \
             and (r.total_gpus or 0) > 0
@@ -769,7 +769,7 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                     f"scheduler binds pods one at a time, so some can start and hold their GPUs "
                     f"while the rest stay Pending - a partial gang that never trains (the "
                     f"built-in gang scheduling of Kubernetes 1.35 is alpha and off by default, "
-                    f"FACTS §3.3).{extra}",
+                    f"[k8s-gang-scheduling]).{extra}",
                     f"admit it whole: add the label {KUEUE_QUEUE_LABEL}: <local-queue> (Kueue), "
                     f"or schedulerName: volcano with a PodGroup (minMember: {r.pods}) named in the "
                     f"pods' {GROUP_ANNOTATION} annotation")
@@ -777,7 +777,7 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                 add(r, "K007", "warning", r.line,
                     f"{r.pods} GPU pods with no topology constraint: they may be spread over "
                     f"any nodes, racks or zones, and NCCL traffic crosses the slowest link"
-                    + ("; Kueue admits by quota, not placement (FACTS §7.7)" if gang == "kueue" else ""),
+                    + ("; Kueue admits by quota, not placement [kueue-all-or-nothing]" if gang == "kueue" else ""),
                     "add kueue.x-k8s.io/podset-required-topology (Kueue TAS), or podAffinity with "
                     "a topologyKey, or Volcano networkTopology")
         # memory
@@ -787,7 +787,7 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                 add(r, "K008", sev, ln,
                     f"container {cname} ({p.name}) has no memory limit: its cgroup's memory.max is "
                     f"'max', so it can grow until the node runs short and the kernel's global OOM "
-                    f"killer picks a victim (FACTS §1, §2)",
+                    f"killer picks a victim [linux-oom-kill, k8s-kubelet-qos-policy]",
                     "set resources.limits.memory (equal to requests.memory for Guaranteed QoS)")
             for cname, ln, req, lim in p.limit_below_request:
                 add(r, "K009", "error", ln,

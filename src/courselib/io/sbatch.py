@@ -902,7 +902,7 @@ def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
         if c.time_limit is None and c.gpu_sources and multi:
             add("S010", "info", c.first_line,
                 f"{tag}no --time: the partition's DefaultTime (else its MaxTime) applies, and "
-                f"backfill needs realistic limits to fit jobs into gaps (FACTS §3.4)",
+                f"backfill needs realistic limits to fit jobs into gaps [slurm-sched-config]",
                 "set --time to a realistic upper bound, e.g. --time=12:00:00")
         job_total = next((s for s in c.gpu_sources if s.per == "job"), None)
         if job_total and c.nodes and job_total.count % c.nodes:

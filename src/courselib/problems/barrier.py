@@ -1,11 +1,14 @@
 """Practice: rank k of a data-parallel job is lost at time t. What happens, and what does it cost?
 
-Every rank must join every collective (``ncclCommInitRank``, each all-reduce, each checkpoint),
-so the survivors stall in the next one; PyTorch's watchdog aborts it ``timeout`` after it was
-enqueued; torchrun stops and restarts **all** workers, which resume from the last checkpoint.
-The solution runs :func:`courselib.sim.barrier.simulate` (FACTS §4.1-4.3, §5). Traps by difficulty:
+Every rank must join every collective (the first barrier, each all-reduce, each checkpoint), so the
+survivors stall in the next one. A rank whose pod is preempted leaves with an error the survivors'
+NCCL reports about half a minute later; a rank that hangs leaves no error, and only PyTorch's
+watchdog ends the wait, ``timeout`` after the collective was enqueued. Either way torchrun stops and
+restarts **all** workers, which resume from the last checkpoint. The solution runs
+:func:`courselib.sim.barrier.simulate` (sources: ``nccl-header``, ``pytorch-distributed-init``,
+``nccl-env``, ``torchrun-elastic``, ``torchrun-rendezvous``). Traps by difficulty:
 
-- easy: one loss mid-step, no checkpoint cost, the default 10-minute timeout.
+- easy: one loss mid-step (a preemption or a hang), no checkpoint cost, the default 10-minute timeout.
 - medium: checkpoints that take time (a loss while the shards are written: that checkpoint never
   counts), a timeout someone changed, bigger jobs.
 - hard: ranks that start late (the init barrier holds the early GPUs idle), a second loss (during
@@ -14,7 +17,8 @@ The solution runs :func:`courselib.sim.barrier.simulate` (FACTS §4.1-4.3, §5).
 """
 from __future__ import annotations
 
-from courselib.problems.base import Problem, Solution, rng
+from courselib.model import nccl
+from courselib.problems.base import Problem, Solution, cite, rng
 from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
 from courselib.units import format_duration
 
@@ -31,7 +35,7 @@ def scenario(data: dict) -> BarrierScenario:
         checkpoint_every_s=data["checkpoint_every_s"], checkpoint_cost_s=data["checkpoint_cost_s"],
         timeout_s=data["timeout_s"], restart_s=data["restart_s"],
         join_times_s=None if joins is None else tuple(float(j) for j in joins),
-        losses=tuple(RankLoss(int(k), float(t)) for k, t in data["losses"]),
+        losses=tuple(RankLoss(int(k), float(t), *kind) for k, t, *kind in data["losses"]),
         strategy=data["strategy"])
 
 
@@ -54,7 +58,9 @@ def generate(seed: int, difficulty: str) -> Problem:
     joins = None
     if hard and r.random() < 0.6:
         late = r.sample(range(ranks), r.randint(1, 2))
-        delays = {k: float(r.randrange(60, int(min(timeout_s, 900)) - 30, 15)) for k in late}
+        # late, but within torchrun's rendezvous join_timeout (10 min): init waits for them
+        delays = {k: float(r.randrange(60, int(min(timeout_s, nccl.RENDEZVOUS_JOIN_TIMEOUT_S)) - 30, 15))
+                  for k in late}
         joins = [delays.get(k, 0.0) for k in range(ranks)]
     strategy = "replace-rank" if hard and r.random() < 0.35 else "restart-all"
     if strategy == "replace-rank" and restart_s >= timeout_s:
@@ -81,17 +87,20 @@ def generate(seed: int, difficulty: str) -> Problem:
         if abs(at / step_s - round(at / step_s)) < 0.02:
             at += step_s / 3
     at = round(at)
-    base["losses"] = [[rank, at]]
+    kind = r.choice(("error", "silent"))
+    base["losses"] = [[rank, at, kind]]
     if hard and r.random() < 0.6:                   # a second loss: while restarting, or later
-        detected = next(t for t, _ in ops if t >= at) + timeout_s
+        detected = next(t for t, _ in ops if t >= at) + (
+            min(timeout_s, nccl.NCCL_ERROR_AFTER_S) if kind == "error" else timeout_s)
         resumed = max([step for t, step in ops if step is not None and t < at], default=0)
         if r.random() < 0.5:
             at2 = detected + r.uniform(0.1, 0.9) * restart_s
         else:
             at2 = detected + restart_s + r.uniform(0.05, 0.5) * (end - t0 - resumed * step_s)
-        base["losses"].append([r.randrange(ranks), round(at2)])
+        base["losses"].append([r.randrange(ranks), round(at2), r.choice(("error", "silent"))])
     data = base
-    question = ("In which collective do the surviving ranks stall, and from when? When does the watchdog fire? "
+    question = ("In which collective do the surviving ranks stall, and from when? When is the loss detected, "
+                "and by what (an NCCL error or the watchdog's timeout)? "
                 "When is the job training again, from which step? How many GPU-hours does each failure waste "
                 "(all ranks, from the last checkpoint to the restart)? When does the job finish?")
     return Problem(TOPIC, seed, difficulty, _text(data, question), data, question)
@@ -119,7 +128,9 @@ def _text(d: dict, question: str) -> str:
                 "its shard)" if d["checkpoint_cost_s"] else " (instantly; it counts once every rank has written)")
              + ".",
              f"init_process_group(timeout=...) is {_fmt(d['timeout_s'])}"
-             + (" (the default for NCCL)" if d["timeout_s"] == 600 else "") + ". After a failure torchrun "
+             + (" (the default for NCCL)" if d["timeout_s"] == 600 else "") + "; torchrun's rendezvous waits up "
+             f"to {_fmt(nccl.RENDEZVOUS_JOIN_TIMEOUT_S)} (its join_timeout) for every rank. NCCL runs on "
+             "InfiniBand with its defaults NCCL_IB_TIMEOUT=20 and NCCL_IB_RETRY_CNT=7. After a failure torchrun "
              f"stops every worker; rescheduling and reloading the checkpoint take {_fmt(d['restart_s'])}."]
     if d["join_times_s"]:
         late = [(k, t) for k, t in enumerate(d["join_times_s"]) if t > 0]
@@ -130,8 +141,13 @@ def _text(d: dict, question: str) -> str:
     if d["strategy"] == "replace-rank":
         lines.append("The operator's plan for a lost rank: start a replacement for that rank only, "
                      "and leave the other ranks running.")
-    for k, t in d["losses"]:
-        lines.append(f"At t = {_fmt(t)} rank {k} is preempted (its process is gone).")
+    for k, t, *kind in d["losses"]:
+        if (kind or ["silent"])[0] == "error":
+            lines.append(f"At t = {_fmt(t)} rank {k}'s pod is preempted: its process exits and its connections "
+                         "go with it.")
+        else:
+            lines.append(f"At t = {_fmt(t)} rank {k}'s GPU hangs: the process is still there but stops "
+                         "answering, so no error reaches the other ranks.")
     lines += ["", question]
     return "\n".join(lines)
 
@@ -144,11 +160,13 @@ def solve(problem: Problem) -> Solution:
     n = sc.ranks
     if sc.join_times_s and max(sc.join_times_s) > 0:
         t0 = max(sc.join_times_s)
-        steps.append(f"ncclCommInitRank synchronizes all ranks (FACTS §4.1): init completes when the last pod "
+        steps.append(f"The first barrier (torchrun's rendezvous, then ncclCommInitRank, which synchronizes all "
+                     f"ranks {cite('torchrun-rendezvous', 'nccl-header')}) completes when the last pod "
                      f"starts, at {_fmt(t0)}. Until then the early GPUs are held idle: "
                      f"{res.init_wait_gpu_hours:.2f} GPU-hours.")
     else:
-        steps.append("All ranks join ncclCommInitRank at t = 0; training starts at once.")
+        steps.append("All ranks pass the first barrier (the rendezvous, then ncclCommInitRank) at t = 0; training "
+                     "starts at once.")
     steps.append(f"Timeline: step i's all-reduce completes at start + i × {_fmt(sc.step_s)}, plus "
                  f"{_fmt(sc.checkpoint_cost_s)} for every checkpoint written before it; a checkpoint is written "
                  f"after every {sc.checkpoint_every_steps} steps.")
@@ -163,15 +181,28 @@ def solve(problem: Problem) -> Solution:
         if f.stalled_in.startswith("checkpoint"):
             steps.append(f"That collective is a checkpoint: the shards of step {f.stalled_in.split()[-1]} were being "
                          "written, but the checkpoint never completed, so it does not count.")
-        steps.append(f"The PyTorch watchdog aborts the collective {_fmt(sc.timeout_s)} after it was enqueued: "
-                     f"{_fmt(f.stalled_at_s)} + {_fmt(sc.timeout_s)} = {_fmt(f.detected_at_s)} (there is no "
-                     "NCCL_TIMEOUT; the timeout is init_process_group's, FACTS §4.2, §7.8). The hang went "
-                     f"unnoticed for {_fmt(f.hang_detected_after_s)}.")
+        if f.detected_by == "NCCL error":
+            steps.append(f"The lost rank's process is gone, so the survivors' sends to it fail once InfiniBand's "
+                         f"retries run out: 1 + 7 attempts of 4.096 µs × 2^20 = {nccl.NCCL_ERROR_AFTER_S:.1f} s after "
+                         f"the collective began {cite('nccl-env')}. The watchdog sees the asynchronous NCCL error "
+                         f"and tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING=3) "
+                         f"{cite('pytorch-nccl-env-vars')}: {_fmt(f.stalled_at_s)} + "
+                         f"{nccl.NCCL_ERROR_AFTER_S:.1f}s = {_fmt(f.detected_at_s)}, well before the "
+                         f"{_fmt(sc.timeout_s)} timeout. Detected {_fmt(f.hang_detected_after_s)} after the loss.")
+        else:
+            kind = next(((x[2:] or ["silent"])[0] for x in d["losses"] if float(x[1]) == f.lost_at_s), "silent")
+            why = ("no error reaches the survivors" if kind == "silent" else
+                   "the timeout runs out before the NCCL error would")
+            steps.append(f"Here {why}, so the PyTorch watchdog aborts the collective {_fmt(sc.timeout_s)} after it "
+                         f"was enqueued: {_fmt(f.stalled_at_s)} + {_fmt(sc.timeout_s)} = {_fmt(f.detected_at_s)} "
+                         f"(there is no NCCL_TIMEOUT; the timeout is init_process_group's "
+                         f"{cite('pytorch-distributed-init', 'nccl-env')}). The hang went unnoticed for "
+                         f"{_fmt(f.hang_detected_after_s)}.")
         if sc.strategy == "replace-rank":
             steps.append("The replacement rank calls ncclCommInitRank on a new communicator, which needs all "
                          f"{n} ranks; the survivors are blocked in the old communicator and never call init. "
                          "It waits alone: replacing one rank changes nothing, the watchdog still fires.")
-        steps.append(f"torchrun stops all {n} workers and starts them again (FACTS §4.3): back at "
+        steps.append(f"torchrun stops all {n} workers and starts them again {cite('torchrun-elastic')}: back at "
                      f"{_fmt(f.detected_at_s)} + {_fmt(sc.restart_s)} = {_fmt(f.restarted_at_s)}, resuming "
                      f"from {last}.")
         anchor = f.last_checkpoint_at_s
@@ -180,7 +211,8 @@ def solve(problem: Problem) -> Solution:
                      f"+ {_fmt(sc.restart_s)} restart) = {n} × {_fmt(f.detected_at_s - anchor + sc.restart_s)} "
                      f"= {f.lost_gpu_hours:.2f} GPU-hours.")
         failures.append({"lost_rank": list(f.lost_ranks), "lost_at_s": f.lost_at_s, "stalled_in": f.stalled_in,
-                         "stalled_at_s": f.stalled_at_s, "watchdog_fires_at_s": f.detected_at_s,
+                         "stalled_at_s": f.stalled_at_s, "detected_by": f.detected_by,
+                         "detected_at_s": f.detected_at_s,
                          "training_again_at_s": f.restarted_at_s, "resumes_from_step": f.resumed_from_step,
                          "lost_gpu_hours": round(f.lost_gpu_hours, 2)})
     for e in res.trace:

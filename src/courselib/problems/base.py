@@ -21,6 +21,15 @@ from typing import Any
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
+def cite(*keys: str) -> str:
+    """A source in a worked step, as its key in the course bibliography: ``[nccl-header]``.
+
+    Readers find every key on the website's bibliography page (``book/references.bib``); a test
+    checks that each key a solution cites is there.
+    """
+    return "[" + ", ".join(keys) + "]"
+
+
 def rng(topic: str, seed: int, difficulty: str) -> random.Random:
     """The one random source of a problem: stable across machines and Python versions."""
     return random.Random(f"courselib-problem:{topic}:{seed}:{difficulty}")

@@ -4,7 +4,7 @@ The problem is an OOM scenario in the format ``courselib oom simulate`` reads (`
 ["scenario"]``): a cgroup (or a node) that is full, its processes, and one process that asks for
 one more page. The solution runs :func:`courselib.sim.memcg.simulate` on it, which scores the
 candidates with :mod:`courselib.model.badness` and kills with :mod:`courselib.model.memcg`
-(FACTS §1.1-1.6, §6). Traps by difficulty:
+(linux-oom-kill, linux-proc-base, kernel-cgroup-v2, kernel-cgroup-v1-memory). Traps by difficulty:
 
 - easy: one container cgroup, two or three processes, ``oom_score_adj`` mostly 0.
 - medium: more processes; ``oom_score_adj`` that outweighs size, ``-1000`` (never killed), a tie
@@ -81,7 +81,7 @@ def _make_tie(r, procs: list[dict], totalpages: int, slack: int) -> int:
     """Give a second process exactly the top score, moving pages from a third (or the slack).
 
     Returns the slack left. A tie is the kernel's `points < chosen_points` rule at work: among
-    equal scores the one scanned last is killed (FACTS §1.2).
+    equal scores the one scanned last is killed (linux-oom-kill).
     """
     for _ in range(8):
         pts = [_points(p, totalpages) for p in procs]
@@ -365,7 +365,7 @@ def solve(problem: Problem) -> Solution:
         label = st["labels"].get(kill.domain, kill.domain)
         steps.append(f"{st['trigger']} cannot charge its page: {label} ({kill.domain}) is at its limit, so the "
                      "OOM killer runs in that cgroup ('Memory cgroup out of memory'). Only tasks in its subtree "
-                     f"are candidates: {', '.join(kill.candidates)} (FACTS §1.3).")
+                     f"are candidates: {', '.join(kill.candidates)} [linux-oom-kill].")
         outside = [p.name for p in scenario.processes if p.name not in kill.candidates]
         if outside:
             big = max(outside, key=lambda n: procs[n].task.rss)
@@ -373,7 +373,7 @@ def solve(problem: Problem) -> Solution:
                          f"({big}: {procs[big].task.rss} pages).")
     else:
         steps.append(f"{st['trigger']} cannot get a page and no cgroup limit is involved: a global OOM. "
-                     "Every task on the node is a candidate (FACTS §1.3).")
+                     "Every task on the node is a candidate [linux-oom-kill].")
     # 2. totalpages
     g = scenario.global_totalpages()
     if kill.scope == "memcg":
@@ -400,13 +400,13 @@ def solve(problem: Problem) -> Solution:
                          f"{t.oom_score_adj}*{unit}={t.oom_score_adj * unit}", pts))
     note = " VSZ and tmpfs/kernel pages are in no one's points." if st.get("vsz_pages") or st.get("tmpfs_pages") else ""
     steps.append("oom_badness = rss + swap entries + pagetables/PAGE_SIZE + oom_score_adj*(totalpages/1000) "
-                 f"(FACTS §1.1).{note}\n" + table(rows, indent=""))
+                 f"[linux-oom-kill].{note}\n" + table(rows, indent=""))
     # 4. the choice
     best = kill.points[kill.victim]
     tied = [n for n in kill.candidates if kill.points[n] == best]
     if len(tied) > 1:
         steps.append(f"{' and '.join(tied)} tie at {best} points; the kernel skips a task only if its points are "
-                     f"lower (`points < chosen_points`), so the last one scanned wins: {kill.victim} (FACTS §1.2).")
+                     f"lower (`points < chosen_points`), so the last one scanned wins: {kill.victim} [linux-oom-kill].")
     else:
         steps.append(f"The most points: {kill.victim} ({best}).")
     biggest = max(kill.candidates, key=lambda n: procs[n].task.rss)
@@ -418,9 +418,9 @@ def solve(problem: Problem) -> Solution:
                   and is_ancestor(kill.group, p.cgroup) and p.task.oom_score_adj == -1000]
         steps.append(f"memory.oom.group = 1 on {st['labels'].get(kill.group, kill.group)}: the whole group dies "
                      f"with the victim: {', '.join(kill.killed)}"
-                     + (f"; {', '.join(spared)} (adj -1000) is spared" if spared else "") + " (FACTS §1.5).")
+                     + (f"; {', '.join(spared)} (adj -1000) is spared" if spared else "") + " [kernel-cgroup-v2].")
     elif scenario.cgroup == "v1":
-        steps.append("cgroup v1 has no memory.oom.group: only the victim dies (FACTS §1.6).")
+        steps.append("cgroup v1 has no memory.oom.group: only the victim dies [kernel-cgroup-v1-memory].")
     else:
         steps.append(f"No memory.oom.group: only {kill.victim} dies.")
     # 6. oom_score
@@ -429,7 +429,7 @@ def solve(problem: Problem) -> Solution:
     score = first.oom_score[kill.victim]
     steps.append(f"/proc/PID/oom_score uses the node's totalpages (RAM + swap = {g}) even inside a cgroup: "
                  f"badness = {badness_g}, oom_score = (1000 + {badness_g}*1000/{g}) * 2/3 = {score} "
-                 f"(C integer division; FACTS §1.4).")
+                 f"(C integer division) [linux-proc-base].")
     top_score = max(first.oom_score, key=lambda n: (first.oom_score[n], n == kill.victim))
     if first.oom_score[top_score] > score:
         steps.append(f"Note: {top_score} shows a higher oom_score ({first.oom_score[top_score]}) than the victim: "
@@ -440,7 +440,7 @@ def solve(problem: Problem) -> Solution:
     term = terminated_by_oom()
     steps.append(f"The kill is SIGKILL ({status.signal}): a shell or the container runtime reports 128 + 9 = "
                  f"{status.exit_code}; Python's subprocess shows {status.returncode}; Kubernetes shows reason "
-                 f"{term.reason}, exit code {term.exit_code} when the container's main process dies (FACTS §2.4, §6).")
+                 f"{term.reason}, exit code {term.exit_code} when the container's main process dies [containerd-cri-helpers].")
     # 8. counters
     ev_answer = {}
     for path in st["events_of"]:
@@ -461,7 +461,7 @@ def solve(problem: Problem) -> Solution:
         why.append(f"oom_kill {c.oom_kill}: one per __oom_kill_process on a task of this subtree")
         if kill.group is not None and is_ancestor(path, kill.group):
             why.append("the group scan reaches the victim again, so the model counts it twice; the kernel "
-                       f"guarantees oom_kill ≥ {len(kill.killed)} and oom_group_kill = 1 (FACTS §1.5)")
+                       f"guarantees oom_kill ≥ {len(kill.killed)} and oom_group_kill = 1 [kernel-cgroup-v2]")
         steps.append(f"{label}: memory.events oom {c.oom}, oom_kill {c.oom_kill}, oom_group_kill "
                      f"{c.oom_group_kill} — " + "; ".join(why) + ".")
     answer = {

@@ -1,7 +1,7 @@
 """Practice: a pod's QoS class and the ``oom_score_adj`` the kubelet writes for each container.
 
 The problem is a Pod manifest (written here as YAML text) and the node's memory capacity; the
-solution comes from :mod:`courselib.model.qos` (FACTS §2.1 ``GetPodQOS``, §2.2 ``policy.go``).
+solution comes from :mod:`courselib.model.qos` (``GetPodQOS`` and ``policy.go``: k8s-docs-qos, k8s-kubelet-qos-policy).
 Traps by difficulty:
 
 - easy: one container; BestEffort, Guaranteed or Burstable with a memory request.
@@ -238,7 +238,7 @@ def solve(problem: Problem) -> Solution:
                [(c, d, True) for c, d in zip(pod.init_containers, defaulted.init_containers)]
     filled = [f"{c.name}.{k}" for c, d, _ in everyone for k in QOS_RESOURCES
               if k not in c.requests and k in d.requests]
-    steps.append("Defaulting first: a limit without a request gets request = limit (FACTS §2.1). "
+    steps.append("Defaulting first: a limit without a request gets request = limit [k8s-docs-qos]. "
                  + (f"Filled in: {', '.join(filled)}." if filled else "Nothing to fill in here."))
     rows_t = [("container", "init", "cpu req", "cpu lim", "mem req", "mem lim", "both limits?")]
     for c, d, init in everyone:
@@ -266,10 +266,10 @@ def solve(problem: Problem) -> Solution:
     steps.append(f"QoS class: {why}")
     if pod.priority_class_name == SYSTEM_NODE_CRITICAL:
         steps.append("priorityClassName system-node-critical: the kubelet gives every container -997 "
-                     "whatever the QoS class (FACTS §7.4).")
+                     "whatever the QoS class [k8s-kubelet-qos-policy].")
     elif pod.priority_class_name:
         steps.append(f"priorityClassName {pod.priority_class_name} changes nothing: only "
-                     "system-node-critical forces -997 (FACTS §7.4).")
+                     "system-node-critical forces -997 [k8s-kubelet-qos-policy].")
     if qos == GUARANTEED and pod.priority_class_name != SYSTEM_NODE_CRITICAL:
         steps.append(f"Guaranteed: every container gets guaranteedOOMScoreAdj = {GUARANTEED_OOM_SCORE_ADJ}.")
     elif qos == BESTEFFORT and pod.priority_class_name != SYSTEM_NODE_CRITICAL:
@@ -290,7 +290,7 @@ def solve(problem: Problem) -> Solution:
                          f"(1000 - 1000*{min_regular}//{capacity} = {floor_}): min = {min(raw, floor_)}")
                 raw = min(raw, floor_)
             if raw < 3:
-                line += "; below 1000 + (-997) = 3, so 3 (the docs' 2 is stale, FACTS §7.3)"
+                line += "; below 1000 + (-997) = 3, so 3 (the docs' 2 is stale [k8s-kubelet-qos-policy, k8s-docs-node-pressure])"
             elif raw == 1000:
                 line += "; exactly 1000 would tie with BestEffort, so 999"
             steps.append(line + f" -> {row.oom_score_adj}")

@@ -2,15 +2,26 @@
 
 Each rank is a small simpy process that reads like the story:
 
-1. its pod starts (``join_times_s``) and it calls ``ncclCommInitRank``, which "implicitly
-   synchronizes with other ranks" (FACTS §4.1): init completes only when **every** rank has joined;
+1. its pod starts (``join_times_s``) and joins the first barrier: under torchrun the agents'
+   rendezvous (``init_timeout_s``: its ``join_timeout``, 600 s by default), after which the workers
+   start and call ``ncclCommInitRank``, which "implicitly synchronizes with other ranks"
+   (bibliography: ``nccl-header``): init completes only when **every** rank has joined;
 2. each training step it computes, then enters an all-reduce that completes only when every rank
    takes part; every ``checkpoint_every_s`` of training it writes a checkpoint (a collective too:
    the checkpoint counts only once every rank has written its shard);
-3. a rank that is lost (preempted, killed) never arrives; the others block inside the collective.
-   PyTorch's watchdog aborts the work ``timeout_s`` after it was enqueued (10 min by default for
-   NCCL, FACTS §4.2) and the process crashes; torchrun then stops **all** workers and restarts them
-   (FACTS §4.3), and they resume from the last checkpoint.
+3. a rank that is lost (preempted, killed, hung) never arrives; the others block inside the
+   collective until one of two clocks ends the wait (:mod:`courselib.model.nccl`):
+
+   - ``RankLoss(kind="silent")`` — nothing reports the loss (a hung GPU, a peer that stopped
+     answering): PyTorch's watchdog aborts the work ``timeout_s`` after it was enqueued, 10 min by
+     default for NCCL (``pytorch-distributed-init``) — detection takes *up to* the timeout;
+   - ``RankLoss(kind="error")`` — the peer's process or node is gone and the transport says so: on
+     InfiniBand the send fails after ``NCCL_IB_TIMEOUT``'s retries, ``nccl_error_s`` (about half a
+     minute with NCCL's defaults), and the watchdog tears the process down at once
+     (``TORCH_NCCL_ASYNC_ERROR_HANDLING=3``), unless the timeout came first;
+
+   torchrun then stops **all** workers and restarts them (``torchrun-elastic``), and they resume from
+   the last checkpoint.
 
 Replacing only the lost rank does not help (``strategy="replace-rank"``): the replacement calls
 ``ncclCommInitRank`` on a new communicator that needs all ranks, while the survivors are still
@@ -35,6 +46,7 @@ import simpy
 
 from courselib.errors import InputError
 from courselib.model.cost import SECONDS_PER_HOUR
+from courselib.model.nccl import NCCL_ERROR_AFTER_S, PG_NCCL_TIMEOUT_S, RENDEZVOUS_JOIN_TIMEOUT_S
 
 # Rank states drawn by courselib.plots.barrier (held-but-idle states are the warning colours).
 WAITING = "waiting"          # joined init, waiting for the other ranks (GPU held, idle)
@@ -47,15 +59,22 @@ RESTARTING = "restarting"    # torchrun stopped every worker; rescheduling and r
 STATES = (WAITING, TRAINING, CHECKPOINTING, STALLED, LOST, REPLACEMENT, RESTARTING)
 
 STRATEGIES = ("restart-all", "replace-rank")
+LOSS_KINDS = ("silent", "error")   # nothing reports the loss / the transport reports an error
 HUNG_SHOWN_S = 3600.0   # a run that hangs forever is drawn for this long after its last event
 
 
 @dataclass(frozen=True)
 class RankLoss:
-    """Rank ``rank`` disappears ``at_s`` seconds after the job's first pod started."""
+    """Rank ``rank`` disappears ``at_s`` seconds after the job's first pod started.
+
+    ``kind="silent"``: no error reaches the other ranks, so only the watchdog's timeout ends their wait.
+    ``kind="error"``: the rank's process or node is gone and the transport reports it (a preempted or
+    OOM-killed pod on InfiniBand): the survivors' NCCL error ends the wait after ``nccl_error_s``.
+    """
 
     rank: int
     at_s: float
+    kind: str = "silent"
 
 
 @dataclass(frozen=True)
@@ -67,8 +86,9 @@ class BarrierScenario:
     step_s: float = 60.0
     checkpoint_every_s: float = 3600.0
     checkpoint_cost_s: float = 0.0
-    timeout_s: float = 600.0              # PyTorch NCCL default, FACTS §4.2; math.inf = never
-    init_timeout_s: float | None = None   # None: the same as timeout_s
+    timeout_s: float = PG_NCCL_TIMEOUT_S  # init_process_group(timeout=...); math.inf = never
+    init_timeout_s: float | None = None   # the first barrier; None: torchrun's rendezvous join_timeout
+    nccl_error_s: float = NCCL_ERROR_AFTER_S   # a vanished peer's send fails this long after it began
     restart_s: float = 300.0
     join_times_s: tuple[float, ...] | None = None   # None: every pod starts at 0
     losses: tuple[RankLoss, ...] = ()
@@ -84,6 +104,7 @@ class BarrierScenario:
         _duration(self.timeout_s, "timeout", positive=True, allow_inf=True)
         if self.init_timeout_s is not None:
             _duration(self.init_timeout_s, "init-timeout", positive=True, allow_inf=True)
+        _duration(self.nccl_error_s, "nccl-error", positive=True)
         for name in ("work_s", "checkpoint_every_s"):
             ratio = getattr(self, name) / self.step_s
             if abs(ratio - round(ratio)) > 1e-9:
@@ -101,6 +122,9 @@ class BarrierScenario:
                 raise InputError(f"rank {loss.rank} does not exist in a job of {self.ranks} ranks",
                                  field="lose-rank", hint=f"ranks are numbered 0..{self.ranks - 1}")
             _duration(loss.at_s, "at")
+            if loss.kind not in LOSS_KINDS:
+                raise InputError(f"unknown kind of loss {loss.kind!r}", field="loss-kind",
+                                 hint="use " + " or ".join(LOSS_KINDS))
         if self.strategy not in STRATEGIES:
             raise InputError(f"unknown strategy {self.strategy!r}", field="strategy",
                              hint="use " + " or ".join(STRATEGIES))
@@ -112,6 +136,11 @@ class BarrierScenario:
     @property
     def checkpoint_every_steps(self) -> int:
         return int(round(self.checkpoint_every_s / self.step_s))
+
+    @property
+    def first_barrier_timeout_s(self) -> float:
+        """The first barrier's timeout: ``init_timeout_s``, or torchrun's rendezvous ``join_timeout``."""
+        return RENDEZVOUS_JOIN_TIMEOUT_S if self.init_timeout_s is None else self.init_timeout_s
 
     @property
     def joins(self) -> tuple[float, ...]:
@@ -177,6 +206,7 @@ class Failure:
     """One whole-job restart and what it cost."""
 
     cause: str                     # "rank lost" or "late rank" (init timed out with no loss)
+    detected_by: str               # "watchdog timeout", "NCCL error" or "first barrier timeout"
     lost_ranks: tuple[int, ...]
     lost_at_s: float | None
     stalled_in: str                # the collective the survivors were blocked in
@@ -236,7 +266,7 @@ class BarrierResult:
             "failures": [
                 {"cause": f.cause, "lost_ranks": list(f.lost_ranks), "lost_at_s": f.lost_at_s,
                  "stalled_in": f.stalled_in, "stalled_at_s": f.stalled_at_s,
-                 "detected_at_s": f.detected_at_s, "restarted_at_s": f.restarted_at_s,
+                 "detected_at_s": f.detected_at_s, "detected_by": f.detected_by, "restarted_at_s": f.restarted_at_s,
                  "last_checkpoint_at_s": f.last_checkpoint_at_s, "since_checkpoint_s": f.since_checkpoint_s,
                  "resumed_from_step": f.resumed_from_step, "lost_gpu_hours": round(f.lost_gpu_hours, 2)}
                 for f in self.failures],
@@ -254,16 +284,19 @@ class _Op:
         self.key, self.event, self.arrived, self.started = key, event, set(), started
 
 
+INIT_OP = "the first barrier (rendezvous, ncclCommInitRank)"
+
+
 def op_name(key) -> str:
     kind, step = key
-    return "ncclCommInitRank" if kind == "init" else f"{kind} after step {step}"
+    return INIT_OP if kind == "init" else f"{kind} after step {step}"
 
 
 class Communicator:
     """One NCCL communicator: init and every collective complete only when all ranks arrive.
 
     A rank that is lost is withdrawn from every pending operation and can never arrive again, so
-    no operation of this communicator can complete after that (FACTS §4.1: a failed rank leaves
+    no operation of this communicator can complete after that (``nccl-fault-tolerance``: a failed rank leaves
     the communicator unusable; "all other ranks need to call ncclCommAbort").
     """
 
@@ -336,30 +369,38 @@ class _Attempt:
         self.committed_step = resume_step
         self.lost: dict[int, float] = {}
         self.arrived_at_timeout = 0
+        self.detected_by = "watchdog timeout"
+        self.errored = False               # a rank was lost with kind="error"
         self.replacement = None
         self.state: dict[int, tuple[str, float]] = {}     # rank -> (state, since)
         self.blocked_since: dict[int, float] = {}
         self.procs = {r: env.process(self._rank(r, joins[r])) for r in range(run.n)}
 
-    # the watchdog: PyTorch aborts a collective `timeout` after it was enqueued (FACTS §4.2)
+    # the watchdog: PyTorch aborts a collective `timeout` after it was enqueued (``pytorch-distributed-init``)
     def limit(self, op: _Op) -> float:
         sc = self.run.sc
-        if op.key[0] == "init" and sc.init_timeout_s is not None:
-            return sc.init_timeout_s
-        return sc.timeout_s
+        return sc.first_barrier_timeout_s if op.key[0] == "init" else sc.timeout_s
+
+    def _end(self, op: _Op, detected_by: str) -> None:
+        if not op.event.triggered and not self.over.triggered:
+            self.comm.abort()
+            self.arrived_at_timeout = len(op.arrived)
+            self.detected_by = detected_by
+            self.over.succeed(op)
 
     def _watch(self, comm: Communicator, op: _Op) -> None:
         limit = self.limit(op)
-        if math.isinf(limit):
-            return
+        if not math.isinf(limit):
+            what = "first barrier timeout" if op.key[0] == "init" else "watchdog timeout"
+            self.run.env.timeout(limit).callbacks.append(lambda _e, op=op: self._end(op, what))
+        if self.errored:              # a peer is already gone with an error: this collective fails too
+            self._error_after(op, self.run.sc.nccl_error_s)
 
-        def fire(_event, op=op):
-            if not op.event.triggered and not self.over.triggered:
-                self.comm.abort()
-                self.arrived_at_timeout = len(op.arrived)
-                self.over.succeed(op)
-
-        self.run.env.timeout(limit).callbacks.append(fire)
+    def _error_after(self, op: _Op, delay: float) -> None:
+        """The survivors' sends to a vanished peer fail ``delay`` from now (not in the rendezvous, which
+        only a timeout ends)."""
+        if op.key[0] != "init":
+            self.run.env.timeout(delay).callbacks.append(lambda _e, op=op: self._end(op, "NCCL error"))
 
     # per-rank state, drawn as segments ---------------------------------------------------------
     def enter(self, r: int, state: str) -> None:
@@ -399,7 +440,7 @@ class _Attempt:
             if self.init_done_at is None:
                 self.init_done_at = self.last_commit_at = env.now
                 run.log("joined", run.n, f"communicator {self.index}: all {run.n} ranks joined "
-                        f"(ncclCommInitRank returned)")
+                        f"(the rendezvous completed, the workers started, ncclCommInitRank returned)")
                 run.log("training", run.n, f"from step {self.resume_step} of {sc.total_steps}")
             self.enter(r, TRAINING)
             while step < sc.total_steps:
@@ -424,13 +465,17 @@ class _Attempt:
         except simpy.Interrupt:
             return      # lost or torn down: the attempt already closed this rank's segment
 
-    def lose(self, r: int) -> bool:
+    def lose(self, r: int, kind: str = "silent") -> bool:
         proc = self.procs[r]
         if not proc.is_alive or self.over.triggered:
             return False
         now = self.run.env.now
         self.comm.lose(r)
         self.lost[r] = now
+        if kind == "error" and not self.errored:
+            self.errored = True
+            for op in list(self.comm.pending.values()):
+                self._error_after(op, self.run.sc.nccl_error_s)
         if r in self.state:
             self.close(r, now, None)
             self.state[r] = (LOST, now)
@@ -438,7 +483,7 @@ class _Attempt:
         return True
 
     def tear_down(self, op: _Op) -> None:
-        """torchrun stops every worker (FACTS §4.3)."""
+        """torchrun stops every worker (``torchrun-elastic``)."""
         self.close_all(self.run.env.now, op)
         for proc in self.procs.values():
             if proc.is_alive:
@@ -479,17 +524,18 @@ def _chaos(run: _Run, loss: RankLoss):
     if run.finished_at is not None:
         run.log("rank lost", 0, f"rank {loss.rank} lost after the job finished: no effect")
         return
-    if att is None or not att.lose(loss.rank):
+    if att is None or not att.lose(loss.rank, loss.kind):
         run.log("rank lost", 0, f"rank {loss.rank} lost while the job was restarting: "
                 "the restart replaces it")
         return
-    run.log("rank lost", 1, f"rank {loss.rank} preempted/killed; its process is gone")
+    run.log("rank lost", 1, f"rank {loss.rank} preempted/killed; its process is gone" if loss.kind == "error"
+            else f"rank {loss.rank} stops answering (hung); no error reaches the other ranks")
     if run.sc.strategy == "replace-rank":
         att.replacement = env.process(_replacement(run, att, loss.rank))
 
 
 def _torchrun(run: _Run):
-    """The launcher: start all workers; on a worker failure stop all and restart all (FACTS §4.3)."""
+    """The launcher: start all workers; on a worker failure stop all and restart all (``torchrun-elastic``)."""
     env, sc = run.env, run.sc
     joins = list(sc.joins)
     index = 0
@@ -509,8 +555,18 @@ def _torchrun(run: _Run):
                 f"{arrived} ranks blocked in {kind} (communicator {index}); "
                 f"{missing} never arrived" + (f" (rank {', '.join(map(str, lost))} lost)" if lost else ""),
                 t=op.started)
-        run.log("timed out", run.n, f"watchdog: {kind} not done after {att.limit(op):g}s; the "
-                "process crashes and torchrun stops all workers")
+        if att.detected_by == "NCCL error":
+            run.log("nccl error", run.n, f"NCCL reports an error {detected - op.started:.1f}s into {kind} "
+                    "(the sends to the vanished rank ran out of InfiniBand retries); the watchdog sees the "
+                    "asynchronous error and tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING=3); "
+                    "torchrun stops all workers")
+        elif att.detected_by == "first barrier timeout":
+            run.log("timed out", run.n, f"{kind} not complete after {att.limit(op):g}s: torchrun's rendezvous "
+                    "times out (RendezvousTimeoutError, which torchrun treats as non-retryable); the job "
+                    "fails and its job manager starts every worker again")
+        else:
+            run.log("timed out", run.n, f"watchdog: {kind} not done after {att.limit(op):g}s; the "
+                    "process crashes and torchrun stops all workers")
         joined = [r for r in range(run.n) if joins[r] <= detected]
         att.tear_down(op)
         run.collectives.extend(att.comm.completed)
@@ -522,13 +578,13 @@ def _torchrun(run: _Run):
         lost_s = (detected - anchor) * len(joined) if anchor is not None else 0.0
         lost_s += sc.restart_s * len(joined)
         run.failures.append(Failure(
-            cause="rank lost" if lost else "late rank",
+            cause="rank lost" if lost else "late rank", detected_by=att.detected_by,
             lost_ranks=tuple(lost), lost_at_s=min(att.lost.values()) if lost else None,
             stalled_in=kind, stalled_at_s=op.started, detected_at_s=detected,
             restarted_at_s=restarted, last_checkpoint_at_s=anchor,
             resumed_from_step=att.committed_step, lost_gpu_hours=lost_s / SECONDS_PER_HOUR))
         why = (f"; rank {lost[0]} alone could not rejoin: communicator {index} is unusable once a "
-               f"rank is lost and a new one needs all {run.n} ranks in ncclCommInitRank") if lost else ""
+               f"rank is lost and a new one needs all {run.n} ranks in its first barrier") if lost else ""
         run.log("restarted", run.n, f"all {run.n} workers restarted by torchrun, resuming from "
                 f"step {att.committed_step}" + (" (the last checkpoint)" if att.committed_step else "")
                 + why)
