@@ -95,3 +95,39 @@ def test_burst_uses_the_quota_n_times_faster():
     assert cpu.CpuLimit(100_000).burst(1) == (100_000, 0)
     assert cpu.CpuLimit(250_000).burst(2) == (100_000, 0)      # 2.5 CPUs never throttle 2 threads
     assert cpu.CpuLimit(None).burst(8) == (100_000, 0)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_cpu_throttle_cleans_up_on_sigterm_and_sighup(sig):
+    """Ended by a signal other than Ctrl-C, the command still stops both busy loops and removes its cgroup."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    if os.geteuid() != 0:
+        pytest.skip("creating a cgroup needs root here")
+    try:
+        live_cpu.find_cpu_place()
+    except PrivilegeError as err:
+        pytest.skip(str(err))
+    p = subprocess.Popen([sys.executable, "-m", "courselib", "live", "cpu-throttle", "--seconds", "30s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(children) < 2 and time.monotonic() < deadline:  # both busy loops started
+        time.sleep(0.05)
+        try:
+            children = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        except OSError:
+            break
+    assert len(children) == 2, "the experiment did not start its two busy loops"
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert f"stopped by {sig}" in err
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not [c for c in Path("/sys/fs/cgroup").rglob(f"courselib-cpu-{p.pid}-*")]

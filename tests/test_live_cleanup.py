@@ -5,6 +5,8 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
@@ -16,7 +18,7 @@ def test_sigterm_inside_becomes_keyboard_interrupt_and_the_old_handler_comes_bac
     before = signal.getsignal(signal.SIGTERM)
     ran_finally = []
     with pytest.raises(KeyboardInterrupt):
-        with cleanup.sigterm_as_interrupt():
+        with cleanup.cleanup_on_signals():
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
             finally:
@@ -45,3 +47,54 @@ def test_write_recorded_never_overwrites(tmp_path):
 
 def test_load_recorded_reads_the_shipped_recordings():
     assert "runs" in cleanup.load_recorded("oom_real.json")
+
+
+_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from courselib.live.cleanup import cleanup_on_signals
+    out = Path(sys.argv[1])
+    try:
+        with cleanup_on_signals():
+            try:
+                out.write_text("started")
+                time.sleep(30)
+            finally:
+                time.sleep(0.3)          # a second signal arrives here and must not cut this short
+                out.write_text("cleaned")
+    except KeyboardInterrupt as err:
+        sys.exit(getattr(err, "exit_status", 130))
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_every_ending_signal_runs_the_cleanup(tmp_path, sig):
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(out)])
+    deadline = time.monotonic() + 20
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.send_signal(sig)
+    time.sleep(0.1)
+    p.send_signal(sig)
+    assert p.wait(timeout=20) == 128 + sig
+    assert out.read_text() == "cleaned"
+
+
+def test_handlers_are_restored_after_the_block():
+    before = signal.getsignal(signal.SIGTERM)
+    with cleanup.cleanup_on_signals():
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_inside_signals_held_takes_effect_at_its_end():
+    recorded = []
+    with pytest.raises(cleanup.Terminated) as err:
+        with cleanup.cleanup_on_signals():
+            with cleanup.signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                recorded.append("child")   # still runs: the start and its record are not split
+            recorded.append("after")       # never runs
+    assert recorded == ["child"] and err.value.exit_status == 128 + signal.SIGTERM

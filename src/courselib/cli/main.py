@@ -55,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as err:
         print(f"courselib: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        from courselib.live.cleanup import Terminated
+        if isinstance(err, Terminated):
+            print(f"courselib: stopped by {err}; what it started was cleaned up", file=sys.stderr)
+            return err.exit_status
         print("courselib: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

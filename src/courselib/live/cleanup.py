@@ -1,9 +1,11 @@
 """What every real experiment shares: stop what it started by PID, clean up also on SIGTERM, and
 read or write the recorded runs that readers without privilege see instead.
 
-- :func:`sigterm_as_interrupt` turns SIGTERM into ``KeyboardInterrupt`` while an experiment runs,
-  so its ``finally`` blocks (remove the cgroup, the temporary directory, stop the daemons) run on
-  ``kill PID`` exactly as on Ctrl-C.
+- :func:`cleanup_on_signals` turns SIGTERM and SIGHUP (and SIGINT) into :class:`Terminated`, a
+  ``KeyboardInterrupt``, while an experiment runs, so its ``finally`` blocks (remove the cgroup,
+  the temporary directory, stop the daemons) run on ``kill PID`` or a closed terminal exactly as
+  on Ctrl-C, and a second signal does not cut the clean-up short; :func:`signals_held` keeps a
+  signal from falling between starting a child and recording its PID.
 - :func:`stop_pids` stops processes by PID — SIGTERM, a grace period, then SIGKILL — never by
   name; :func:`alive` and :func:`cmdline` tell whether a PID is still the process we started.
 - :func:`load_recorded` reads ``courselib/data/recorded/NAME`` (shipped with the package);
@@ -16,7 +18,6 @@ import json
 import os
 import platform
 import signal
-import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -24,22 +25,86 @@ from pathlib import Path
 from courselib.errors import InputError
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised inside :func:`cleanup_on_signals` when SIGTERM, SIGHUP (or SIGINT) arrives.
+
+    A ``KeyboardInterrupt``, so code that already cleans up on Ctrl-C cleans up on these too;
+    the CLI prints one line and exits with :attr:`exit_status` (128 + the signal's number).
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_status(self) -> int:
+        """What a shell reports for a process ended by this signal: 128 + its number."""
+        return 128 + self.signum
+
+
+CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+_held = {"depth": 0, "pending": None}
+
+
 @contextlib.contextmanager
-def sigterm_as_interrupt():
-    """While inside, SIGTERM raises ``KeyboardInterrupt`` (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
+def cleanup_on_signals(signals=CLEANUP_SIGNALS):
+    """Make every signal that can end the process unwind the block, so its ``finally`` runs.
+
+    The first of ``signals`` raises :class:`Terminated` where the main thread is (or, inside
+    :func:`signals_held`, as that block ends); later ones are ignored until the block is left, so
+    the clean-up is not cut short. The previous handlers are restored on the way out. Outside the
+    main thread (where Python cannot set handlers) the block runs unchanged. Used by every real
+    experiment: ``slurm up``, ``oom real``, ``live cpu-throttle`` (and ``kube up``).
+    """
+    fired: list[int] = []
+
+    def handler(signum, frame):
+        if fired:
+            return
+        fired.append(signum)
+        if _held["depth"]:
+            _held["pending"] = signum
+            return
+        raise Terminated(signum)
+
+    previous = {}
+    try:
+        for sig in signals:
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread
+        for sig, old in previous.items():
+            signal.signal(sig, old)
         yield
         return
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError, TypeError):
-            signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Inside :func:`cleanup_on_signals`: a signal arriving in this block takes effect at its end.
+
+    Start a child and record its PID inside this block, so that no signal can fall between the
+    fork and the record (which would leave a process nobody stops)::
+
+        with signals_held():
+            p = subprocess.Popen(argv)
+            procs.append(p)
+    """
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        signum = _held["pending"]
+        if signum is not None and not _held["depth"]:
+            _held["pending"] = None
+            raise Terminated(signum)
 
 
 # ----------------------------------------------------------------------------- processes

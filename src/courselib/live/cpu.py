@@ -4,7 +4,8 @@ A process that would use a whole CPU is put in a child cgroup whose ``cpu.max`` 
 ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` (v1) allows a fraction of one CPU; we sample the CPU time
 it gets (``/proc/PID/stat`` utime+stime) and the cgroup's throttling counters. The same busy loop
 without a limit runs beside it as the control. Both processes and the cgroup are always removed,
-also on error or Ctrl-C. Without the privilege: :class:`PrivilegeError`, nothing touched.
+also on error, Ctrl-C, SIGTERM and SIGHUP (:func:`courselib.live.cleanup.cleanup_on_signals`).
+Without the privilege: :class:`PrivilegeError`, nothing touched.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.cleanup import load_recorded
+from courselib.live.cleanup import cleanup_on_signals, load_recorded, signals_held
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.cpu import CpuLimit, milli_cpu_to_quota, parse_cfs, parse_cpu_max
 
@@ -112,43 +113,50 @@ def run_throttle(milli_cpu: int = 250, *, seconds: float = 2.0, interval: float 
     files = limit.v2_files() if version == "v2" else limit.v1_files()
     path = parent / f"courselib-cpu-{os.getpid()}-{time.monotonic_ns() % 10 ** 9}"
     procs: list[subprocess.Popen] = []
-    os.mkdir(path)
-    try:
-        for name, value in files.items():
-            (path / name).write_text(value)
-        procs_file = str(path / "cgroup.procs")
+    with cleanup_on_signals():
+        os.mkdir(path)
+        try:
+            return _measure(path, files, limit, milli_cpu, version, seconds, interval, procs)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            remove_cgroup(path)
 
-        def enter():  # in the child, before exec: join the limited cgroup
-            with open(procs_file, "w") as fh:
-                fh.write(str(os.getpid()))
 
+def _measure(path, files, limit, milli_cpu, version, seconds, interval, procs) -> ThrottleRun:
+    """Start the two busy loops (appended to ``procs`` at once, for the caller to stop) and sample."""
+    for name, value in files.items():
+        (path / name).write_text(value)
+    procs_file = str(path / "cgroup.procs")
+
+    def enter():  # in the child, before exec: join the limited cgroup
+        with open(procs_file, "w") as fh:
+            fh.write(str(os.getpid()))
+
+    with signals_held():  # a signal now would leave a busy loop that is not in procs
         limited = subprocess.Popen([sys.executable, "-I", "-S", "-c", BUSY], preexec_fn=enter,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
         procs.append(limited)
         control = subprocess.Popen([sys.executable, "-I", "-S", "-c", BUSY],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
         procs.append(control)
-        run = ThrottleRun(milli_cpu=milli_cpu, limit={"quota_us": limit.quota_us, "period_us": limit.period_us,
-                                                      "cpus": limit.cpus},
-                          cgroup_version=version, files_written=files, interval_s=interval)
-        time.sleep(interval)  # let both start
-        before = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
-        for _ in range(max(1, int(round(seconds / interval)))):
-            time.sleep(interval)
-            now = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
-            dt = now[2] - before[2]
-            run.limited_cpus.append(round((now[0] - before[0]) / dt, 3))
-            run.unlimited_cpus.append(round((now[1] - before[1]) / dt, 3))
-            before = now
-        stat = _read_stat(path / "cpu.stat")
-        run.nr_periods, run.nr_throttled = stat.get("nr_periods", 0), stat.get("nr_throttled", 0)
-        return run
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        remove_cgroup(path)
+    run = ThrottleRun(milli_cpu=milli_cpu, limit={"quota_us": limit.quota_us, "period_us": limit.period_us,
+                                                  "cpus": limit.cpus},
+                      cgroup_version=version, files_written=files, interval_s=interval)
+    time.sleep(interval)  # let both start
+    before = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
+    for _ in range(max(1, int(round(seconds / interval)))):
+        time.sleep(interval)
+        now = (_cpu_seconds(limited.pid), _cpu_seconds(control.pid), time.monotonic())
+        dt = now[2] - before[2]
+        run.limited_cpus.append(round((now[0] - before[0]) / dt, 3))
+        run.unlimited_cpus.append(round((now[1] - before[1]) / dt, 3))
+        before = now
+    stat = _read_stat(path / "cpu.stat")
+    run.nr_periods, run.nr_throttled = stat.get("nr_periods", 0), stat.get("nr_throttled", 0)
+    return run
 
 
 def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None:

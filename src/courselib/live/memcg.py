@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.cleanup import load_recorded, sigterm_as_interrupt
+from courselib.live.cleanup import cleanup_on_signals, load_recorded
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.badness import Task
 from courselib.model.memcg import OomScenario, ProcessSpec
@@ -419,7 +419,7 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
                              hint="choose a scenario whose oom_score_adj values are all >= 0")
 
     stack = contextlib.ExitStack()
-    stack.enter_context(sigterm_as_interrupt())
+    stack.enter_context(cleanup_on_signals())
     log = KernelLog()
     exp = None
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
 from courselib.live.cleanup import alive as _alive, cmdline as _cmdline, is_zombie as _is_zombie
-from courselib.live.cleanup import reap as _reap, sigterm_as_interrupt, stop_pids
+from courselib.live.cleanup import cleanup_on_signals, reap as _reap, stop_pids
 
 #: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
 DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
@@ -522,7 +522,7 @@ def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> C
 
     state_dir = Path(tempfile.mkdtemp(prefix="courselib-slurm-"))
     cluster = Cluster(shape, state_dir, started_at=time.time())
-    with sigterm_as_interrupt():  # SIGTERM like Ctrl-C, so the cleanup below runs
+    with cleanup_on_signals():  # SIGTERM, SIGHUP like Ctrl-C, so the cleanup below runs
         try:
             _start(cluster, timeout=timeout, say=say)
         except BaseException:
