@@ -172,14 +172,18 @@ def detect_kind(path: Path, text: str) -> str:
 
 def lint_file(path: str) -> list:
     """The findings for one file (raises ``CourseError`` if it cannot be read)."""
-    from courselib.io.yamlfile import read_text
+    from courselib.io.policy import FILE_LIMITS, read_text
     p = Path(path)
     if p.name.lower().endswith(".tar.gz"):
         from courselib.io.traces import read_trace
         read_trace(path)
         return []
-    text = read_text(path)
+    text = read_text(path, "trace")  # the largest cap of the kinds lint reads; then the kind's own
     kind = detect_kind(p, text)
+    if kind in FILE_LIMITS and len(text) > FILE_LIMITS[kind].value:
+        cap = FILE_LIMITS[kind]
+        raise InputError(f"{cap.show(len(text))} is more than courselib reads of {cap.what} "
+                         f"({cap.show(cap.value)})", file=path, hint=cap.hint())
     if kind == "sbatch":
         from courselib.io.sbatch import lint_sbatch, parse_sbatch
         return lint_sbatch(parse_sbatch(text, file=path, strict=False), text)
@@ -214,7 +218,8 @@ def _expand(paths: list[str]) -> list[str]:
                 out.append(str(f))
             elif name.endswith(".sh"):
                 try:
-                    head = f.read_text(encoding="utf-8", errors="replace")[:20000]
+                    with open(f, "rb") as fh:  # is_file() above: a regular file, so this cannot block
+                        head = fh.read(20000).decode("utf-8", errors="replace")
                 except OSError:
                     continue
                 if "#SBATCH" in head:

@@ -86,7 +86,7 @@ def _replay(args) -> int:
     if args.record:
         from pathlib import Path
         from courselib.io.yamlfile import read_text
-        out = slurm_replay.record(result, args.record, workload_text=read_text(args.workload),
+        out = slurm_replay.record(result, args.record, workload_text=read_text(args.workload, "workload"),
                                   workload_file=Path(args.workload).as_posix())
         _say(f"recorded to {out}")
     comparison = slurm_replay.compare(result, name=args.workload) if args.compare else None

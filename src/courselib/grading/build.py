@@ -32,14 +32,19 @@ def read_notebook(path: Path, what: str = "notebook"):
 
     import nbformat
 
+    from courselib.io.policy import read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such {what}", file=str(path), hint="check the path") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read this {what}: {err.__class__.__name__}: {err}", file=str(path)) from None
+        text = read_text(path, "notebook")  # regular files only, size-capped (courselib.io.policy)
+    except InputError as err:
+        if err.message == "no such file":
+            raise InputError(f"no such {what}", file=str(path), hint="check the path") from None
+        raise
     try:
         raw = json.loads(text)
+    except RecursionError:
+        raise InputError("not a notebook (JSON nested too deeply to read)", file=str(path),
+                         hint="give the lab's .ipynb file") from None
     except json.JSONDecodeError as err:
         raise InputError(f"not a notebook (invalid JSON: {err.msg}, column {err.colno})", file=str(path),
                          line=err.lineno, hint="open it in Jupyter and save it again, or restore it with git") from None

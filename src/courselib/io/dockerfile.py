@@ -213,7 +213,7 @@ def parse_dockerfile(text: str, *, file: str | None = None) -> DockerfileReading
 def read_dockerfile(path) -> DockerfileReading:
     """Read the Dockerfile at ``path`` (opened read-only)."""
     from courselib.io.yamlfile import read_text
-    return parse_dockerfile(read_text(path), file=str(path))
+    return parse_dockerfile(read_text(path, "dockerfile"), file=str(path))
 
 
 def is_install(step: Step) -> bool:

@@ -674,18 +674,30 @@ def _validate(doc) -> list[tuple[int | None, str]]:
 
 def read_manifests_text(text: str, *, file: str | None = None, validate: bool = True) -> list[ManifestReading]:
     """Every non-empty document of a multi-document YAML text, read."""
-    from courselib.io.yamlfile import load_all_text
+    from courselib.io.yamlfile import duplicate_keys, load_all_text
     if "\x00" in text:
         raise InputError("this is a binary file, not YAML", file=file, line=1)
-    docs = load_all_text(text, file=file)
-    return [read_document(d, file=file, doc_index=i, validate=validate)
+    docs = load_all_text(text, file=file, duplicates="keep")
+    return [_with_duplicates(read_document(d, file=file, doc_index=i, validate=validate), duplicate_keys(d))
             for i, d in enumerate(docs) if d is not None]
+
+
+def _with_duplicates(reading: ManifestReading, duplicates) -> ManifestReading:
+    """A key written twice is a problem: YAML keeps the last silently, and kubectl's default
+    ``--validate=strict`` (server-side field validation) refuses the object."""
+    if not duplicates:
+        return reading
+    extra = tuple((lines[-1], where, f"key {key!r} appears {len(lines)} times (lines "
+                   f"{', '.join(map(str, lines))}); only the last counts here, and kubectl apply "
+                   "(--validate=strict, its default) refuses the object")
+                  for where, key, lines in duplicates)
+    return replace(reading, problems=reading.problems + extra)
 
 
 def read_manifests(path, *, validate: bool = True) -> list[ManifestReading]:
     """Read the manifest file at ``path`` (never written to)."""
     from courselib.io.yamlfile import read_text
-    return read_manifests_text(read_text(path), file=str(path), validate=validate)
+    return read_manifests_text(read_text(path, "manifest"), file=str(path), validate=validate)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -164,4 +164,4 @@ def read_pods_text(text: str, *, file: str = "<pod>") -> list[PodReading]:
 
 def read_pods(path) -> list[PodReading]:
     """Every pod and pod template in the YAML file at ``path``."""
-    return read_pods_text(read_text(path), file=str(path))
+    return read_pods_text(read_text(path, "pod"), file=str(path))

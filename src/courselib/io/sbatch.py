@@ -791,7 +791,7 @@ def _component(index: int, opts, first_line: int, fail) -> SbatchComponent:
 def read_sbatch(path, *, strict: bool = True) -> SbatchReading:
     """Read the sbatch script at ``path`` (never written to)."""
     from courselib.io.yamlfile import read_text
-    return parse_sbatch(read_text(path), file=str(path), strict=strict)
+    return parse_sbatch(read_text(path, "sbatch"), file=str(path), strict=strict)
 
 
 def constraint_features(expr: str | None) -> tuple[str, ...]:

@@ -144,7 +144,7 @@ def scenario_from_mapping(doc, *, file: str | None = None) -> OomScenario:
 
 def read_scenario(path) -> OomScenario:
     """The scenario in the YAML file at ``path``."""
-    return scenario_from_mapping(load_one(path), file=str(path))
+    return scenario_from_mapping(load_one(path, "scenario"), file=str(path))
 
 
 def scenario_from_text(text: str, *, file: str = "<scenario>") -> OomScenario:

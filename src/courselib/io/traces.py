@@ -17,9 +17,11 @@ its jobs into the gang scheduler's ``courselib.model.workload.Job`` objects.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -351,19 +353,27 @@ def _isnum(s: str) -> bool:
 
 def read_trace(path) -> TraceReading:
     """Read the trace at ``path``; a ``.tar.gz`` holding one CSV is read in memory."""
+    from courselib.io.policy import FILE_LIMITS, read_bytes, read_text
+
     p = Path(path)
     name = p.name
     if name.endswith((".tar.gz", ".tgz")):
+        cap = FILE_LIMITS["trace"]
+        packed = read_bytes(path, "trace")
         try:
-            with tarfile.open(p, "r:gz") as tar:
+            # Unpacked in memory with the same cap: a small archive can expand a thousandfold.
+            with gzip.GzipFile(fileobj=io.BytesIO(packed)) as gz:
+                raw = gz.read(cap.value + 1)
+            if len(raw) > cap.value:
+                raise InputError(f"unpacks to more than {cap.show(cap.value)}, more than courselib reads "
+                                 f"of {cap.what}", file=str(path), hint=cap.hint())
+            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
                 members = [m for m in tar.getmembers() if m.isfile()]
                 if len(members) != 1:
                     raise InputError(f"expected one file in the archive, found {len(members)}",
                                      file=str(path))
                 data = tar.extractfile(members[0]).read()
-        except FileNotFoundError:
-            raise InputError("no such file", file=str(path), hint="check the path") from None
-        except (tarfile.TarError, OSError, EOFError) as err:
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
             raise InputError(f"cannot read the archive: {err}", file=str(path)) from None
         text = data.decode("utf-8", errors="replace")
         inner = f"{path}!{members[0].name}"
@@ -372,8 +382,7 @@ def read_trace(path) -> TraceReading:
         if members[0].name.endswith("pai_machine_spec.csv") and not first.startswith("machine,"):
             text = "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\n" + text
         return parse_trace_text(text, file=inner, name=members[0].name)
-    from courselib.io.yamlfile import read_text
-    text = read_text(path)
+    text = read_text(path, "trace")
     return parse_trace_text(text, file=str(path), name=name)
 
 

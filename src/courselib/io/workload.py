@@ -151,4 +151,4 @@ def parse_workload(doc, file: str | None = None) -> Workload:
 
 def load_workload(path) -> Workload:
     """Read WORKLOAD.yaml; a mistake raises one :class:`InputError` naming file, line and field."""
-    return parse_workload(load_one(path), file=str(path))
+    return parse_workload(load_one(path, "workload"), file=str(path))

@@ -2,13 +2,21 @@
 
 Mappings load as :class:`LocatedDict` and sequences as :class:`LocatedList`; both carry the
 1-based line of the node (``.line``) and of each key or item (``.line_of(key)``).
+
+The loader is bounded (a hostile file is a one-line error, not a hang or a traceback): nesting
+beyond ``COURSELIB_MAX_YAML_DEPTH`` (100) levels, aliases expanding to more than
+``COURSELIB_MAX_YAML_ALIAS_NODES`` (10,000) nodes and recursive aliases are refused with their
+line; a key written twice in one mapping is an error naming both lines (or, for readers that
+report it as a finding, kept in ``LocatedDict.duplicates``). Files are read under
+:mod:`courselib.io.policy` (regular files only, a size cap per kind).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterator
 
 from courselib.errors import InputError
+from courselib.io.policy import MODEL_LIMITS
+from courselib.io.policy import read_text as _policy_read_text
 
 
 class LocatedDict(dict):
@@ -17,6 +25,8 @@ class LocatedDict(dict):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.lines: dict[Any, int] = {}
+        self.own: dict[Any, bool] = {}           # written here, not merged in with '<<'
+        self.duplicates: dict[Any, list[int]] = {}  # key -> every line it was written on
 
     def line_of(self, key) -> int | None:
         return self.lines.get(key, self.line)
@@ -35,11 +45,80 @@ class LocatedList(list):
 
 def _loader_class():
     import yaml
+    from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
 
     class Loader(yaml.SafeLoader):
-        pass
+        """SafeLoader that bounds nesting and alias expansion and remembers duplicate keys.
+
+        PyYAML shares an aliased node instead of copying it, so a "billion laughs" document is
+        small in memory, but every reader that walks it walks 10**9 nodes; and its composer
+        recurses once per level, so 10,000 nested ``[`` end in ``RecursionError``. Both are
+        refused here, with the line, before anything walks the document.
+        """
+        duplicates = "error"   # or "keep": record them on LocatedDict.duplicates for the reader
+
+        def __init__(self, stream):
+            super().__init__(stream)
+            self._depth = 0
+            self._alias_nodes = 0
+            self._sizes: dict[int, int] = {}
+            self._open: set[str] = set()   # anchors of collections still being composed
+            self._max_depth = MODEL_LIMITS["yaml_depth"].value
+            self._max_alias = MODEL_LIMITS["yaml_aliases"].value
+
+        def _size(self, node) -> int:
+            """Nodes in ``node`` once every alias inside it is expanded (memoised)."""
+            known = self._sizes.get(id(node))
+            if known is not None:
+                return known
+            if isinstance(node, yaml.SequenceNode):
+                size = 1 + sum(self._size(c) for c in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
+            else:
+                size = 1
+            self._sizes[id(node)] = size
+            return size
+
+        def compose_node(self, parent, index):
+            if self.check_event(AliasEvent):
+                event = self.peek_event()
+                if event.anchor in self._open:
+                    raise InputError(f"the alias *{event.anchor} refers to a node that contains it "
+                                     "(a recursive structure)", line=event.start_mark.line + 1,
+                                     hint="write the value out, or refer to a node defined before")
+                node = self.anchors.get(event.anchor)
+                if node is not None:
+                    self._alias_nodes += self._size(node)
+                    if self._alias_nodes > self._max_alias:
+                        lim = MODEL_LIMITS["yaml_aliases"]
+                        raise InputError(
+                            f"YAML aliases here expand to more than {lim.show(self._max_alias)} "
+                            "(a \"billion laughs\" document?)", line=event.start_mark.line + 1,
+                            field=f"*{event.anchor}", hint="write the values out, or " + lim.hint())
+                return super().compose_node(parent, index)
+            event = self.peek_event()
+            nests = isinstance(event, (SequenceStartEvent, MappingStartEvent))
+            anchor = event.anchor if nests else None
+            if nests:
+                self._depth += 1
+                if self._depth > self._max_depth:
+                    lim = MODEL_LIMITS["yaml_depth"]
+                    raise InputError(f"nested more than {lim.show(self._max_depth)} deep",
+                                     line=event.start_mark.line + 1,
+                                     hint="no course file nests that deep; " + lim.hint())
+                if anchor is not None:
+                    self._open.add(anchor)
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                if nests:
+                    self._depth -= 1
+                    self._open.discard(anchor)
+            return node
 
     def construct_mapping(loader, node, deep=False):
+        own = {id(k) for k, _ in node.value}
         loader.flatten_mapping(node)
         out = LocatedDict()
         out.line = node.start_mark.line + 1
@@ -49,8 +128,17 @@ def _loader_class():
                 hash(key)
             except TypeError:
                 raise InputError("a mapping key must be a plain value", line=key_node.start_mark.line + 1)
+            line = key_node.start_mark.line + 1
+            if key in out and id(key_node) in own and out.own.get(key):
+                first = out.lines[key]
+                if loader.duplicates == "error":
+                    raise InputError(f"key {key!r} appears twice (lines {first} and {line}); YAML "
+                                     "keeps only the second, silently", line=line, field=str(key),
+                                     hint="remove one of them")
+                out.duplicates.setdefault(key, [first]).append(line)
             out[key] = loader.construct_object(value_node, deep=True)
-            out.lines[key] = key_node.start_mark.line + 1
+            out.lines[key] = line
+            out.own[key] = id(key_node) in own
         return out
 
     def construct_sequence(loader, node, deep=False):
@@ -64,7 +152,7 @@ def _loader_class():
     return Loader
 
 
-_LOADER = None
+_LOADERS: dict[str, type] = {}
 
 
 def _yaml_error(err, file: str | None) -> InputError:
@@ -75,39 +163,56 @@ def _yaml_error(err, file: str | None) -> InputError:
                       hint="check indentation and that every 'key: value' has a space after the colon")
 
 
-def load_all_text(text: str, *, file: str | None = None) -> list[Any]:
-    """Every document in ``text`` (multi-document YAML), with line information."""
+def load_all_text(text: str, *, file: str | None = None, duplicates: str = "error") -> list[Any]:
+    """Every document in ``text`` (multi-document YAML), with line information.
+
+    Nesting deeper than ``COURSELIB_MAX_YAML_DEPTH`` (100) levels and aliases expanding to more
+    than ``COURSELIB_MAX_YAML_ALIAS_NODES`` (10,000) nodes are refused with the line. A key that
+    appears twice in one mapping is an error naming both lines (``duplicates="error"``), or, with
+    ``duplicates="keep"``, recorded in the mapping's ``.duplicates`` (key -> lines) for readers
+    that report it as a finding (:func:`duplicate_keys`).
+    """
     import yaml
 
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = _loader_class()
+    if duplicates not in ("error", "keep"):
+        raise ValueError(f"duplicates={duplicates!r}")
+    loader_class = _LOADERS.get(duplicates)
+    if loader_class is None:
+        loader_class = type(f"Loader_{duplicates}", (_loader_class(),), {"duplicates": duplicates})
+        _LOADERS[duplicates] = loader_class
     try:
-        return list(yaml.load_all(text, Loader=_LOADER))
+        return list(yaml.load_all(text, Loader=loader_class))
     except yaml.YAMLError as err:
         raise _yaml_error(err, file) from None
     except InputError as err:
         raise err.located(file=file) from None
+    except RecursionError:
+        raise InputError("nested too deeply for this Python to read", file=file,
+                         hint=f"lower {MODEL_LIMITS['yaml_depth'].env}") from None
 
 
-def read_text(path) -> str:
-    """The text of ``path``, or a one-line error saying why it cannot be read."""
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path), hint="check the path") from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file", file=str(path)) from None
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text (byte {err.start})", file=str(path)) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from None
+def duplicate_keys(doc, path: str = "") -> list[tuple[str, Any, list[int]]]:
+    """``(where, key, lines)`` for every key given twice in ``doc`` (loaded with ``duplicates="keep"``)."""
+    out: list = []
+    if isinstance(doc, LocatedDict):
+        for key, lines in doc.duplicates.items():
+            out.append((f"{path}.{key}" if path else str(key), key, lines))
+        for key, value in doc.items():
+            out += duplicate_keys(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(doc, LocatedList):
+        for i, value in enumerate(doc):
+            out += duplicate_keys(value, f"{path}[{i}]")
+    return out
 
 
-def load_one(path) -> Any:
+def read_text(path, kind: str = "text") -> str:
+    """The text of ``path`` under the input policy for ``kind`` (:mod:`courselib.io.policy`)."""
+    return _policy_read_text(path, kind)
+
+
+def load_one(path, kind: str = "text") -> Any:
     """The single YAML document in ``path`` (an error if there are none or several)."""
-    docs = [d for d in load_all_text(read_text(path), file=str(path)) if d is not None]
+    docs = [d for d in load_all_text(read_text(path, kind), file=str(path)) if d is not None]
     if not docs:
         raise InputError("the file holds no YAML document", file=str(path))
     if len(docs) > 1:

@@ -607,11 +607,13 @@ def record(result: ReplayResult, path, *, workload_text: str, workload_file: str
     import json
     import platform
 
+    from courselib.io.policy import read_text
+
     path = Path(path)
     if path.exists():
         try:
-            ours = json.loads(path.read_text()).get("recorded_by") == RECORDED_BY
-        except ValueError:
+            ours = json.loads(read_text(path, "record")).get("recorded_by") == RECORDED_BY
+        except (ValueError, AttributeError, RecursionError, CourseError):
             ours = False
         if not ours:
             raise CourseError(f"{path} exists and was not written by a replay; not overwriting it",
@@ -648,9 +650,11 @@ def load_recorded(name_or_path) -> Recorded:
     from courselib.io.workload import parse_workload
     from courselib.io.yamlfile import load_all_text
 
+    from courselib.io.policy import read_text
+
     p = Path(str(name_or_path))
     if p.suffix == ".json":
-        text = p.read_text()
+        text = read_text(p, "record")
     else:
         text = resources.files("courselib.data").joinpath(f"recorded/slurm-{name_or_path}.json").read_text()
     data = json.loads(text)
