@@ -92,6 +92,45 @@ def test_score_adj_example(capsys):
     assert [c["oom_score_adj"] for c in pod["containers"]] == [875, 997]
 
 
+PLR_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: trainer}
+spec:
+  resources:                      # pod-level (Kubernetes v1.34+)
+    requests: {cpu: "2", memory: 8Gi}
+    limits: {cpu: "4", memory: 12Gi}
+  initContainers:
+  - name: proxy
+    restartPolicy: Always         # a sidecar
+    resources: {requests: {memory: 256Mi}}
+  containers:
+  - name: train
+    resources: {requests: {memory: 4Gi}}
+"""
+
+
+def test_pod_level_resources_are_read_and_scored_by_the_courses_kubelet(tmp_path, capsys):
+    (reading,) = read_pods_text(PLR_POD, file="t.yaml")
+    res = reading.pod.resources
+    assert (res.requests, res.limits) == ({"cpu": 2000, "memory": 8 * 2 ** 30}, {"cpu": 4000, "memory": 12 * 2 ** 30})
+    f = tmp_path / "t.yaml"
+    f.write_text(PLR_POD)
+    assert main(["oom", "score-adj", str(f), "--node-memory", "16Gi", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # unclaimed 8Gi - 4Gi - 256Mi shared by 2 containers; the sidecar capped at the trainer's score
+    share = (8 * 2 ** 30 - 4 * 2 ** 30 - 256 * 2 ** 20) // 2
+    train = 1000 - 1000 * (4 * 2 ** 30 + share) // (16 * 2 ** 30)
+    assert d["kubernetes"] == "1.37.2" and d["pods"][0]["qos"] == "Burstable"
+    assert [c["oom_score_adj"] for c in d["pods"][0]["containers"]] == [train, train]
+    # v1.31 knew neither pod-level resources nor the sidecar rule
+    assert main(["oom", "score-adj", str(f), "--node-memory", "16Gi", "--kubernetes", "1.31", "--json"]) == 0
+    old = json.loads(capsys.readouterr().out)["pods"][0]["containers"]
+    assert [c["oom_score_adj"] for c in old] == [1000 - 1000 * 4 * 2 ** 30 // (16 * 2 ** 30),
+                                                 1000 - 1000 * 256 * 2 ** 20 // (16 * 2 ** 30)]
+    assert main(["oom", "score-adj", str(f), "--node-memory", "16Gi", "--kubernetes", "1.12"]) == 2
+    assert "--kubernetes" in capsys.readouterr().err
+
+
 def test_bad_pod_quantity_is_located():
     text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: a\n" \
            "    resources:\n      limits: {memory: 2GB}\n"

@@ -248,6 +248,38 @@ def test_sidecar_never_above_smallest_regular_container():
     assert container_oom_score_adj(pod, side, 16 * GiB) == 750
 
 
+def test_the_course_follows_kubernetes_1_37_and_can_be_asked_for_an_older_kubelet():
+    from courselib.model.qos import KUBERNETES_VERSION, Resources, rules
+    assert KUBERNETES_VERSION == "1.37.2" and rules() == rules("v1.37.2")
+    app = c("app", req={"memory": 4 * GiB}, lim={"memory": 8 * GiB})
+    side = c("proxy", req={"memory": 64 * MiB}, sidecar=True)
+    pod = Pod("p", (app,), (side,))
+    # v1.31's policy.go has no sidecar rule: the sidecar scores by its own request
+    assert container_oom_score_adj(pod, side, 16 * GiB, rules("1.31")) == 1000 - 1000 * 64 * MiB // (16 * GiB)
+    assert container_oom_score_adj(pod, side, 16 * GiB, rules("1.32")) == 750
+    # pod-level resources: ignored while the gate is off (v1.33), they set the class from v1.34
+    plr = Pod("p", (c(),), resources=Resources({"cpu": 500, "memory": GiB}, {"cpu": 500, "memory": GiB}))
+    assert qos_class(plr, rules("1.33")) == BESTEFFORT
+    assert qos_class(plr, rules("1.34")) == GUARANTEED
+    # v1.37 (PodLevelResourcesFixKubeletQOSClass): empty pod-level resources fall back to the containers
+    empty = Pod("p", (c(lim={"cpu": 500, "memory": GiB}),), resources=Resources())
+    assert (qos_class(empty, rules("1.36")), qos_class(empty)) == (BESTEFFORT, GUARANTEED)
+    for bad in ("1.29", "2.0", "latest"):
+        with pytest.raises(ValueError):
+            rules(bad)
+
+
+def test_pod_level_memory_request_is_shared_by_the_containers():
+    # policy.go (v1.34+): the pod-level request no container claimed is split among all of them
+    from courselib.model.qos import Resources
+    a, b = c("a", req={"memory": GiB}), c("b")
+    pod = Pod("p", (a, b), resources=Resources({"memory": 3 * GiB}))
+    assert qos_class(pod) == BURSTABLE
+    # a: its own 1 GiB plus half of the 2 GiB no container claimed; b: the other half
+    assert container_oom_score_adj(pod, a, 16 * GiB) == 1000 - 1000 * 2 * GiB // (16 * GiB)
+    assert container_oom_score_adj(pod, b, 16 * GiB) == 1000 - 1000 * GiB // (16 * GiB)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 64 * GiB), st.integers(1, 64 * GiB))
 def test_burstable_adj_always_in_3_999(req, cap):

@@ -19,6 +19,8 @@ def register(subparsers) -> None:
     a.add_argument("pod", metavar="POD.yaml", help="a Pod, or a workload with a pod template")
     a.add_argument("--node-memory", required=True, metavar="SIZE",
                    help="the node's memory capacity, e.g. 16Gi (machine capacity, not allocatable)")
+    a.add_argument("--kubernetes", metavar="VERSION", default=None,
+                   help="the kubelet's version, 1.30 to 1.37 (default: the course's, 1.37.2)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_score_adj)
 
@@ -74,24 +76,28 @@ def cmd_simulate(args) -> int:
 def cmd_score_adj(args) -> int:
     from courselib.cli.main import print_json
     from courselib.io.pod import read_pods
-    from courselib.model.qos import pod_oom_score_adj
+    from courselib.model.qos import KUBERNETES_VERSION, pod_oom_score_adj, rules
 
     capacity = parse_memory(args.node_memory, field="--node-memory")
     if capacity <= 0:
         raise InputError("must be positive", field="--node-memory")
+    try:
+        kubelet = rules(args.kubernetes or KUBERNETES_VERSION)
+    except ValueError as err:
+        raise InputError(str(err), field="--kubernetes", hint="give e.g. --kubernetes 1.31") from None
     rows = []
     for r in read_pods(args.pod):
-        qos, adjs = pod_oom_score_adj(r.pod, capacity)
+        qos, adjs = pod_oom_score_adj(r.pod, capacity, kubelet)
         rows.append({"kind": r.kind, "name": r.name, "template": r.where, "line": r.line,
                      "qos": qos, "priorityClassName": r.pod.priority_class_name,
                      "containers": [{"name": a.name, "init": a.init, "oom_score_adj": a.oom_score_adj}
                                     for a in adjs]})
     if args.json:
-        print_json({"node_memory": capacity, "pods": rows})
+        print_json({"node_memory": capacity, "kubernetes": kubelet.version, "pods": rows})
         return 0
     for row in rows:
         print(f"{row['kind']} {row['name']} ({row['template']}): QoS {row['qos']}, "
-              f"node memory {format_bytes(capacity)}")
+              f"node memory {format_bytes(capacity)}, kubelet v{kubelet.version}")
         for c in row["containers"]:
             print(f"  {c['name']:<24} oom_score_adj {c['oom_score_adj']:>5}" + ("  (init)" if c["init"] else ""))
     return 0

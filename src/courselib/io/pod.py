@@ -3,8 +3,9 @@
 Accepts a Pod, or any workload that carries a pod template: ``spec.template`` (Job,
 Deployment, StatefulSet, ReplicaSet, DaemonSet), ``spec.jobTemplate.spec.template`` (CronJob),
 ``spec.tasks[].template`` (Volcano Job) and ``spec.<x>ReplicaSpecs.<role>.template`` (Kubeflow).
-Reads each container's cpu/memory ``requests`` and ``limits`` and the pod's
-``priorityClassName``; a bad quantity or a missing ``containers`` list is one located line.
+Reads each container's cpu/memory ``requests`` and ``limits``, the pod-level ``spec.resources``
+(Kubernetes v1.34+) and the pod's ``priorityClassName``; a bad quantity or a missing
+``containers`` list is one located line.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fractions import Fraction
 
 from courselib.errors import InputError
 from courselib.io.yamlfile import load_all_text, read_text
-from courselib.model.qos import Container, Pod
+from courselib.model.qos import Container, Pod, Resources
 
 _SUFFIX = {
     "n": Fraction(1, 10 ** 9), "u": Fraction(1, 10 ** 6), "m": Fraction(1, 1000), "": Fraction(1),
@@ -110,9 +111,17 @@ def _pod(spec, *, file: str, where: str, name: str) -> Pod:
                          line=getattr(spec, "line", None), field=f"{where}.containers",
                          hint="add 'containers: [{name: app, image: ..., resources: ...}]'")
     pcn = spec.get("priorityClassName")
+    pod_resources = None
+    if spec.get("resources") is not None:   # pod-level resources: {} is set but empty
+        requests, limits = _resources(spec, file=file, where=where)
+        blocks = [spec["resources"].get(k) for k in ("requests", "limits")] \
+            if isinstance(spec["resources"], dict) else []
+        huge = frozenset(str(n) for b in blocks if isinstance(b, dict) for n in b
+                         if str(n).startswith("hugepages-"))
+        pod_resources = Resources(requests, limits, huge)
     return Pod(name, _containers(spec, "containers", file=file, where=where),
                _containers(spec, "initContainers", file=file, where=where),
-               str(pcn) if pcn is not None else None)
+               str(pcn) if pcn is not None else None, pod_resources)
 
 
 def _templates(doc: dict) -> list[tuple[str, object]]:
