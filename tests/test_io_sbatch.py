@@ -117,7 +117,45 @@ def test_gpu_derivations():
     default = parse_sbatch(script("#SBATCH --gres=gpu:8"))
     assert default.total_gpus is None and "would give 8" in default.total_gpus_reason
     cpu = parse_sbatch(script("#SBATCH -N 1"))
-    assert cpu.gpus_per_node is None and cpu.total_gpus_reason == "the script requests no GPUs"
+    assert (cpu.gpus_per_node, cpu.total_gpus, cpu.total_gpus_reason) == (None, 0, None)
+
+
+# A CPU-only preprocessing job and a heterogeneous job (written for these tests): a job that asks
+# for no GPU holds none (0, not unknown); a het job's components are separate allocations whose
+# nodes and GPUs add up (sbatch(1) HETEROGENEOUS JOB SUPPORT), not the first component's.
+CPU_ONLY = """#!/bin/bash
+#SBATCH --job-name=tokenize
+#SBATCH --nodes=3
+#SBATCH --ntasks-per-node=32
+#SBATCH --time=02:00:00
+srun python tokenize.py
+"""
+HET = """#!/bin/bash
+#SBATCH --job-name=train-and-serve-data
+#SBATCH --time=12:00:00
+#SBATCH --nodes=4 --gpus-per-node=8 --partition=gpu
+#SBATCH hetjob
+#SBATCH --nodes=2 --partition=cpu --ntasks-per-node=16
+#SBATCH hetjob
+#SBATCH --nodes=1 --gres=gpu:2 --partition=gpu
+srun --het-group=0 python train.py : --het-group=1 python loader.py : --het-group=2 python eval.py
+"""
+
+
+def test_cpu_only_job_holds_zero_gpus_and_hetjob_totals_add_up(tmp_path):
+    from courselib.io.sbatch import to_job
+    (tmp_path / "tokenize.sbatch").write_text(CPU_ONLY)
+    (tmp_path / "het.sbatch").write_text(HET)
+    cpu = read_sbatch(tmp_path / "tokenize.sbatch")
+    assert (cpu.nodes, cpu.total_gpus, cpu.to_dict()["total_gpus"]) == (3, 0, 0)
+    job = to_job(cpu)                     # a gang of 3 pods with no GPUs, not "GPUs per node unknown"
+    assert (job.pods, job.gpus_per_pod, job.gpus) == (3, 0, 0)
+    het = read_sbatch(tmp_path / "het.sbatch")
+    assert [c.nodes for c in het.components] == [4, 2, 1]
+    assert (het.nodes, het.total_gpus, het.gpus_per_node) == (7, 34, 8)
+    assert [c.total_gpus for c in het.components] == [32, 0, 2]
+    unknown = parse_sbatch(script("#SBATCH -N 2 --gpus-per-node=4", "#SBATCH hetjob", "#SBATCH -n 8"))
+    assert unknown.nodes is None           # the second component's node count is not in the script
 
 
 def test_array_and_constraint_expressions():

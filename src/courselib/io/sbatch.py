@@ -202,14 +202,18 @@ class SbatchReading:
     old_magic_lines: tuple[int, ...] = ()          # "#SLURM" directives
     hidden_separator_lines: tuple[int, ...] = ()   # "hetjob" inside a value or comment
 
-    # The first component answers the job-level questions (Slurm's het-job leader).
+    # The first component answers the per-node questions (Slurm's het-job leader); counts that
+    # belong to the whole job (nodes, GPUs) add up over the components.
     @property
     def leader(self) -> SbatchComponent:
         return self.components[0]
 
     @property
     def nodes(self) -> int | None:
-        return self.leader.nodes
+        """The job's nodes: a heterogeneous job's components are separate allocations (sbatch(1)
+        HETEROGENEOUS JOB SUPPORT), so they add up; ``None`` if a component's count is not set."""
+        counts = [c.nodes for c in self.components]
+        return None if any(n is None for n in counts) else sum(counts)
 
     @property
     def gpus_per_node(self) -> int | None:
@@ -217,13 +221,9 @@ class SbatchReading:
 
     @property
     def total_gpus(self) -> int | None:
-        if len(self.components) > 1:
-            asking = [c for c in self.components if c.gpu_sources]
-            if not asking:
-                return None
-            totals = [c.total_gpus for c in asking]
-            return None if any(t is None for t in totals) else sum(totals)
-        return self.leader.total_gpus
+        """The job's GPUs: 0 for a CPU-only job, the sum over a heterogeneous job's components."""
+        totals = [c.total_gpus for c in self.components]
+        return None if any(t is None for t in totals) else sum(totals)
 
     @property
     def total_gpus_reason(self) -> str | None:
@@ -757,9 +757,9 @@ def _component(index: int, opts, first_line: int, fail) -> SbatchComponent:
 
     total: int | None = None
     job_total = next((s for s in sources if s.per == "job"), None)
-    if not sources:
-        reason = "the script requests no GPUs"
-        total = None
+    if not sources:        # a CPU-only job: it asks for no GPUs, so it holds none
+        reason = None
+        total = 0
     elif job_total is not None:
         total = job_total.count
         reason = None
@@ -936,7 +936,8 @@ def to_job(reading: SbatchReading, *, duration: float | None = None, submit: flo
         raise InputError("the node count is not in the script", field="--nodes",
                          hint="add '#SBATCH --nodes=N' (or pass the count when you convert)",
                          file=reading.file, line=c.first_line or None)
-    if c.gpus_per_node is None:
+    gpus_per_node = 0 if not c.gpu_sources else c.gpus_per_node    # a CPU-only job
+    if gpus_per_node is None:
         raise InputError(f"GPUs per node unknown: {c.total_gpus_reason}", field="--gpus-per-node",
                          file=reading.file, line=c.first_line or None,
                          hint="add '#SBATCH --gpus-per-node=G'")
@@ -949,7 +950,7 @@ def to_job(reading: SbatchReading, *, duration: float | None = None, submit: flo
                              file=reading.file, line=c.line_of("time") or c.first_line or None)
         duration = limit
     job_name = name or reading.job_name or (Path(reading.file).stem if reading.file else "sbatch-job")
-    return Job(name=job_name, pods=c.nodes, gpus_per_pod=c.gpus_per_node, submit=submit,
+    return Job(name=job_name, pods=c.nodes, gpus_per_pod=gpus_per_node, submit=submit,
                duration=duration, priority=priority, constraint=c.constraint,
                exclusive=c.exclusive, time_limit=limit,
                queue=c.partition or "default")
