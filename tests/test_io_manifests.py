@@ -231,3 +231,50 @@ def test_what_counts_as_a_topology_constraint(extra, topo):
             "    spec:\n" + extra + "      containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 8}}}]\n",
             validate=False)
     assert r.pod_sets[0].has_topology_constraint is topo
+
+
+# --- Kueue plain pod group (written for this test) -----------------------------------------------
+# Pods sharing the label kueue.x-k8s.io/pod-group-name form one Workload of the size the annotation
+# kueue.x-k8s.io/pod-group-total-count gives (Kueue v0.17.0 pod_webhook.go validatePodGroupMetadata,
+# pod_controller.go groupTotalCount): a gang of 3, not three gangs of 1.
+POD_GROUP = "".join(f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ranks-{i}
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+    kueue.x-k8s.io/pod-group-name: ranks
+  annotations:
+    kueue.x-k8s.io/pod-group-total-count: "3"
+spec:
+  restartPolicy: Never
+  containers:
+  - name: train
+    image: trainer:1
+    resources: {{limits: {{nvidia.com/gpu: 4, memory: 64Gi}}}}
+""" for i in range(3))
+
+
+def test_kueue_plain_pod_group_is_one_gang_of_its_total_count():
+    from courselib.io.manifests import lint_manifests, to_job
+    docs = read_manifests_text(POD_GROUP, file="group.yaml")
+    assert [(d.gang_size, d.queue, d.pods, d.total_gpus) for d in docs] == [(3, "team-a", 1, 4)] * 3
+    assert docs[0].gang_rule.startswith("Kueue pod group 'ranks'") and docs[0].gang_line == 10
+    job = to_job(docs[0], duration=600)
+    assert (job.pods, job.gpus_per_pod, job.min_member, job.queue) == (3, 4, 3, "team-a")
+    assert not [f for f in lint_manifests(docs) if f.code == "K006"]
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda t: t.replace('    kueue.x-k8s.io/pod-group-total-count: "3"\n', "    x: y\n"), "both the label"),
+    (lambda t: t.replace("    kueue.x-k8s.io/pod-group-name: ranks\n", ""), "both the label"),
+    (lambda t: t.replace('total-count: "3"', 'total-count: "0"'), "at least 1"),
+    (lambda t: t.replace('total-count: "3"', 'total-count: "three"'), "whole number"),
+])
+def test_a_half_declared_pod_group_is_a_located_problem_and_stays_a_single_pod(edit, problem):
+    first = POD_GROUP.split("---\n")[1]
+    r = one(edit(first))
+    assert r.gang_size == 1 and r.gang_rule == "a single pod"
+    assert any(problem in m for _, _, m in r.problems), r.problems
+    assert all(ln is not None for ln, _, _ in r.problems)

@@ -2,7 +2,7 @@
 
 For every document: its kind, the **gang size and the rule it came from** (Volcano
 ``spec.minAvailable``, PodGroup ``spec.minMember``, a Job's ``spec.parallelism``, the sum of a
-Kubeflow job's replicas), GPUs per pod (per task / replica type), total GPUs, the memory limit per
+Kubeflow job's replicas, a Kueue pod group's ``kueue.x-k8s.io/pod-group-total-count``), GPUs per pod (per task / replica type), total GPUs, the memory limit per
 pod, and the queue (Volcano ``spec.queue`` or annotation, Kueue label
 ``kueue.x-k8s.io/queue-name``). Sources: FACTS §3.1 (Volcano), §3.2 (Kueue), §3.3.
 
@@ -23,6 +23,11 @@ from courselib.units import parse_memory
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "habana.ai/gaudi")
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue's plain pod group: pods that share this label form one Workload of the annotated size
+# (sigs.k8s.io/kueue v0.17.0 pkg/controller/jobs/pod/constants/constants.go GroupNameLabel,
+# GroupTotalCountAnnotation; pod_webhook.go validatePodGroupMetadata wants both)
+KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"           # what the Volcano scheduler reads
 VOLCANO_GROUP_ANNOTATION = "scheduling.volcano.sh/group-name"  # a constant + vGPU fallback only
@@ -444,6 +449,21 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
         if kind == "Pod":
             pod_sets.append(_pod_set("pod", 1, None, doc, problems, templates, "pod"))
             gang_size, gang_rule = 1, "a single pod"
+            group, count = dict(labels).get(KUEUE_POD_GROUP_LABEL), dict(annotations).get(KUEUE_POD_GROUP_COUNT)
+            if group is not None or count is not None:
+                n, nl, _ = _int_field(meta.get("annotations"), KUEUE_POD_GROUP_COUNT, problems,
+                                      "metadata.annotations", templates)
+                if group is None or count is None:
+                    problems.append((_line(meta, "labels" if group is None else "annotations"),
+                                     "metadata", f"Kueue wants both the label {KUEUE_POD_GROUP_LABEL} "
+                                     f"and the annotation {KUEUE_POD_GROUP_COUNT}: its webhook "
+                                     "rejects a pod with only one"))
+                elif n is not None and n < 1:
+                    problems.append((nl, f"metadata.annotations.{KUEUE_POD_GROUP_COUNT}",
+                                     "a pod group's total count must be at least 1"))
+                elif n is not None:
+                    gang_size, gang_line = n, nl
+                    gang_rule = f"Kueue pod group {group!r}: annotation {KUEUE_POD_GROUP_COUNT}"
         elif kind == "Job":
             par, pl, present = _int_field(spec, "parallelism", problems, "spec", templates)
             if not present:
@@ -829,6 +849,8 @@ def _gang_mechanism(r: ManifestReading) -> str | None:
         return "kubeflow"
     if r.queue and r.queue_source and "kueue" in r.queue_source:
         return "kueue"
+    if r.gang_rule.startswith("Kueue pod group"):
+        return "kueue"
     return None
 
 
@@ -866,6 +888,8 @@ def to_job(reading: ManifestReading, *, duration: float, submit: float = 0.0, pr
     min_member = None
     if reading.gang_size is not None and reading.gang_rule.startswith(("spec.min", "spec.runPolicy")):
         min_member = max(1, min(pods, reading.gang_size - others))
+    if reading.gang_size is not None and reading.gang_rule.startswith("Kueue pod group"):
+        pods = min_member = reading.gang_size   # the group's pods, each like this one
     mems = [p.memory_limit for p in gpu_sets if p.memory_limit is not None]
     return Job(name=reading.name or f"doc{reading.doc_index}", pods=pods, gpus_per_pod=gpus,
                submit=submit, duration=duration, min_member=min_member, priority=priority,
