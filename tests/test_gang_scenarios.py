@@ -105,6 +105,23 @@ def test_min_member_below_pods_trains_with_min_member_ranks():
     assert r.job("elastic").start == 0 and r.job("elastic").gpus_held_max == 6
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_volcano_a_job_that_reached_min_member_goes_back_behind_a_job_not_ready(reference):
+    """allocate.go allocateResourcesForTasks: a job ready with tasks left breaks and is pushed back;
+    gang's JobOrderFn puts a job not yet ready first. The elastic job does not take every GPU it
+    could before the gang behind it has its minMember (it did, before: the gang waited 30 min)."""
+    w = Workload(ClusterSpec(8, 8), [Job("elastic", 28, 1, duration=1800, min_member=7),
+                                     Job("gang", 46, 1, duration=7200)])
+    r = simulate(w, "volcano", check=True, reference=reference)
+    assert (r.job("elastic").start, r.job("gang").start) == (0, 0)
+    assert r.job("elastic").gpus_held_max == 64 - 46
+    # two elastic jobs on one node share it pod by pod (upstream "two Jobs on one node")
+    two = Workload(ClusterSpec(1, 4), [Job("a", 4, 1, duration=60, min_member=1),
+                                       Job("b", 4, 1, duration=60, min_member=1)])
+    r2 = simulate(two, "volcano", horizon=1, reference=reference)
+    assert [e.what.split(":")[0] for e in r2.trace if e.what.startswith("bound")] == ["bound 2 pods"] * 2
+
+
 # ---- Kueue ---------------------------------------------------------------------------------------
 def test_kueue_requeue_backoff_doubles_from_60s_to_3600s():
     """FACTS §3.2 setup_wait_for_pods_ready.md L112-118: ~60, 120, 240, ..., 3600, ..., 3600 s."""

@@ -13,23 +13,34 @@ One scheduling session per cycle, with the default actions ``enqueue, allocate``
      "queue resource quota insufficient".
 
    ``minReq`` is the PodGroup's minResources: ``min_member × gpus_per_pod`` GPUs.
-2. **allocate** — for each Inqueue job in priority order, place tasks on nodes inside a
-   Statement; ``stmt.Commit()`` only ``if ssn.JobReady(job)``, i.e. at least ``minMember``
-   tasks placed (``allocate.go`` L343); otherwise ``stmt.Discard()`` (L865): nothing is bound.
-   The PodGroup then carries ``Unschedulable``/``NotEnoughResources`` with the message
-   "U/N tasks in gang unschedulable" (``gang.go`` L229–290).
+2. **allocate** — pop the first Inqueue job (the session's ``JobOrderFn``), place its tasks on
+   nodes inside a Statement; ``stmt.Commit()`` only ``if ssn.JobReady(job)``, i.e. at least
+   ``minMember`` tasks placed (``allocate.go`` L343); otherwise ``stmt.Discard()`` (L865):
+   nothing is bound. The PodGroup then carries ``Unschedulable``/``NotEnoughResources`` with the
+   message "U/N tasks in gang unschedulable" (``gang.go`` L229–290). A job that *reaches*
+   ``minMember`` with tasks left stops there and goes back into the queue
+   (``allocateResourcesForTasks``: ``if ssn.JobReady(job) && !tasks.Empty() { break }``, then
+   ``if tasks.Len() > 0 { jobs.Push(job) }``); a ready job places one task per turn. So two
+   elastic jobs competing for one node interleave, one pod each, instead of the first taking
+   every pod it can (upstream ``allocate_test.go`` "two Jobs on one node", in ``tests/upstream``).
+   ``JobOrderFn`` of the default tiers: ``priority`` (higher first), ``gang`` (a job not yet ready
+   before a ready one), ``drf`` (the smaller share first — here the GPUs it holds), then
+   creation time. Queue order (``proportion``'s ``QueueOrderFn``) is not modelled: one job order
+   spans the queues.
 
 Nodes are chosen best-fit (fewest free GPUs that fit: the ``binpack`` plugin's effect), ties
 to the lowest index — a modelling choice.
 
 Two paths, one behaviour: the reference cycle re-sorts every job and re-sums the Inqueue
-minResources for every candidate (O(jobs²) per cycle); the fast cycle keeps the Pending and the
-still-placing PodGroups in two lists already in priority order and the sums as running totals,
-so a cycle costs O(PodGroups waiting), not O(jobs ever submitted).
+minResources for every candidate (O(jobs²) per cycle), and places a ready job's tasks one turn at
+a time; the fast cycle keeps the Pending and the still-placing PodGroups in two lists already in
+priority order and the sums as running totals, and gives a ready job in one turn the tasks it
+would win turn after turn, so a cycle costs O(PodGroups waiting), not O(jobs ever submitted).
 """
 from __future__ import annotations
 
 from bisect import insort
+from heapq import heapify, heappop, heappush
 
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies import Policy
@@ -108,26 +119,51 @@ class Volcano(Policy):
             state.log(run.name, f"PodGroup Inqueue (minResources {min_req} GPUs)")
 
     def _allocate(self, state: SchedState, order: list[JobRun]) -> None:
-        for run in order:
-            if self.phase[run.name] == PENDING_PG:
-                continue
-            self._allocate_one(state, run)
+        self._session(state, [r for r in order if self.phase[r.name] != PENDING_PG
+                              and state.bound(r) < r.job.pods], batch=False)
 
-    def _allocate_one(self, state: SchedState, run: JobRun) -> None:
-        """Place ``run``'s tasks: all-or-nothing up to ``minMember``, then the rest as they fit."""
-        job, bound = run.job, state.bound(run)
-        if bound >= job.pods:
-            return
-        if bound >= job.min_member:  # JobReady already: extra tasks bind as they fit
-            state.place(run, job.pods - bound)
-            return
-        if state.place_all_or_nothing(run, job.min_member - bound):
-            state.place(run, job.pods - job.min_member)
-            self._set_phase(run, RUNNING_PG)
-            state.set_reason(run, None)
-        else:
-            state.set_reason(run, f"Unschedulable/NotEnoughResources: {job.pods - bound}/{job.pods} "
-                                  "tasks in gang unschedulable")
+    def _key(self, state: SchedState, run: JobRun) -> tuple:
+        """``JobOrderFn``: priority, then not-ready before ready (gang), then the smaller held
+        share (drf), then creation; ``seq`` last, so no two keys are equal."""
+        job = run.job
+        return (-job.priority, state.bound(run) >= job.min_member, state.held(run), job.submit,
+                run.seq)
+
+    def _session(self, state: SchedState, runs: list[JobRun], *, batch: bool) -> None:
+        """One allocate action: pop the first job, place tasks until it is ready (all or
+        nothing), or one task if it already is; a job with tasks left goes back into the queue.
+        ``batch``: a ready job takes at once the tasks it would win in consecutive turns."""
+        heap = [(self._key(state, r), r) for r in runs]
+        heapify(heap)
+        while heap:
+            key, run = heappop(heap)
+            job, bound = run.job, state.bound(run)
+            if bound < job.min_member:
+                if not state.place_all_or_nothing(run, job.min_member - bound):
+                    state.set_reason(run, f"Unschedulable/NotEnoughResources: {job.pods - bound}/"
+                                          f"{job.pods} tasks in gang unschedulable")
+                    continue
+                self._set_phase(run, RUNNING_PG)
+                state.set_reason(run, None)
+            else:
+                want = self._turns(key, heap[0][0] if heap else None, job, job.pods - bound) \
+                    if batch else 1
+                if state.place(run, want) < want:    # no node takes another task: done for now
+                    continue
+            if state.bound(run) < job.pods:
+                heappush(heap, (self._key(state, run), run))
+
+    @staticmethod
+    def _turns(key: tuple, rival: tuple | None, job, left: int) -> int:
+        """How many turns in a row a ready job with ``key`` wins before ``rival`` does: each task
+        adds ``gpus_per_pod`` to its held share, the only part of the key that moves."""
+        if rival is None or key[:2] < rival[:2] or job.gpus_per_pod == 0:
+            return left
+        gap = rival[2] - key[2]                     # held GPUs it may grow by and stay first
+        turns = -(-gap // job.gpus_per_pod)         # held + m*g < rival's held
+        if gap % job.gpus_per_pod == 0 and key[3:] < rival[3:]:
+            turns += 1                              # ... or equal, and created earlier
+        return max(1, min(left, turns))
 
     def _set_phase(self, run: JobRun, phase: str) -> None:
         """Change a PodGroup's phase, keeping the Inqueue minResources totals."""
@@ -167,15 +203,9 @@ class Volcano(Policy):
         return True
 
     def _allocate_fast(self, state: SchedState) -> None:
-        still = []
-        for entry in self._placing:
-            run = entry[-1]
-            if run.finished:
-                continue
-            self._allocate_one(state, run)
-            if state.bound(run) < run.job.pods:
-                still.append(entry)
-        self._placing = still
+        live = [e for e in self._placing if not e[-1].finished]
+        self._session(state, [e[-1] for e in live if state.bound(e[-1]) < e[-1].job.pods], batch=True)
+        self._placing = [e for e in live if state.bound(e[-1]) < e[-1].job.pods]
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         if self.phase.get(run.name) == INQUEUE_PG:
