@@ -160,6 +160,21 @@ def test_kueue_cohort_borrowing_matches_the_docs_example():
     assert simulate(Workload(w.cluster, w.jobs, limited), "kueue", horizon=600).job("x").start is None
 
 
+def test_kueue_quota_one_queue_borrowed_is_gone_from_the_cohort_for_everyone():
+    """Kueue v0.17.0 resource_node.go available(): cq1 borrowed 6 of the cohort's 30, so cq2 can
+    borrow 4 more, not 10 (courselib admitted the second 16-GPU workload before: over-admission;
+    upstream scheduler_test.go "only one workload can borrow ... if cohort quota cannot fit")."""
+    queues = [Queue(f"cq{i}", 10, cohort="co", borrowing_limit=10) for i in (1, 2, 3)]
+    w = Workload(ClusterSpec(8, 8), [Job("wl1", 2, 8, duration=600, queue="cq1", priority=1),
+                                     Job("wl2", 2, 8, duration=600, queue="cq2")], queues)
+    r = simulate(w, "kueue", horizon=60)
+    assert r.job("wl1").start == 0 and r.job("wl2").start is None
+    assert r.job("wl2").pending_reason.endswith("ClusterQueue cq2, 2 more needed")
+    never = Workload(w.cluster, [Job("huge", 5, 8, duration=600, queue="cq1")], queues)
+    assert simulate(never, "kueue", horizon=60).job("huge").pending_reason.endswith(
+        "request (40) > maximum capacity (20)")
+
+
 # ---- Slurm ---------------------------------------------------------------------------------------
 def test_slurm_backfill_with_reservations():
     """FACTS §3.4 sched_config.shtml L68/L83/L88: start lower-priority jobs only if no reservation moves."""

@@ -3,7 +3,9 @@
 - **Admission** reserves quota for the *whole* Workload or not at all (``all_or_nothing.md``
   L17–19). A podset fits if its GPUs ≤ the ClusterQueue's unused ``nominalQuota`` (1), or ≤
   the cohort's unused quota (2) **and** ≤ unused ``nominalQuota + borrowingLimit`` (3)
-  (``cluster_queue.md`` L229–241); other queues lend at most their ``lendingLimit``. A queue
+  (``cluster_queue.md`` L229–241); other queues lend at most their ``lendingLimit``. The
+  arithmetic is Kueue v0.17.0's own (:meth:`Kueue.available`): quota one queue has borrowed is
+  gone from the cohort for everyone, and a request above the maximum capacity is told so. A queue
   not declared in the workload has the whole cluster as its nominal quota.
 - **No placement check**: an admitted workload's pods are created and bound one by one by the
   default scheduler (``kube-default``); quota is not placement (``all_or_nothing.md`` L35–37),
@@ -97,28 +99,52 @@ class Kueue(Policy):
             sign = 1
         self._usage[run.job.queue] = self._usage.get(run.job.queue, 0) + sign * run.job.gpus
 
-    def fits_quota(self, state: SchedState, run: JobRun) -> tuple[bool, int]:
-        """(fits?, GPUs more needed) for ``run``'s whole podset in its ClusterQueue."""
-        qname, need = run.job.queue, run.job.gpus
-        own_free = self.nominal(state, qname) - self.usage(qname)
-        if need <= own_free:
-            return True, 0
-        spec = self.workload.queue(qname)
+    def _local(self, state: SchedState, queue: str) -> int:
+        """``localQuota``: the part of a queue's nominal quota its ``lendingLimit`` keeps from the
+        cohort (``pkg/cache/scheduler/resource_node.go``)."""
+        lending = self.workload.queue(queue).lending_limit
+        return 0 if lending is None else max(0, self.nominal(state, queue) - lending)
+
+    def _cohort(self, state: SchedState, cohort: str) -> tuple[int, int]:
+        """(``SubtreeQuota``, ``Usage``) of a cohort: what its queues lend, and what they use
+        beyond what they keep for themselves."""
+        quota = used = 0
+        for q in self._queue_names:
+            if self.workload.queue(q).cohort == cohort:
+                local = self._local(state, q)
+                quota += self.nominal(state, q) - local
+                used += max(0, self.usage(q) - local)
+        return quota, used
+
+    def available(self, state: SchedState, queue: str) -> tuple[int, int]:
+        """(``Available``, ``PotentialAvailable``) GPUs for ``queue``, as Kueue v0.17.0 computes them
+        for a ClusterQueue in a flat cohort (``pkg/cache/scheduler/resource_node.go`` ``available``,
+        ``potentialAvailable``): its own unused kept quota, plus what the cohort has left, capped by
+        its ``borrowingLimit``; the potential is the same with nothing in use."""
+        spec, nominal, usage = self.workload.queue(queue), self.nominal(state, queue), self.usage(queue)
         if spec.cohort is None:
-            return False, need - max(0, own_free)
-        lend = 0
-        for other in self._queue_names:
-            o = self.workload.queue(other)
-            if other == qname or o.cohort != spec.cohort:
-                continue
-            unused = max(0, self.nominal(state, other) - self.usage(other))
-            lend += unused if o.lending_limit is None else min(unused, o.lending_limit)
-        borrow = need - max(0, own_free)
-        limit_ok = spec.borrowing_limit is None or \
-            self.usage(qname) + need <= self.nominal(state, qname) + spec.borrowing_limit
-        if borrow <= lend and limit_ok:
-            return True, 0
-        return False, borrow - lend if borrow > lend else need
+            return nominal - usage, nominal
+        quota, used = self._cohort(state, spec.cohort)
+        local = self._local(state, queue)
+        parent, potential = quota - used, local + quota
+        if spec.borrowing_limit is not None:
+            parent = min(parent, nominal - local - max(0, usage - local) + spec.borrowing_limit)
+            potential = min(potential, nominal + spec.borrowing_limit)
+        return max(0, local - usage) + parent, potential
+
+    def fits_quota(self, state: SchedState, run: JobRun) -> tuple[bool, str | None]:
+        """Whether ``run``'s whole podset fits its ClusterQueue now, and if not, Kueue's reason
+        (``flavorassigner.go`` ``fitsResourceQuota``): a request above the maximum capacity can
+        never fit; otherwise so many GPUs more are needed."""
+        need = run.job.gpus
+        avail, potential = self.available(state, run.job.queue)
+        if need > potential:
+            return False, (f"insufficient quota for nvidia.com/gpu in ClusterQueue {run.job.queue}: "
+                           f"request ({need}) > maximum capacity ({potential})")
+        if need <= avail:
+            return True, None
+        return False, (f"insufficient unused quota for nvidia.com/gpu in ClusterQueue "
+                       f"{run.job.queue}, {need - avail} more needed")
 
     # ---- cycle -------------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
@@ -165,10 +191,9 @@ class Kueue(Policy):
                     r.state != RUNNING for r in self.workloads if r.name in self.admitted and not r.finished)):
                 state.set_reason(run, "Pending: admission blocked until admitted workloads have PodsReady")
                 continue
-            ok, more = self.fits_quota(state, run)
+            ok, why = self.fits_quota(state, run)
             if not ok:
-                state.set_reason(run, f"Pending: insufficient unused quota for nvidia.com/gpu in "
-                                      f"ClusterQueue {run.job.queue}, {more} more needed")
+                state.set_reason(run, f"Pending: {why}")
                 continue
             self._set_admitted(run, state.now)
             blocked = True  # the workload just admitted is not ready yet
