@@ -1,9 +1,9 @@
 """``courselib labs build`` and ``courselib grade``: make the student labs, and grade one.
 
 ``labs build`` writes ``labs/*.ipynb`` from ``solutions/*.ipynb`` (answers replaced by stubs;
-``--check`` only compares and exits 1 when labs/ is out of date). ``grade`` executes a copy of a
-lab and prints each question's points and feedback; it exits 0 whenever grading ran (the score is
-the result) and 2 when the file cannot be read.
+``--check`` only compares and exits 1 when labs/ is out of date). ``grade`` scores a lab's answers
+with the instructor's checks (:mod:`courselib.grading.grade`) and prints each question's points and
+feedback; it exits 0 whenever grading ran (the score is the result) and 2 when an input cannot be read.
 """
 from __future__ import annotations
 
@@ -22,12 +22,24 @@ def register(subparsers) -> None:
     b.set_defaults(func=_build)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
-    g = subparsers.add_parser("grade", help="grade a lab: run a copy, print each question's points and feedback",
-                              description="Executes a copy of LAB (never the file itself) and scores each "
-                                          "question's check cell. Exit 0 when grading ran, 2 if LAB is unreadable.")
+    g = subparsers.add_parser("grade", help="grade a lab against the instructor's checks: points and feedback",
+                              description="Runs the student's answers from LAB in a separate, isolated process "
+                                          "and scores them with the checks of the instructor's source "
+                                          "(solutions/ or labs/manifest.json), never with the notebook's own "
+                                          "cells. Written answers are reported as needing manual grading. "
+                                          "Exit 0 when grading ran, 2 if an input is unreadable.")
     g.add_argument("lab", metavar="LAB.ipynb", help="a lab from labs/ (or a solution from solutions/)")
+    g.add_argument("--source", metavar="PATH", help="the instructor's source: a solutions/ notebook or folder, "
+                                                    "or a manifest.json (default: solutions/, then labs/manifest.json)")
+    g.add_argument("--hidden", metavar="DIR", help="also run the hidden checks of DIR/LAB.ipynb (the instructor's "
+                                                   "notebooks, e.g. solutions/; never in the student template)")
     g.add_argument("--json", action="store_true", help="print one JSON document")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell (default 60)")
+    g.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds allowed per cell or call of the student's code (default 30)")
+    g.add_argument("--grace", type=float, default=5.0,
+                   help="seconds an interrupted cell has before it is killed (default 5)")
+    g.add_argument("--time-limit", type=float, default=600.0,
+                   help="wall-clock seconds for the whole grading (default 600)")
     g.add_argument("--json-file", metavar="PATH", help="also write the JSON report to PATH (CI: grade once, "
                                                        "print the text, keep the data); refuses to overwrite LAB")
     g.set_defaults(func=_grade)
@@ -57,19 +69,25 @@ def _build(args) -> int:
 
 
 def _grade(args) -> int:
+    import json
+    import os
+
     from courselib.cli.main import print_json
+    from courselib.errors import InputError
     from courselib.grading import grade
 
-    from courselib.errors import InputError
-
-    if args.json_file and Path(args.json_file).resolve() == Path(args.lab).resolve():
-        raise InputError("--json-file is the lab itself; the grader never writes the graded file",
-                         file=args.lab, field="--json-file", hint="give another path, e.g. grades.json")
-    report = grade.grade(args.lab, timeout=args.timeout)
     if args.json_file:
-        import json
-
-        Path(args.json_file).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        target = Path(args.json_file)
+        if target.resolve() == Path(args.lab).resolve() or target.suffix == ".ipynb":
+            raise InputError("--json-file is a notebook (or the lab itself); the grader never writes a notebook",
+                             file=args.lab, field="--json-file", hint="give another path, e.g. grades.json")
+    report = grade.grade(args.lab, source=args.source, hidden=args.hidden, timeout=args.timeout,
+                         grace=args.grace, time_limit=args.time_limit)
+    # every student process is gone by now: only then is anything written
+    if args.json_file:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(target)
     if args.json:
         print_json(report.to_dict())
     else:

@@ -6,8 +6,13 @@ What the build does to a solution notebook (and nothing else):
 - cells tagged ``solution`` are dropped;
 - outputs and execution counts are cleared, cell metadata is reduced to ``tags`` and ``course``;
 - answer and check cells are stamped with a checksum of their source, and the notebook with its
-  questions, points and cell count, so that the grader knows the maximum and the build can tell an
-  untouched lab from one a student has worked in.
+  questions, points and cell count, so that the build can tell an untouched lab from one a student
+  has worked in (the grader trusts none of it: it reads questions, points and checks from the
+  instructor's source);
+- cells tagged ``hidden`` (an instructor's extra checks) are dropped; a written answer's text becomes
+  ``YOUR ANSWER HERE``, with nbgrader's metadata for a manually graded answer;
+- ``labs/manifest.json`` gets every lab's questions, points and check code (the student edition of
+  :mod:`courselib.grading.manifest`), so a repository without ``solutions/`` is graded against it.
 
 The output is a pure function of the solution file (cell ids are kept, JSON keys sorted), so a
 rebuild is byte-identical and ``--check`` can compare bytes. A lab a student has worked in (an
@@ -26,11 +31,26 @@ KERNELSPEC = {"display_name": "Python 3 (courselib)", "language": "python", "nam
 WRITTEN, UNCHANGED, REFUSED, STALE, ORPHAN = "written", "unchanged", "refused", "out of date", "orphan"
 
 
-def read_notebook(path: Path, what: str = "notebook"):
-    """Parse ``path`` as a v4 notebook; anything unreadable is one located ``InputError``."""
-    import json
+class Node(dict):
+    """A notebook, cell or metadata mapping read with the standard library (attribute access like nbformat's)."""
 
-    import nbformat
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _nodes(value):
+    if isinstance(value, dict):
+        return Node({k: _nodes(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_nodes(v) for v in value]
+    return value
+
+
+def _raw_notebook(path: Path, what: str) -> tuple[str, dict]:
+    import json
 
     from courselib.io.policy import read_text
 
@@ -48,14 +68,46 @@ def read_notebook(path: Path, what: str = "notebook"):
     except json.JSONDecodeError as err:
         raise InputError(f"not a notebook (invalid JSON: {err.msg}, column {err.colno})", file=str(path),
                          line=err.lineno, hint="open it in Jupyter and save it again, or restore it with git") from None
-    if not isinstance(raw, dict) or "cells" not in raw or raw.get("nbformat") != 4:
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list) or raw.get("nbformat") != 4:
         raise InputError("not a Jupyter notebook in format 4 (no 'cells', or 'nbformat' is not 4)",
                          file=str(path), hint="give the lab's .ipynb file")
+    return text, raw
+
+
+def read_notebook(path: Path, what: str = "notebook"):
+    """Parse ``path`` as a v4 notebook with nbformat; anything unreadable is one located ``InputError``."""
+    import nbformat
+
+    text, _ = _raw_notebook(path, what)
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as err:  # nbformat raises several kinds for a damaged file
         raise InputError(f"not a readable notebook: {err.__class__.__name__}: {str(err).splitlines()[0]}",
                          file=str(path)) from None
+    return nb
+
+
+def read_notebook_json(path: Path, what: str = "notebook") -> Node:
+    """The same notebook read with ``json`` only (the grader's path: nbformat takes seconds to import).
+
+    Cell sources stored as lists of lines are joined; cells that are not mappings are dropped.
+    """
+    _, raw = _raw_notebook(path, what)
+    nb = _nodes(raw)
+    cells = []
+    for cell in nb["cells"]:
+        if not isinstance(cell, dict):
+            continue
+        src = cell.get("source", "")
+        if isinstance(src, list):
+            src = "".join(x for x in src if isinstance(x, str))
+        cell["source"] = src if isinstance(src, str) else ""
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = Node()
+        cells.append(cell)
+    nb["cells"] = cells
+    if not isinstance(nb.get("metadata"), dict):
+        nb["metadata"] = Node()
     return nb
 
 
@@ -72,56 +124,102 @@ class Question:
     name: str
     points: int
     answers: tuple[str, ...]  # the answer variables its answer cells stub
+    manual: bool = False      # a written answer, graded by hand
 
 
 def _where(source: str, index: int) -> str:
     return f"{source} cell {index}"
 
 
-def build_lab(solution, source: str = "solution"):
-    """The student lab for one parsed solution notebook, and its questions (pure; no I/O)."""
-    import nbformat
+def _question_name(meta: dict, where: str) -> str:
+    q = meta.get("question")
+    if not isinstance(q, str) or not q or not q.isidentifier():
+        raise InputError(f"question {q!r} is not a name such as 'q1'", file=where, field="course.question")
+    return q
 
+
+def _points(meta: dict, where: str) -> int:
+    pts = meta.get("points")
+    if isinstance(pts, bool) or not isinstance(pts, int) or pts <= 0:
+        raise InputError(f"points {pts!r} is not a whole number > 0", file=where, field="course.points")
+    return pts
+
+
+def compile_lab(solution, source: str = "solution"):
+    """The student lab, its questions, and the grader's manifest for one parsed solution (pure).
+
+    The manifest (:mod:`courselib.grading.manifest`) lists every code cell with its role — ``given``
+    (the lab's own code), ``answer`` (its stub), ``check``, ``hidden`` (instructor only), ``demo`` — and
+    every written answer, in order, with the instructor's source: it is what the grader trusts.
+    """
     cells = []
+    plan: list[dict] = []            # the manifest's cells
     questions: dict[str, Question] = {}
-    pending: list = []           # answer cells waiting for their check cell
+    pending: list = []               # answer cells waiting for their check cell
     pending_names: list[str] = []
     seen_names: dict[str, str] = {}
+    rubrics: dict[str, str] = {}
     for index, cell in enumerate(solution.cells, start=1):
         where = _where(source, index)
         meta = markers.course_meta(cell)
-        if markers.SOLUTION_TAG in markers.tags(cell):
+        tags = markers.tags(cell)
+        if markers.SOLUTION_TAG in tags:
             continue
         src = cell.get("source", "")
+        cid = cell.get("id") or f"cell-{index}"
+        if markers.HIDDEN_TAG in tags:
+            if cell.cell_type != "code":
+                raise InputError("a hidden check must be a code cell", file=where)
+            q = _question_name(meta, where)
+            if q not in questions or questions[q].manual:
+                raise InputError(f"hidden check for {q}, which has no check cell before it", file=where,
+                                 field="course.question", hint="put it after the question's check cell")
+            plan.append({"id": cid, "role": "hidden", "question": q, "source": src})
+            continue
         if cell.cell_type != "code":
-            if markers.has_markers(src):
-                raise InputError("solution markers in a Markdown cell", file=where,
-                                 hint="tag the cell 'solution' to keep it out of the lab")
-            new = (nbformat.v4.new_markdown_cell(src) if cell.cell_type == "markdown"
-                   else nbformat.v4.new_raw_cell(src))
-            new.metadata = _kept_metadata(cell)
+            if meta.get("manual"):
+                q, pts = _question_name(meta, where), _points(meta, where)
+                if q in questions:
+                    raise InputError(f"a second cell for question {q}", file=where, field="course.question")
+                questions[q] = Question(q, pts, (), manual=True)
+                rubrics[q] = markers.rubric(src)[1]
+                new = _cell("markdown", markers.WRITTEN_STUB)
+                new["metadata"] = {"course": {"manual": True, "points": pts, "question": q,
+                                           "stub": markers.checksum(markers.WRITTEN_STUB)},
+                                "nbgrader": {"grade": True, "grade_id": q, "locked": False, "points": pts,
+                                             "schema_version": 3, "solution": True, "task": False}}
+                if tags:
+                    new["metadata"]["tags"] = tags
+                plan.append({"id": cid, "role": "written", "question": q, "source": markers.WRITTEN_STUB})
+            else:
+                if markers.has_markers(src):
+                    raise InputError("solution markers in a Markdown cell", file=where,
+                                     hint="tag the cell 'solution' to keep it out of the lab")
+                if markers.BEGIN_RUBRIC in src:
+                    raise InputError("a mark scheme outside a written answer cell", file=where,
+                                     hint="put it in the cell with {\"course\": {\"manual\": true, ...}}")
+                new = _cell("markdown" if cell.cell_type == "markdown" else "raw", src)
+                new["metadata"] = _kept_metadata(cell)
         elif markers.is_check(cell):
             if markers.has_markers(src):
                 raise InputError("solution markers in a check cell", file=where,
                                  hint="a check cell is kept whole in the lab; put the answer in a cell before it")
-            q, pts = meta["question"], meta["points"]
-            if not isinstance(q, str) or not q:
-                raise InputError(f"question {q!r} is not a name such as 'q1'", file=where, field="course.question")
-            if isinstance(pts, bool) or not isinstance(pts, int) or pts <= 0:
-                raise InputError(f"points {pts!r} is not a whole number > 0", file=where, field="course.points")
+            q, pts = _question_name(meta, where), _points(meta, where)
             if q in questions:
                 raise InputError(f"a second check cell for question {q}", file=where, field="course.question",
                                  hint="one check cell per question: give this one its own name")
             if not pending:
                 raise InputError(f"check cell for {q} has no answer cell (with {markers.BEGIN}) before it",
                                  file=where)
-            for cell_, _ in pending:
-                cell_.metadata["course"]["question"] = q
+            for cell_, _, step in pending:
+                cell_["metadata"]["course"]["question"] = q
+                step["question"] = q
             questions[q] = Question(q, pts, tuple(pending_names))
             pending, pending_names = [], []
-            new = nbformat.v4.new_code_cell(src)
-            new.metadata = {"course": {"check": markers.checksum(src), "points": pts, "question": q},
-                            "tags": sorted(set(markers.tags(cell)) | {markers.CHECK_TAG})}
+            new = _cell("code", src)
+            new["metadata"] = {"course": {"check": markers.checksum(src), "points": pts, "question": q},
+                            "tags": sorted(set(tags) | {markers.CHECK_TAG})}
+            plan.append({"id": cid, "role": "check", "question": q, "source": src})
         elif markers.has_markers(src):
             stub, names = markers.stub_source(src, where)
             for name in names:
@@ -130,35 +228,56 @@ def build_lab(solution, source: str = "solution"):
                                      file=where, hint="each question needs its own answer names, "
                                      "or one wrong answer would cost two questions")
                 seen_names[name] = where
-            new = nbformat.v4.new_code_cell(stub)
-            new.metadata = _kept_metadata(cell)
-            new.metadata["course"] = {"answer": True, "question": None, "stub": markers.checksum(stub)}
-            pending.append((new, where))
+            new = _cell("code", stub)
+            new["metadata"] = _kept_metadata(cell)
+            new["metadata"]["course"] = {"answer": True, "question": None, "stub": markers.checksum(stub)}
+            step = {"id": cid, "role": "answer", "question": None, "source": stub}
+            plan.append(step)
+            pending.append((new, where, step))
             pending_names.extend(names)
         else:
-            new = nbformat.v4.new_code_cell(src)
-            new.metadata = _kept_metadata(cell)
-        if "id" in cell:
-            new["id"] = cell["id"]
+            new = _cell("code", src)
+            new["metadata"] = _kept_metadata(cell)
+            plan.append({"id": cid, "role": "demo" if markers.DEMO_TAG in tags else "given", "source": src})
+        new["id"] = cid
         cells.append(new)
     if pending:
         raise InputError("an answer region with no check cell after it", file=pending[0][1],
                          hint="add a check cell with metadata {\"course\": {\"question\": ..., \"points\": ...}}")
-    if not questions:
+    if not any(not q.manual for q in questions.values()):
         raise InputError("no check cell: a lab needs at least one graded question", file=source,
                          hint="tag a cell 'check' and give it {\"course\": {\"question\": \"q1\", \"points\": 1}}")
-    lab = nbformat.v4.new_notebook()
-    lab.nbformat, lab.nbformat_minor = 4, 5
-    lab.cells = cells
-    lab.metadata = {
+    name = Path(source).stem
+    auto = {q.name: q.points for q in questions.values() if not q.manual}
+    manual = {q.name: q.points for q in questions.values() if q.manual}
+    lab = {"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {
         "kernelspec": dict(solution.metadata.get("kernelspec") or KERNELSPEC),
         "language_info": {"name": "python"},
-        "course": {"cells": len(cells), "lab": Path(source).stem, "points": sum(q.points for q in questions.values()),
-                   "questions": {q.name: q.points for q in questions.values()},
-                   "source": f"solutions/{Path(source).name}"},
-    }
+        "course": {"cells": len(cells), "lab": name, "points": sum(auto.values()),
+                   "questions": auto, "source": f"solutions/{Path(source).name}",
+                   **({"manual": manual} if manual else {})},
+    }}
+    from courselib.grading.manifest import Manifest
+
+    manifest = Manifest.from_plan(name, f"solutions/{Path(source).name}", list(questions.values()), plan, rubrics)
+    return lab, list(questions.values()), manifest
+
+
+def _cell(kind: str, source: str) -> dict:
+    cell = {"cell_type": kind, "metadata": {}, "source": source}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def build_lab(solution, source: str = "solution"):
+    """The student lab for one parsed solution notebook, and its questions (pure; no I/O)."""
+    import nbformat
+
+    lab, questions, _ = compile_lab(solution, source)
+    lab = nbformat.from_dict(lab)
     nbformat.validate(lab)
-    return lab, list(questions.values())
+    return lab, questions
 
 
 def _kept_metadata(cell) -> dict:
@@ -206,10 +325,18 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
     sources = sorted(solutions_dir.glob("*.ipynb"))
     if not sources:
         raise InputError("no solution notebooks (*.ipynb) here", file=str(solutions_dir))
-    planned = []
+    import nbformat
+
+    from courselib.grading.manifest import MANIFEST, write_all
+
+    planned, manifests = [], []
     for src in sources:
-        lab, _ = build_lab(read_notebook(src, "solution"), str(src))
+        lab, _, manifest = compile_lab(read_notebook(src, "solution"), str(src))
+        lab = nbformat.from_dict(lab)
+        nbformat.validate(lab)
         planned.append((labs_dir / src.name, render(lab)))
+        manifests.append(manifest)
+    planned.append((labs_dir / MANIFEST, write_all(manifests)))
     out: list[Outcome] = []
     for dest, text in planned:
         current = dest.read_text(encoding="utf-8") if dest.is_file() else None
@@ -218,7 +345,7 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
         elif check:
             out.append(Outcome(dest, STALE, "missing" if current is None else "differs from its solution"))
         else:
-            why = None if current is None or force else student_work(dest)
+            why = None if current is None or force or dest.suffix != ".ipynb" else student_work(dest)
             if why:
                 out.append(Outcome(dest, REFUSED, why))
                 continue

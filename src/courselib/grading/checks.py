@@ -2,11 +2,50 @@
 
 A check cell imports these, computes the expected value with courselib's model, and calls
 :func:`expect` with feedback that names the quantity, the value found, and the chapter to read.
+
+When a check must *run* the student's code (a function, a class), it does so inside a function
+decorated with :func:`probe` that returns plain data. In the notebook the decorator does nothing.
+Under ``courselib grade`` the check itself runs in the grader's process, which never runs the
+student's code; a probe is sent (as the instructor's source) to the student's process, run there, and
+only its result comes back, as data.
 """
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import math
+import textwrap
 from numbers import Real
+
+# Set by the grader while it runs a check: (name, source, args, kwargs) -> the probe's result.
+_REMOTE = None
+
+
+def probe(fn):
+    """Mark ``fn`` (a top-level function of a check cell) as the part of a check that runs student code.
+
+    It may use the lab's given names, the student's answers and its arguments, and must return plain
+    data (numbers, strings, lists, tuples, sets, dicts, courselib dataclasses).
+    """
+    remote = _REMOTE
+    if remote is None:
+        return fn
+    source = _definition(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return remote(fn.__name__, source, args, kwargs)
+
+    return call
+
+
+def _definition(fn) -> str:
+    """The source of ``fn``'s ``def`` statement, without its decorators."""
+    text = textwrap.dedent(inspect.getsource(fn))
+    node = ast.parse(text).body[0]
+    lines = text.splitlines()
+    return "\n".join(lines[node.lineno - 1:node.end_lineno]) + "\n"
 
 
 def expect(condition: bool, feedback: str) -> None:
@@ -16,10 +55,15 @@ def expect(condition: bool, feedback: str) -> None:
 
 
 def answered(**answers) -> None:
-    """Fail with "not answered yet" for the first answer that is still the stub ``...``."""
+    """Fail with "not answered yet" for the first answer that is still the stub ``...`` (or is gone)."""
+    from courselib.grading.encode import Missing
+
     for name, value in answers.items():
         if value is Ellipsis:
             raise AssertionError(f"`{name}` is still `...`: not answered yet; replace the `...` with your answer")
+        if isinstance(value, Missing):
+            raise AssertionError(f"`{name}` is not defined: not answered yet; keep the name the answer cell "
+                                 f"gives (`{name} = ...`) and set it")
 
 
 def number(name: str, value) -> float:

@@ -9,6 +9,20 @@ Names starting with ``_`` are the solution's scratch work and get no stub.
 A **check cell** carries ``{"course": {"question": "q1", "points": 2}}`` in its metadata and the
 tag ``check``; it raises ``AssertionError`` with feedback when the answer is wrong.
 A cell tagged ``solution`` (an explanation, a worked alternative) exists only in the solution.
+
+When a region's work is more than assigning names (lab 3's ``AllReduce.arrive`` must also complete
+the collective), the instructor writes the stub the student sees as ``# STUB`` lines inside the
+region: in the lab the region becomes those lines (without ``# STUB ``), fenced by
+``# YOUR ANSWER HERE …`` and ``# END OF YOUR ANSWER``, so the whole region to write is visible.
+
+A **written answer** (graded by hand, nbgrader's "manually graded answer") is a Markdown cell with
+``{"course": {"question": "q6", "points": 3, "manual": true}}``: in the lab its text becomes
+``YOUR ANSWER HERE``; the solution's text is the model answer, and the rubric sits between
+``=== BEGIN MARK SCHEME ===`` and ``=== END MARK SCHEME ===`` (nbgrader's markers).
+
+A code cell tagged ``hidden`` (with ``{"course": {"question": "q2"}}``) is an instructor's extra
+check for a question: it never reaches the lab, and ``courselib grade --hidden DIR`` runs it. A code
+cell tagged ``demo`` shows what an answer does and is run by neither side of the grader.
 """
 from __future__ import annotations
 
@@ -25,7 +39,15 @@ END = "# END SOLUTION"
 STUB_COMMENT = "# YOUR ANSWER HERE"
 CHECK_TAG = "check"
 SOLUTION_TAG = "solution"
+HIDDEN_TAG = "hidden"
+DEMO_TAG = "demo"
+WRITTEN_STUB = "YOUR ANSWER HERE"
+BEGIN_RUBRIC = "=== BEGIN MARK SCHEME ==="
+END_RUBRIC = "=== END MARK SCHEME ==="
+STUB_OPEN = "# YOUR ANSWER HERE: write every line from here to END OF YOUR ANSWER"
+STUB_CLOSE = "# END OF YOUR ANSWER"
 _MARKER = re.compile(r"^(\s*)# (BEGIN|END) SOLUTION\s*$")
+_STUB_LINE = re.compile(r"^(\s*)# STUB(?: (.*))?$")
 
 
 def checksum(text: str) -> str:
@@ -107,26 +129,51 @@ def answer_names(region: Region, where: str) -> list[str]:
     return names
 
 
+def explicit_stub(region: Region) -> list[str] | None:
+    """The region's ``# STUB`` lines as the student will see them, or None when it has none."""
+    out = []
+    for line in region.lines:
+        m = _STUB_LINE.match(line)
+        if m:
+            out.append(m.group(1) + m.group(2) if m.group(2) else "")   # "# STUB" alone: a blank line
+    return out or None
+
+
 def stub_source(source: str, where: str) -> tuple[str, list[str]]:
     """The student's version of an answer cell, and the answer variables it stubs."""
     lines: list[str] = []
     names: list[str] = []
     for part in _split(source, where):
         if isinstance(part, Region):
-            for name in answer_names(part, where):
-                lines.append(f"{part.indent}{name} = ...  {STUB_COMMENT}")
-                names.append(name)
+            found = answer_names(part, where)
+            explicit = explicit_stub(part)
+            if explicit is not None:
+                lines.append(part.indent + STUB_OPEN)
+                lines.extend(explicit)
+                lines.append(part.indent + STUB_CLOSE)
+            else:
+                lines.extend(f"{part.indent}{name} = ...  {STUB_COMMENT}" for name in found)
+            names.extend(found)
         else:
             lines.append(part)
     return "\n".join(lines), names
 
 
+def rubric(text: str) -> tuple[str, str]:
+    """A written answer's solution text split into (model answer, rubric between the mark-scheme lines)."""
+    if BEGIN_RUBRIC not in text:
+        return text.strip(), ""
+    before, _, rest = text.partition(BEGIN_RUBRIC)
+    inside, _, after = rest.partition(END_RUBRIC)
+    return (before + after).strip(), inside.strip()
+
+
 def solution_source(source: str, where: str) -> str:
-    """The answer cell with its markers removed (the worked answer, as a student would write it)."""
+    """The answer cell with its markers (and ``# STUB`` lines) removed: the worked answer, as a student would write it."""
     lines: list[str] = []
     for part in _split(source, where):
         if isinstance(part, Region):
-            lines.extend(part.lines)
+            lines.extend(line for line in part.lines if not _STUB_LINE.match(line))
         else:
             lines.append(part)
     return "\n".join(lines)
