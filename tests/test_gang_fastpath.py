@@ -4,7 +4,7 @@
 written); the default path keeps ordered lists, running totals and free-GPU buckets so that a
 cycle costs O(what waits), not O(jobs ever submitted) or O(nodes). On random seeded workloads
 every job's result (start, end, state, pending reason, held GPUs), the deadlock verdict and the
-whole trace must be identical, for all four policies and their main options.
+whole trace must be identical, for all five policies and their main options.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ VARIANTS = {
     "volcano+overcommit-1.0": {"overcommit_factor": 1.0},
     "kueue": {}, "kueue+v1beta1": {"config_api": "v1beta1"},
     "slurm": {}, "slurm+easy": {"bf_job_part_count_reserve": 1}, "slurm+no-backfill": {"backfill": False},
+    "kube-gang": {}, "kube-gang+pod-by-pod": {"pod_group_cycle": False},
+    "kube-gang+pod-by-pod-60s": {"pod_group_cycle": False, "permit_timeout": 60, "requeue_after": 0},
 }
 
 
@@ -74,7 +76,7 @@ def test_fast_path_matches_the_reference_on_random_workloads(w, variant):
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.integers(0, 10 ** 6), st.sampled_from(["kube-default", "volcano", "kueue", "slurm"]),
+@given(st.integers(0, 10 ** 6), st.sampled_from(["kube-default", "volcano", "kueue", "slurm", "kube-gang"]),
        st.sampled_from([0.6, 1.0, 1.5]))
 def test_fast_path_matches_the_reference_on_seeded_scale_workloads(seed, policy, load):
     """The benchmark's generator (benchmarks/bench_scale.py), small: queues build up and drain."""

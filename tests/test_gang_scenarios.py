@@ -281,3 +281,91 @@ def test_kueue_block_admission_lifts_when_the_admitted_workload_is_ready(referen
     r2 = simulate(w2, "kueue", config_api="v1beta1", reference=reference, horizon=3600)
     assert r2.job("frag").start == 0 and r2.job("big").evictions >= 1
     assert r2.job("small").start == 300   # only after `big` is evicted at its PodsReady timeout
+
+
+# ---- kube-gang: Kubernetes v1.37.2's own gang scheduling ------------------------------------------
+def test_kube_gang_story1_one_gang_binds_the_other_holds_nothing():
+    """The PodGroup cycle (schedule_one_podgroup.go L556-648): b's 512 pods are tried on the snapshot,
+    88 fit, PlacementFeasible stops at the first that does not (gangscheduling.go L494-497) and the
+    88 tentative placements are reverted: b holds nothing for the 2 h a trains."""
+    for reference in (False, True):
+        r = simulate(two_512_jobs(), "kube-gang", check=True, reference=reference)
+        assert not r.deadlock and r.wasted_gpu_hours == 0
+        assert (r.job("a").start, r.job("b").start) == (0, 7200)
+        assert r.job("b").first_bound == 7200
+        waits = [e.what for e in r.trace if e.job == "b" and e.what.startswith("waiting")]
+        assert waits == ["waiting: PodGroup Unschedulable: minCount (512) cannot be satisfied: "
+                         "88 scheduled, 423 remaining"]
+
+
+def test_kube_gang_story1_pod_by_pod_permit_timeout_turns_the_deadlock_into_a_livelock():
+    """Without the PodGroup cycle (the v1.35 design) each job's 300 assumed pods wait at Permit; at
+    300 s (permitTimeoutDuration, gangscheduling.go L42) they are rejected and unreserved, the other
+    job's unschedulable pods take the freed GPUs, the rejected ones come back after the 5-minute
+    unschedulable flush (scheduling_queue.go L65): GPUs held idle, nothing trains, no fixed point."""
+    r = simulate(two_512_jobs(), "kube-gang", horizon=3600, check=True, pod_group_cycle=False)
+    assert not r.deadlock  # the timers keep changing the world
+    assert all(j.start is None and j.gpus_held_max == 300 for j in r.jobs)
+    timeouts = [(e.time, e.job, e.held) for e in r.trace if e.what.startswith("Permit timeout")]
+    assert timeouts[:2] == [(300.0, "a", 0), (300.0, "b", 0)]
+    rebound = [(e.job, e.held) for e in r.trace if e.time == 300.0 and e.what.startswith("bound")]
+    assert rebound == [("a", 212), ("b", 212)]  # the 212 + 212 pods left in the queue
+    assert r.wasted_gpu_hours == pytest.approx(sum(j.wasted_gpu_hours for j in r.jobs))
+    # 600 GPUs idle for 300 s, then 424 (the 212 + 212 left) for 300 s, and again: 512 GPU-h in the hour
+    assert r.wasted_gpu_hours == pytest.approx((600 * 300 + 424 * 300) * 6 / 3600) == 512
+
+
+def test_kube_gang_story2_nothing_held_while_the_finetune_runs():
+    from courselib.io.workload import load_workload
+    w = load_workload(EXAMPLES / "seed-400-of-512-25min.yaml")
+    r = simulate(w, "kube-gang", check=True)
+    assert r.job("pretrain").start == 25 * 60 and r.job("pretrain").first_bound == 25 * 60
+    assert r.wasted_gpu_hours == 0
+    # pod by pod (the v1.35 design): 400 pods assumed at t=0 wait at Permit and are let go at 300 s;
+    # the 112 left take 112 of them, and the two halves of the gang never wait at the same time again
+    # (each comes back when the other times out): the model's livelock of one gang with itself
+    p = simulate(w, "kube-gang", check=True, horizon=2 * 3600, pod_group_cycle=False)
+    held = [(e.time, e.held) for e in p.trace if e.job == "pretrain" and e.what[:5] in ("bound", "Permi")]
+    assert held[:4] == [(0.0, 400), (300.0, 0), (300.0, 112), (600.0, 0)]
+    assert p.job("pretrain").start is None
+
+
+def test_kube_gang_freed_capacity_goes_to_the_smaller_waiting_gang_first():
+    """Failed PodGroups wait in the backoffQ at 10 s x sqrt(pods) (backoff_queue.go L249-266) and the
+    backoffQ pops the earliest backoff end first (L193-201): when the first job ends, the 16-pod gang
+    submitted later is tried before the 64-pod one and takes the GPUs."""
+    w = Workload(ClusterSpec(8, 8), [Job("first", 64, 1, submit=0, duration=600),
+                                     Job("big", 64, 1, submit=60, duration=600),
+                                     Job("small", 16, 1, submit=120, duration=600)])
+    for reference in (False, True):
+        r = simulate(w, "kube-gang", check=True, reference=reference)
+        assert [r.job(n).start for n in ("first", "small", "big")] == [0, 600, 1200]
+        assert r.wasted_gpu_hours == 0
+
+
+def test_kube_gang_priority_sort_among_groups_never_tried():
+    """PrioritySort (priority_sort.go L43-47) on the PodGroup's priority (framework/types.go L976-984)."""
+    w = Workload(ClusterSpec(2, 8), [Job("low", 16, 1, duration=600, priority=0),
+                                     Job("high", 16, 1, duration=600, priority=5)])
+    r = simulate(w, "kube-gang", check=True)
+    assert (r.job("high").start, r.job("low").start) == (0, 600)
+
+
+def test_kube_gang_min_count_below_pods_binds_what_fits_and_the_rest_later():
+    """minCount 4 of 8 pods: the cycle places every pod that fits (6), succeeds (>= minCount) and the
+    2 left are requeued (scheduling_queue.go L1215-1220), bound when GPUs free up."""
+    w = Workload(ClusterSpec(1, 8), [Job("other", 2, 1, duration=100),
+                                     Job("elastic", 8, 1, min_member=4, duration=1000)])
+    r = simulate(w, "kube-gang", check=True)
+    e = r.job("elastic")
+    assert e.start == 0 and e.gpus_held_max == 8
+    bound = [(ev.time, ev.what.split(":")[0]) for ev in r.trace if ev.job == "elastic" and ev.what.startswith("bound")]
+    assert bound == [(0.0, "bound 6 pods"), (100.0, "bound 2 pods")]
+
+
+def test_kube_gang_options_are_checked():
+    with pytest.raises(ValueError, match="15 minutes"):
+        make_policy("kube-gang", two_512_jobs(), permit_timeout=901)
+    with pytest.raises(ValueError, match="no option"):
+        make_policy("kube-gang", two_512_jobs(), timeout=60)
+    assert "kube-gang" in policy_names()

@@ -8,17 +8,18 @@ object with ``policy``, ``deadlock``, ``wasted_gpu_hours``, ``jobs`` (``name``, 
 from __future__ import annotations
 
 from courselib.errors import InputError
+from courselib.model.policies import policy_names
 from courselib.units import format_duration, parse_duration
 
-POLICIES = ["kube-default", "volcano", "kueue", "slurm"]
+POLICIES = policy_names()
 
 
 def register(subparsers) -> None:
     gang = subparsers.add_parser("gang", help="gang scheduling: simulate a workload under a policy",
-                                 description="The mini gang scheduler: one workload, four policies.")
+                                 description="The mini gang scheduler: one workload, five policies.")
     sub = gang.add_subparsers(dest="gang_command", metavar="SUBCOMMAND")
     sim = sub.add_parser("simulate", help="run WORKLOAD.yaml under a scheduling policy",
-                         description="Simulate WORKLOAD.yaml under kube-default, volcano, kueue or slurm.")
+                         description="Simulate WORKLOAD.yaml under kube-default, kube-gang, volcano, kueue or slurm.")
     sim.add_argument("workload", metavar="WORKLOAD.yaml")
     sim.add_argument("--policy", required=True, choices=POLICIES)
     sim.add_argument("--horizon", default=None,
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                      help="a policy option, e.g. overcommit_factor=1.5, backfill=false, preemption=true, "
-                          "config_api=v1beta1 (repeatable)")
+                          "config_api=v1beta1, pod_group_cycle=false, permit_timeout=60 (repeatable)")
     sim.add_argument("--trace", action="store_true", help="also print the allocation sequence")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)

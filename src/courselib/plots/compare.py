@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from courselib import plots
 
-COLOURS = {"kube-default": plots.HELD_IDLE, "volcano": plots.BLUE, "kueue": plots.ORANGE, "slurm": plots.TRAINING}
+COLOURS = {"kube-default": plots.HELD_IDLE, "volcano": plots.BLUE, "kueue": plots.ORANGE, "slurm": plots.TRAINING,
+           "kube-gang": plots.PINK}
 
 
 def policies_side_by_side(rows, workloads: list[str]):

@@ -17,14 +17,15 @@ from courselib.problems.render import table
 from courselib.units import format_duration
 
 TOPIC = "gang"
-SUMMARY = "which jobs start when under kube-default, volcano, kueue or slurm, and where is the deadlock"
+SUMMARY = "which jobs start when under kube-default, kube-gang, volcano, kueue or slurm, and where is the deadlock"
 
 NAMES = ("llm-a", "llm-b", "vision", "speech", "moe", "rl", "embed", "finetune", "diffusion", "eval-sweep",
          "ranker", "retrieval")
 DURATIONS = (30 * 60, 3600, 90 * 60, 2 * 3600, 3 * 3600, 4 * 3600)
 POD_GPUS = (1, 2, 4, 8)
 
-# Each rule as the book states it (FACTS §3.3 kube-default, §3.1 Volcano, §3.2 Kueue, §3.4 Slurm).
+# Each rule as the book states it (FACTS §3.3 kube-default and kube-gang, §3.1 Volcano, §3.2 Kueue,
+# §3.4 Slurm; kube-gang: courselib.model.policies.kube_gang).
 RULES = {
     "kube-default": "the default kube-scheduler: no gang scheduling; pods of jobs submitted together are "
                     "created round-robin and bound one at a time, each to the node with the most free "
@@ -37,6 +38,11 @@ RULES = {
              "it after 60 s, 120 s, ...",
     "slurm": "Slurm: each job is one allocation of all its tasks, started in priority order; backfill "
              "starts lower-priority jobs that delay no reservation",
+    "kube-gang": "Kubernetes v1.37 with GenericWorkload on: each job is a PodGroup with gang minCount = "
+                 "min_member; one PodGroup scheduling cycle tries all its pods at once (each to the node "
+                 "with the most free GPUs) and binds none unless min_member fit; a gang that does not fit "
+                 "holds nothing and is retried whenever GPUs free up, groups never tried first, then the "
+                 "smaller waiting gangs",
 }
 
 
@@ -106,6 +112,8 @@ def _draw(r, difficulty: str) -> dict:
             "trap": trap}
     if "kueue" in pair and r.random() < 0.5:
         data["options"] = {"kueue": {"config_api": "v1beta1"}}  # 5 min timeout, blockAdmission on
+    if pair[0] == "kube-default" and r.random() < 0.3:  # drawn last: the problems above keep their draws
+        data["policies"] = ["kube-default" if pair[1] == "kueue" else pair[1], "kube-gang"]
     return data
 
 

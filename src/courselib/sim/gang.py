@@ -4,7 +4,7 @@ Public API (stable; the Slurm replay of issue 7 compares against it)::
 
     simulate(workload, policy, horizon=None, seed=0, **policy_options) -> Result
 
-``policy`` is ``kube-default``, ``volcano``, ``kueue`` or ``slurm`` (options: see each module in
+``policy`` is ``kube-default``, ``kube-gang``, ``volcano``, ``kueue`` or ``slurm`` (options: see each module in
 ``courselib.model.policies``). The result holds, per job (:class:`JobResult`): ``submit``,
 ``first_bound`` (first pod bound), ``start`` (training began: ``min_member`` ranks placed, the
 NCCL init barrier passed), ``end``, ``state`` (PENDING, HOLDING, RUNNING, COMPLETED, TIMEOUT),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from courselib.model.workload import ClusterSpec, Job, Workload
 
-POLICIES = ["kube-default", "volcano", "kueue", "slurm"]
+POLICIES = ["kube-default", "kube-gang", "volcano", "kueue", "slurm"]
 
 
 def default_workload(nodes: int = 75, gpus_per_node: int = 8, pods_a: int = 512, pods_b: int = 512,

@@ -1,4 +1,4 @@
-"""The four scheduling policies, each a small module that uses the field's own names.
+"""The five scheduling policies, each a small module that uses the field's own names.
 
 Every policy has the same shape (:class:`Policy`): the simulator hands it the jobs that arrive
 at one instant (:meth:`Policy.submit`), then runs a scheduling cycle (:meth:`Policy.schedule`)
@@ -11,6 +11,8 @@ Training starts, completions and preemptions are the simulator's business (``cou
 ``volcano``        PodGroup ``minMember``: enqueue, then allocate all-or-nothing (FACTS §3.1)
 ``kueue``          ClusterQueue quota admission, no placement check, ``waitForPodsReady`` (§3.2)
 ``slurm``          whole-job allocation in priority order, backfill with reservations (§3.4)
+``kube-gang``      Kubernetes v1.37.2's own gang scheduling: PodGroup ``minCount``, quorum before
+                   PreEnqueue, the PodGroup cycle (or, v1.35, Permit wait and its timeout)
 =================  ==========================================================================
 """
 from __future__ import annotations
@@ -56,10 +58,12 @@ def policy_names() -> list[str]:
 
 def _registry() -> dict:
     from courselib.model.policies.kube_default import KubeDefault
+    from courselib.model.policies.kube_gang import KubeGang
     from courselib.model.policies.kueue import Kueue
     from courselib.model.policies.slurm import Slurm
     from courselib.model.policies.volcano import Volcano
-    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": Slurm}
+    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": Slurm,
+            "kube-gang": KubeGang}
 
 
 def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Policy:

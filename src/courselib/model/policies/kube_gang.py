@@ -1,0 +1,303 @@
+"""``kube-gang``: Kubernetes v1.37.2's own gang scheduling (``GenericWorkload`` on), from its source.
+
+Every job is one ``scheduling.k8s.io/v1beta1`` PodGroup with ``schedulingPolicy.gang.minCount =
+min_member``, its pods linked by ``spec.schedulingGroup.podGroupName``. The feature is off by
+default: ``GenericWorkload`` is ``{1.35 Alpha false; 1.37 Beta false}`` (``pkg/features/
+kube_features.go`` L1622–1625); when it is on, the scheduler adds the GangScheduling plugin
+(``pkg/scheduler/apis/config/v1/default_plugins.go`` L72–74, L98–100). Line numbers below are of
+``k8s.io/kubernetes@v1.37.2`` under ``pkg/scheduler/`` unless said otherwise.
+
+**With the PodGroup scheduling cycle** (``pod_group_cycle=True``, what v1.36+ and v1.37.2 do):
+
+1. *Quorum before PreEnqueue.* A pod of a gang enters the scheduling queue only when the
+   scheduler knows at least ``minCount`` pods of its group (``framework/plugins/gangscheduling/
+   gangscheduling.go`` L250–281: "waiting for minCount pods from a gang to appear in scheduling
+   queue"); if any pod of the group is gated the whole group is (``backend/queue/
+   scheduling_queue.go`` L707–729). The model creates a job's pods when it is submitted, so the
+   quorum is met at once (the Job controller's few milliseconds of pod creation are not modelled).
+2. *One queue entity per PodGroup* (``scheduling_queue.go`` L550–561, L899–928), ordered like pods
+   by ``PrioritySort`` — priority, then timestamp (``framework/plugins/queuesort/priority_sort.go``
+   L43–47); the group's timestamp is its first pod's (``scheduling_queue.go`` L414–427).
+3. *The PodGroup cycle* (``schedule_one_podgroup.go`` L556–648): on one snapshot, each queued pod
+   of the group is filtered and scored like any pod (here: the node with the most free GPUs, as
+   ``kube-default``) and assumed in the snapshot; ``PlacementFeasible`` stops the loop as soon as
+   ``remaining + scheduled < minCount`` (``gangscheduling.go`` L489–506, message "minCount (M)
+   cannot be satisfied: S scheduled, R remaining"). If fewer than ``minCount`` are placed, every
+   tentative placement is reverted (L557–562): **the gang holds nothing while it waits**.
+   Otherwise all placed pods go to binding together (L847–861); the minCount-th pod's Permit
+   allows the others at once (``gangscheduling.go`` L396–422).
+4. *After a failed cycle* the group goes to the backoffQ, never to the unschedulable queue
+   (``scheduling_queue.go`` L1158–1269; "Once the PodGroups support queueing hints", L1317), and
+   with ``SchedulerPopFromBackoffQ`` (``kube_features.go`` L2119–2121, beta, on) the scheduler pops
+   the backoffQ whenever the activeQ is empty (``backend/queue/active_queue.go`` L322–350): a
+   blocked gang is retried at every change. Which waiting group gets freed capacity first is the
+   backoffQ's order: backoff end (``1 s × 2^(n−1)`` capped at ``10 s × √pods``, ``backend/queue/
+   backoff_queue.go`` L249–266 — the cap is reached after a few busy retries), then PrioritySort
+   (L193–201). The model: groups never tried (or with pods left after a success, requeued without
+   backoff, L1215–1220) first in PrioritySort order; then failed groups by ``⌊10 s × √(pods
+   waiting)⌋``, priority, and how long they have waited. In the real scheduler the order of two
+   failed gangs of one size and priority is a race (the busy loop's rotation).
+
+**Without it** (``pod_group_cycle=False``: the v1.35 alpha design, FACTS §3.3 — pods of a gang
+scheduled one at a time, "a Permit plugin checks minCount", a fixed 5-minute timeout): pods are
+bound one at a time in ``kube-default``'s order and **hold their GPUs while they wait at
+Permit** until ``minCount`` of the group are assumed or bound, then all bind (``gangscheduling.go``
+L401–421). Each waiting pod has its own timer, ``permitTimeoutDuration = 5 * time.Minute``
+(``gangscheduling.go`` L40–43; any Permit wait is capped at 15 min, ``framework/runtime/
+framework.go`` L53, L2122–2127; the timer ``framework/runtime/waiting_pods_map.go`` L99–105). On
+expiry the pod is rejected as Unschedulable (L152–155), unreserved and forgotten — its GPUs
+return (``schedule_one.go`` L433–447, L507–538) — and goes back to the queue as unschedulable.
+GangScheduling's own requeue events (a new pod of the group, a PodGroup change;
+``gangscheduling.go`` L75–93) do not occur, so it waits for the flush of pods unschedulable for
+more than 5 minutes (``scheduling_queue.go`` L60–65, run every 30 s, L512): modelled as
+``requeue_after`` seconds, then the pods rejoin the back of the queue. Two gangs that each hold
+part of the cluster therefore let go together and come back together: the v1.35 deadlock turns
+into a livelock that holds the GPUs idle for ``permit_timeout`` out of every
+``permit_timeout + requeue_after`` seconds.
+
+The timeout is a Go constant in v1.37.2 (not a flag); ``permit_timeout`` exists to show its effect.
+
+Two paths, one behaviour (``tests/test_gang_fastpath.py``): the reference cycle re-sorts every
+waiting group and places each one tentatively (rolled back if it falls short of ``minCount``);
+the fast cycle keeps the order incrementally and asks the free-GPU buckets how many pods fit
+before placing anything.
+"""
+from __future__ import annotations
+
+import math
+from bisect import insort
+
+from courselib.model.gang import RUNNING, JobRun, SchedState
+from courselib.model.policies import Policy
+from courselib.model.workload import Workload
+
+#: ``permitTimeoutDuration`` (``gangscheduling.go`` L42) and the framework's cap (``framework.go`` L53)
+PERMIT_TIMEOUT, MAX_PERMIT_TIMEOUT = 300.0, 900.0
+#: ``DefaultPodMaxInUnschedulablePodsDuration`` (``backend/queue/scheduling_queue.go`` L65)
+UNSCHEDULABLE_FLUSH = 300.0
+#: ``DefaultPodMaxBackoffDuration`` (``scheduling_queue.go`` L82), scaled by √pods for a group
+MAX_BACKOFF = 10.0
+
+
+def backoff_cap(pods: int) -> int:
+    """The whole seconds of a group's saturated backoff: ``10 s × √pods`` (``backoff_queue.go``
+    L253–259), in 1-s ordering windows (L38)."""
+    return int(MAX_BACKOFF * math.sqrt(pods)) if pods > 1 else int(MAX_BACKOFF)
+
+
+def _unschedulable(k: int, n: int) -> str:
+    return (f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
+            "Insufficient nvidia.com/gpu")
+
+
+class KubeGang(Policy):
+    name = "kube-gang"
+
+    def __init__(self, workload: Workload, seed: int = 0, pod_group_cycle: bool = True,
+                 permit_timeout: float = PERMIT_TIMEOUT, requeue_after: float = UNSCHEDULABLE_FLUSH):
+        super().__init__(workload, seed)
+        if not 0 < permit_timeout <= MAX_PERMIT_TIMEOUT:
+            raise ValueError(f"permit_timeout must be in (0, {MAX_PERMIT_TIMEOUT:g}] seconds "
+                             "(the framework caps any Permit wait at 15 minutes)")
+        if requeue_after < 0:
+            raise ValueError("requeue_after must be >= 0 seconds")
+        self.pod_group_cycle = pod_group_cycle
+        self.permit_timeout = float(permit_timeout)
+        self.requeue_after = float(requeue_after)
+        self._seq = 0  # timestamps: (time, order) — later events get larger orders
+        self.groups: dict[str, JobRun] = {}  # waiting groups (PodGroup cycle)
+        self.stamp: dict[str, tuple] = {}  # the group's queue timestamp
+        self.failed: dict[str, tuple] = {}  # groups in the backoffQ -> when they first failed
+        self._active: list[tuple] = []  # fast path: (-priority, stamp, name) of groups never failed
+        self._backoff: list[tuple] = []  # fast path: (cap, -priority, first failure, name)
+        # pod-by-pod (v1.35) state
+        self.queue: list[list] = []  # [priority, creation order, run, pods] runs of queued pods
+        self.waiting: dict[str, list[list]] = {}  # run -> [[deadline, [node, ...]], ...] at Permit
+        self.later: list[tuple] = []  # (time, order, run, pods) pods rejected, back after the flush
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # ---- arrivals --------------------------------------------------------------------------
+    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        for run in runs:
+            state.log(run.name, f"PodGroup gang minCount {run.job.min_member}: {run.job.pods} pods "
+                                "created, quorum met (PreEnqueue)")
+        if self.pod_group_cycle:
+            for run in runs:  # the group's timestamp: its first pod's, round-robin creation keeps job order
+                self.groups[run.name] = run
+                self.stamp[run.name] = (state.now, self._next())
+                if not self.reference:
+                    insort(self._active, (-run.job.priority, self.stamp[run.name], run.name))
+            return
+        self._create(state, runs, {r.name: r.job.pods for r in runs})
+
+    def _create(self, state: SchedState, runs: list[JobRun], counts: dict[str, int]) -> None:
+        """Pods of jobs created at one instant, round-robin (as ``kube-default``)."""
+        if len(runs) > 1:
+            names = ", ".join(f"{r.name}-{k}" for k in range(2) for r in runs)
+            state.log(runs[0].name, f"pods of {len(runs)} jobs created round-robin: {names}, ...")
+        left = {r.name: counts[r.name] for r in runs if counts[r.name] > 0}
+        while left:
+            alive = [r for r in runs if left.get(r.name)]
+            take = left[alive[0].name] if len(alive) == 1 else 1
+            for r in alive:
+                n = take if len(alive) == 1 else 1
+                last = self.queue[-1] if self.queue else None
+                if last is not None and last[2] is r:
+                    last[3] += n
+                else:
+                    self.queue.append([r.job.priority, self._next(), r, n])
+                left[r.name] -= n
+                if not left[r.name]:
+                    del left[r.name]
+
+    # ---- one cycle -------------------------------------------------------------------------
+    def schedule(self, state: SchedState) -> list[float]:
+        if self.pod_group_cycle:
+            self._group_cycles(state)
+            return []
+        return self._pod_by_pod(state)
+
+    def on_finish(self, state: SchedState, run: JobRun) -> None:
+        self._forget(run.name)
+
+    def _forget(self, name: str) -> None:
+        self.groups.pop(name, None)
+        self.failed.pop(name, None)
+        self.waiting.pop(name, None)
+
+    # ---- the PodGroup cycle (v1.36+) -------------------------------------------------------
+    def _order(self, state: SchedState) -> list[JobRun]:
+        """activeQ (PrioritySort), then the backoffQ (backoff end, then PrioritySort)."""
+        if self.reference:
+            live = [r for r in self.groups.values() if not r.finished]
+            active = sorted((r for r in live if r.name not in self.failed),
+                            key=lambda r: (-r.job.priority, self.stamp[r.name]))
+            backoff = sorted((r for r in live if r.name in self.failed),
+                             key=lambda r: (backoff_cap(r.job.pods - state.bound(r)), -r.job.priority,
+                                            self.failed[r.name]))
+            return active + backoff
+        return [self.groups[e[-1]] for e in self._active + self._backoff
+                if e[-1] in self.groups and not self.groups[e[-1]].finished]
+
+    def _group_cycles(self, state: SchedState) -> None:
+        n = len(state.cluster.nodes)
+        order = self._order(state)
+        if not self.reference:
+            self._active, self._backoff = [], []
+        for run in order:
+            job, bound = run.job, state.bound(run)
+            waiting = job.pods - bound
+            fit = self._fit(state, run, waiting)
+            if bound + fit >= job.min_member and (fit or bound < job.min_member):
+                state.place(run, waiting, spread=True)  # the group's placed pods bind together
+                left = job.pods - state.bound(run)
+                self.failed.pop(run.name, None)
+                if left:  # requeued at once, timestamp kept (scheduling_queue.go L1215–1220)
+                    state.set_reason(run, _unschedulable(left, n))
+                    self._keep_active(run)
+                else:
+                    state.set_reason(run, None)
+                    self.groups.pop(run.name, None)
+                continue
+            # failed (or, past its quorum, nothing more fits): back to the backoffQ
+            if bound >= job.min_member:
+                state.set_reason(run, _unschedulable(waiting, n))
+            else:
+                remaining = job.min_member - bound - fit - 1
+                state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
+                                      f"satisfied: {bound + fit} scheduled, {remaining} remaining")
+            if run.name not in self.failed:
+                self.failed[run.name] = (state.now, self._next())
+            self.stamp[run.name] = (state.now, self._next())
+            if not self.reference:
+                insort(self._backoff, (backoff_cap(waiting), -job.priority, self.failed[run.name], run.name))
+
+    def _keep_active(self, run: JobRun) -> None:
+        if not self.reference:
+            insort(self._active, (-run.job.priority, self.stamp[run.name], run.name))
+
+    def _fit(self, state: SchedState, run: JobRun, want: int) -> int:
+        """How many of ``want`` pods of ``run`` the filter-and-score loop would place right now."""
+        if not self.reference:
+            fit = state.cluster.pods_that_fit(run.job)
+            if fit is not None:
+                return min(fit, want)
+        cluster = state.cluster
+        before = {i: b.pods for i, b in cluster.alloc.get(run.name, {}).items()}
+        placed = cluster.place(run.job, want, spread=True)
+        cluster._rollback(run.job, before)
+        return placed
+
+    # ---- pod by pod with Permit (v1.35) ----------------------------------------------------
+    def _pod_by_pod(self, state: SchedState) -> list[float]:
+        cluster, now = state.cluster, state.now
+        for run in [r for r in state.runs.values() if r.name in self.waiting]:
+            if run.finished or run.state == RUNNING:
+                self.waiting.pop(run.name)
+                continue
+            expired = [w for w in self.waiting[run.name] if w[0] <= now]
+            if not expired:
+                continue
+            self.waiting[run.name] = [w for w in self.waiting[run.name] if w[0] > now]
+            nodes = [i for w in expired for i in w[1]]
+            for i in nodes:
+                cluster.unbind_one(run.job, i)
+            state.note(run)
+            state.log(run.name, f"Permit timeout after {self.permit_timeout:g} s: {len(nodes)} pods "
+                                f"rejected and unreserved ({state.bound(run)}/{run.job.min_member} "
+                                "still waiting)")
+            self.later.append((now + self.requeue_after, self._next(), run, len(nodes)))
+        back = sorted(x for x in self.later if x[0] <= now)
+        if back:
+            self.later = [x for x in self.later if x[0] > now]
+            for _, _, run, pods in back:
+                if not run.finished:
+                    self.queue.append([run.job.priority, self._next(), run, pods])
+        self.queue = [q for q in self.queue if not q[2].finished]
+        self.queue.sort(key=lambda q: -q[0])  # PrioritySort; stable: creation order within
+        failed: dict[tuple, int] = {}
+        kept, n = [], len(cluster.nodes)
+        touched: dict[str, JobRun] = {}
+        for entry in self.queue:
+            run, count = entry[2], entry[3]
+            job = run.job
+            key = (job.constraint, job.name if job.exclusive else None, job.memory_per_pod)
+            placed_on = []
+            if not (key in failed and job.gpus_per_pod >= failed[key]):
+                while len(placed_on) < count:
+                    i = cluster.first_fit_node(job, spread=True)
+                    if i is None:
+                        failed[key] = min(job.gpus_per_pod, failed.get(key, job.gpus_per_pod))
+                        break
+                    state.bind(run, i)
+                    placed_on.append(i)
+            if placed_on:
+                touched[run.name] = run
+                if state.bound(run) < job.min_member:  # Permit: Wait, each pod on its own timer
+                    self.waiting.setdefault(run.name, []).append([now + self.permit_timeout, placed_on])
+                else:
+                    self.waiting.pop(run.name, None)  # quorum: every waiting pod is allowed
+            if len(placed_on) < count:
+                entry[3] = count - len(placed_on)
+                kept.append(entry)
+        self.queue = kept
+        queued: dict[str, int] = {}
+        for entry in kept:
+            queued[entry[2].name] = queued.get(entry[2].name, 0) + entry[3]
+        for run in state.active():
+            k = queued.get(run.name)
+            if run.name in self.waiting and state.bound(run) < run.job.min_member:
+                state.set_reason(run, f"{state.bound(run)}/{run.job.min_member} pods waiting at Permit "
+                                      "for minCount (GangScheduling)" + (f"; {_unschedulable(k, n)}" if k else ""))
+            elif k:
+                state.set_reason(run, _unschedulable(k, n))
+            elif any(x[2] is run for x in self.later):
+                state.set_reason(run, "pods rejected at Permit (timeout): Unschedulable until the "
+                                      "unschedulable-pods flush")
+            else:
+                state.set_reason(run, None)
+        times = [w[0] for ws in self.waiting.values() for w in ws] + [x[0] for x in self.later]
+        return sorted(set(t for t in times if t > now))
