@@ -130,3 +130,142 @@ def test_lint_a_directory_finds_the_job_files(capsys, tmp_path):
     rc = main(["lint", "--json", str(tmp_path)])
     found = json.loads(capsys.readouterr().out)
     assert rc == 1 and [(Path(f["file"]).name, f["code"]) for f in found] == [("run.sh", "S006")]
+
+
+# ---- issue 16: what a real API server and scheduler reveal, found statically ---------------------
+JOB = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+{meta}spec:
+  parallelism: 2
+  template:
+{tmeta}    spec:
+{restart}      containers:
+        - name: c
+          image: registry.example.org/t:1
+          resources:
+            requests: {{memory: 1Gi}}
+            limits: {{memory: 1Gi, nvidia.com/gpu: 1}}
+"""
+
+
+def lint_text(capsys, tmp_path, text: str, name: str = "m.yaml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return codes(capsys, f)
+
+
+def test_the_seed_gang_is_flagged_for_both_mistakes(capsys):
+    """FACTS §3.3: the seed's group annotation sits on the Job, and its pods have no restartPolicy."""
+    rc, found = codes(capsys, EX / "seed-podgroup-job.yaml")
+    assert rc == 1
+    assert ("K011", "error", 21) in found   # the annotation on metadata, line of the key
+    assert ("K012", "error", 27) in found   # the pod spec without restartPolicy
+    assert ("K006", "error", 23) in found   # hence: no pod joins a gang
+    rc, found = codes(capsys, EX / "seed-podgroup-job-fixed.yaml")
+    assert (rc, found) == (0, [])
+    rc, found = codes(capsys, EX / "gang-kubernetes-v1.37.yaml")
+    assert (rc, found) == (0, [])
+
+
+@pytest.mark.parametrize("meta,tmeta,expect", [
+    ("  annotations:\n    scheduling.k8s.io/group-name: g\n", "", True),
+    ("  annotations:\n    scheduling.volcano.sh/group-name: g\n", "", True),
+    ("  labels:\n    scheduling.x-k8s.io/pod-group: g\n", "", True),
+    ("  labels:\n    kueue.x-k8s.io/pod-group-name: g\n", "", True),
+    # on both: the pods carry it, nothing to say
+    ("  annotations:\n    scheduling.k8s.io/group-name: g\n",
+     "    metadata:\n      annotations:\n        scheduling.k8s.io/group-name: g\n", False),
+    # the Kueue queue label belongs on the Job: Kueue reads the Job, not its pods
+    ("  labels:\n    kueue.x-k8s.io/queue-name: q\n", "", False),
+])
+def test_k011_a_group_key_on_the_job_never_reaches_the_pods(capsys, tmp_path, meta, tmeta, expect):
+    rc, found = lint_text(capsys, tmp_path, JOB.format(meta=meta, tmeta=tmeta, restart="      restartPolicy: Never\n"))
+    hits = [f for f in found if f[0] == "K011"]
+    assert bool(hits) == expect
+    if expect:
+        assert hits == [("K011", "error", 6)]
+
+
+def test_k011_the_object_annotation_no_longer_counts_as_a_gang(capsys, tmp_path):
+    """Before issue 16 the reader merged the Job's own annotations into its pods': the seed's Job
+    counted as ganged (no K006) and its PodGroup as filled (no K004)."""
+    text = ("apiVersion: scheduling.volcano.sh/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n"
+            "spec: {minMember: 3, queue: default}\n---\n"
+            + JOB.format(meta="  annotations:\n    scheduling.k8s.io/group-name: g\n", tmeta="",
+                         restart="      restartPolicy: Never\n").replace("      schedulerName", ""))
+    rc, found = lint_text(capsys, tmp_path, text)
+    got = {c for c, _, _ in found}
+    assert "K006" in got and "K011" in got
+    assert "K004" not in got  # no pod joins g, so there is nothing to compare minMember with
+
+
+@pytest.mark.parametrize("restart,expect", [
+    ("", "Required value"), ("      restartPolicy: Always\n", "Required value"),
+    ("      restartPolicy: Sometimes\n", "Unsupported value"),
+    ("      restartPolicy: Never\n", None), ("      restartPolicy: OnFailure\n", None),
+])
+def test_k012_a_job_needs_restart_policy_never_or_on_failure(capsys, tmp_path, restart, expect):
+    f = tmp_path / "j.yaml"
+    f.write_text(JOB.format(meta="", tmeta="", restart=restart))
+    main(["lint", "--json", str(f)])
+    k012 = [x for x in json.loads(capsys.readouterr().out) if x["code"] == "K012"]
+    if expect is None:
+        assert k012 == []
+    else:
+        assert len(k012) == 1 and expect in k012[0]["message"] and k012[0]["severity"] == "error"
+        assert k012[0]["line"] == 9  # restartPolicy, or the first line of the pod spec
+
+
+def test_k012_only_for_batch_jobs(capsys, tmp_path):
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+           "    - {name: c, image: i, resources: {limits: {memory: 1Gi}}}\n")
+    _, found = lint_text(capsys, tmp_path, pod)
+    assert not any(c == "K012" for c, _, _ in found)
+
+
+VOLCANO_JOB = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: v}}
+spec:
+  minAvailable: 1
+  queue: {queue}
+  tasks:
+    - replicas: 1
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{{name: c, image: i, resources: {{limits: {{memory: 1Gi}}}}}}]
+"""
+VQUEUE = "---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: research}\nspec: {weight: 1}\n"
+
+
+def test_k013_a_queue_the_file_never_defines(capsys, tmp_path):
+    _, found = lint_text(capsys, tmp_path, VOLCANO_JOB.format(queue="research"))
+    assert ("K013", "warning", 6) in found
+    _, found = lint_text(capsys, tmp_path, VOLCANO_JOB.format(queue="research") + VQUEUE)
+    assert not any(c == "K013" for c, _, _ in found)
+    _, found = lint_text(capsys, tmp_path, VOLCANO_JOB.format(queue="default"))  # Volcano's own
+    assert not any(c == "K013" for c, _, _ in found)
+
+
+def test_k013_kueue_local_queue_and_its_cluster_queue(capsys, tmp_path):
+    job = JOB.format(meta="  labels:\n    kueue.x-k8s.io/queue-name: team-a\n", tmeta="",
+                     restart="      restartPolicy: Never\n")
+    _, found = lint_text(capsys, tmp_path, job)
+    assert ("K013", "warning", 6) in found
+    lq = "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: team-a}\nspec: {clusterQueue: cq}\n"
+    _, found = lint_text(capsys, tmp_path, job + lq)
+    k013 = [f for f in found if f[0] == "K013"]
+    assert k013 == [("K013", "warning", 19)]  # now the LocalQueue's ClusterQueue is missing
+    cq = ("---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\n"
+          "spec: {namespaceSelector: {}}\n")
+    _, found = lint_text(capsys, tmp_path, job + lq + cq)
+    assert not any(c == "K013" for c, _, _ in found)
+
+
+def test_kubernetes_podgroup_min_count_against_its_pods(capsys, tmp_path):
+    text = (EX / "gang-kubernetes-v1.37.yaml").read_text().replace("minCount: 64", "minCount: 80")
+    _, found = lint_text(capsys, tmp_path, text)
+    assert ("K004", "error", 13) in found

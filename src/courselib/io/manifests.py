@@ -32,13 +32,19 @@ VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"           # what the Volcano scheduler reads
 VOLCANO_GROUP_ANNOTATION = "scheduling.volcano.sh/group-name"  # a constant + vGPU fallback only
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+#: keys that tie a *pod* to a gang: they work only on the pods themselves
+POD_GROUP_KEYS = (GROUP_ANNOTATION, VOLCANO_GROUP_ANNOTATION, COSCHEDULING_LABEL, KUEUE_POD_GROUP_LABEL)
+#: kinds whose controller creates pods from ``spec.template`` only (core API groups)
+TEMPLATED_KINDS = ("Job", "Deployment", "StatefulSet", "ReplicaSet")
+#: Volcano creates these queues itself (FACTS §3.1: PodGroup ``queue`` defaults to "default")
+VOLCANO_BUILTIN_QUEUES = ("default", "root")
 TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology",
                         "kueue.x-k8s.io/podset-preferred-topology")
 PODGROUP_GROUPS = ("scheduling.volcano.sh", "scheduling.incubator.k8s.io", "scheduling.x-k8s.io",
                    "scheduling.sigs.k8s.io")
 CORE_KINDS = {"Pod", "Job", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Service",
               "Namespace", "ConfigMap", "CronJob", "PriorityClass"}
-K8S_SCHEMA_VERSION = "1.33.0"
+K8S_SCHEMA_VERSION = "1.37.0"
 _TEMPLATE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}|<[A-Za-z][^<>]*>")
 
 
@@ -62,6 +68,10 @@ class PodSet:
     labels: tuple[tuple[str, str], ...]
     has_topology_constraint: bool
     line: int | None
+    restart_policy: str | None = None   # the pod spec's restartPolicy as written (None: unset)
+    restart_policy_line: int | None = None
+    spec_line: int | None = None        # where the pod spec starts
+    scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName (Kubernetes' own PodGroup)
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,9 @@ class ManifestReading:
     gpu_quota: tuple[int | None, int | None, int | None] | None = None  # ClusterQueue: nominal, borrowing, lending
     cohort: str | None = None
     cluster_queue: str | None = None          # LocalQueue -> ClusterQueue
+    #: (key, value, line) of pod-group keys (POD_GROUP_KEYS) in the metadata of an object whose
+    #: pods come from ``spec.template`` (TEMPLATED_KINDS): they never reach the pods
+    object_group_keys: tuple[tuple[str, str, int | None], ...] = ()
 
     @property
     def pods(self) -> int | None:
@@ -338,7 +351,12 @@ def _pod_set(name: str, replicas: int | None, replicas_line: int | None, templat
         gpu_request_problems=tuple(gpu_problems),
         scheduler_name=str(sched) if sched is not None else None,
         annotations=annotations, labels=labels, has_topology_constraint=topo,
-        line=_line(template))
+        line=_line(template),
+        restart_policy=str(spec["restartPolicy"]) if spec.get("restartPolicy") is not None else None,
+        restart_policy_line=_line(spec, "restartPolicy") if "restartPolicy" in spec else None,
+        spec_line=_line(spec),
+        scheduling_group=str(_get(spec, "schedulingGroup", "podGroupName"))
+        if _get(spec, "schedulingGroup", "podGroupName") is not None else None)
 
 
 _TOPOLOGY_WORDS = ("topology", "rack", "zone", "block", "island", "nvlink", "hostname", "switch",
@@ -444,6 +462,18 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
             queue, queue_source, queue_line = spec["queue"], "spec.queue", _line(spec, "queue")
         if group == "scheduling.incubator.k8s.io":
             notes.append(f"legacy API group {group}: current Volcano uses scheduling.volcano.sh")
+    elif kind == "PodGroup" and group == "scheduling.k8s.io":
+        # Kubernetes' own PodGroup (v1.37: scheduling.k8s.io/v1beta1, GenericWorkload gate)
+        policy = _get(spec, "schedulingPolicy") or {}
+        if isinstance(policy, dict) and isinstance(policy.get("gang"), dict):
+            mc, ml, present = _int_field(policy["gang"], "minCount", problems,
+                                         "spec.schedulingPolicy.gang", templates)
+            gang_size, gang_line = mc, ml
+            gang_rule = "spec.schedulingPolicy.gang.minCount" if present else "spec.schedulingPolicy.gang.minCount unset"
+        else:
+            gang_rule = "spec.schedulingPolicy.basic (no gang)"
+        notes.append("Kubernetes' own PodGroup: served only with --runtime-config=scheduling.k8s.io/v1beta1=true "
+                     "and the GenericWorkload feature gate (off by default in v1.37)")
     elif kind in ("Job", "Pod", "Deployment", "StatefulSet", "ReplicaSet") and group in ("", "batch", "apps"):
         workload = True
         if kind == "Pod":
@@ -477,6 +507,10 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
             gang_size, gang_line = par, pl
             pod_sets.append(_pod_set("job", par, pl, spec.get("template"), problems, templates,
                                      "spec.template"))
+            if isinstance(_get(spec, "scheduling", "schedulingPolicy", "gang"), dict):
+                mc = _get(spec, "scheduling", "schedulingPolicy", "gang", "minCount")
+                notes.append("spec.scheduling gang (WorkloadWithJob): the Job controller creates a Workload "
+                             f"and a PodGroup, minCount {mc if isinstance(mc, int) else 'parallelism'}")
         else:
             reps, rl, present = _int_field(spec, "replicas", problems, "spec", templates)
             if not present:
@@ -565,7 +599,17 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
         queue_line=queue_line, scheduler_name=str(sched) if sched is not None else None,
         templates=tuple(dict.fromkeys(templates)), validation_errors=tuple(validation),
         problems=tuple(problems), notes=tuple(notes), labels=labels, annotations=annotations,
-        is_workload=workload, gpu_quota=gpu_quota, cohort=cohort, cluster_queue=cluster_queue)
+        is_workload=workload, gpu_quota=gpu_quota, cohort=cohort, cluster_queue=cluster_queue,
+        object_group_keys=_object_group_keys(meta) if kind in TEMPLATED_KINDS and
+        group in ("", "batch", "apps") else ())
+
+
+def _object_group_keys(meta) -> tuple[tuple[str, str, int | None], ...]:
+    out = []
+    for holder in (meta.get("annotations"), meta.get("labels")):
+        if isinstance(holder, dict):
+            out += [(k, str(v), _line(holder, k)) for k, v in holder.items() if k in POD_GROUP_KEYS]
+    return tuple(out)
 
 
 def _list(x) -> list:
@@ -737,14 +781,14 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
         out.append(Finding(code, sev, r.file, line if line is not None else r.line,
                            f"{r.kind or 'document'} {r.name or '#' + str(r.doc_index)}: {msg}", fix))
 
-    podgroups = {r.name: r for r in readings if r.kind == "PodGroup" and r.name}
     members: dict[str, int] = {}
     for r in readings:
         for p in r.pod_sets:
-            ann = dict(p.annotations) | dict(r.annotations)
-            g = ann.get(GROUP_ANNOTATION) or ann.get(VOLCANO_GROUP_ANNOTATION)
+            ann = _pod_annotations(r, p)
+            g = ann.get(GROUP_ANNOTATION) or ann.get(VOLCANO_GROUP_ANNOTATION) or p.scheduling_group
             if g and p.replicas is not None:
                 members[g] = members.get(g, 0) + p.replicas
+    defined = _queues_defined(readings)
     for r in readings:
         for ln, fld, v in r.templates:
             add(r, "K001", "error", ln, f"unresolved template in {fld}: {v!r}",
@@ -758,11 +802,15 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
         if r.kind == "PodGroup" and r.gang_size is not None and r.name in members:
             rel = gang_mismatch(r.gang_size, members[r.name])
             if rel:
+                field = "minCount" if r.gang_rule.startswith("spec.schedulingPolicy") else "minMember"
                 add(r, "K004", "error" if rel == "above" else "warning", r.gang_line,
-                    f"minMember {r.gang_size} is {rel} the {members[r.name]} pods in this file "
-                    f"that join the group" + (": it can never be met (NotEnoughTasks)" if rel == "above"
-                                              else ": a partial gang can start"),
-                    f"set minMember: {members[r.name]}")
+                    f"{field} {r.gang_size} is {rel} the {members[r.name]} pods in this file "
+                    f"that join the group" + ((": it can never be met (NotEnoughTasks)" if field == "minMember"
+                                               else ": it can never be met (the pods wait at PreEnqueue "
+                                               "\"for minCount pods from a gang to appear\" "
+                                               "[k8s-v1372-gang-plugin])")
+                                              if rel == "above" else ": a partial gang can start"),
+                    f"set {field}: {members[r.name]}")
         if r.gang_rule.startswith(("spec.minAvailable", "spec.runPolicy")) and r.pods is not None \
                 and r.gang_size is not None:
             rel = gang_mismatch(r.gang_size, r.pods)
@@ -779,9 +827,54 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                     + ("; a synchronous training job then holds its GPUs waiting at the first "
                        "collective" if gpu else ""),
                     f"set minAvailable: {r.pods} for all-or-nothing (lower only for elastic jobs)")
+        # a group key on the Job (or Deployment, ...) itself: the controller copies only the template
+        for key, value, ln in r.object_group_keys:
+            pod_keys = {k for p in r.pod_sets for k in dict(p.annotations) | dict(p.labels)}
+            if key in pod_keys:
+                continue
+            where = "annotation" if key in (GROUP_ANNOTATION, VOLCANO_GROUP_ANNOTATION) else "label"
+            add(r, "K011", "error", ln,
+                f"the {where} {key}: {value} is on the {r.kind}'s own metadata; the {r.kind} "
+                f"controller creates pods from spec.template only, so no pod carries it and none "
+                f"joins the group {value!r} (the Volcano scheduler reads it from the pod "
+                f"[k8s-docs-jobs, volcano-podgroup-api])",
+                f"move it to spec.template.metadata.{where}s")
+        # a Job's pods must not restart in place (batch validation, Kubernetes v1.37.2
+        # pkg/apis/batch/validation/validation.go L299-307)
+        if r.kind == "Job" and _api_group(r.api_version) == "batch":
+            for p in r.pod_sets:
+                if p.restart_policy in ("Never", "OnFailure"):
+                    continue
+                what = ("has no restartPolicy, so it defaults to Always" if p.restart_policy is None
+                        else f"has restartPolicy {p.restart_policy}")
+                add(r, "K012", "error", p.restart_policy_line or p.spec_line or p.line,
+                    f"the pod template {what}, which a Job may not use: the API server rejects the "
+                    f"Job (spec.template.spec.restartPolicy: "
+                    + ('Required value' if p.restart_policy in (None, "Always") else 'Unsupported value')
+                    + ': valid values: "OnFailure", "Never") [k8s-docs-jobs]',
+                    "set spec.template.spec.restartPolicy: Never (or OnFailure)")
+        # a queue the file never defines
+        if r.queue is not None and r.queue_source is not None:
+            kueue = "kueue" in r.queue_source
+            kinds = "LocalQueue" if kueue else "Queue"
+            if (r.queue not in defined[kinds]) and (kueue or r.queue not in VOLCANO_BUILTIN_QUEUES):
+                add(r, "K013", "warning", r.queue_line,
+                    f"it names the {'Kueue LocalQueue' if kueue else 'Volcano queue'} {r.queue!r} "
+                    f"({r.queue_source}), which this file never defines: unless the cluster already has "
+                    + ("it, Kueue never admits the workload (a Job opts in through a LocalQueue that "
+                       "points to a ClusterQueue [kueue-cluster-queue])" if kueue else
+                       "it, the PodGroup is never scheduled (\"if queue does not exist, the PodGroup will "
+                       "not be scheduled\" [volcano-podgroup-api])"),
+                    f"define the {kinds} {r.queue} in the same file (or check it exists: kubectl get "
+                    f"{kinds.lower()}s{' -A' if kueue else ''})")
+        if r.kind == "LocalQueue" and r.cluster_queue and r.cluster_queue not in defined["ClusterQueue"]:
+            add(r, "K013", "warning", r.line,
+                f"it points to the ClusterQueue {r.cluster_queue!r}, which this file never defines: "
+                "unless the cluster already has it, nothing queued here is admitted [kueue-cluster-queue]",
+                f"define the ClusterQueue {r.cluster_queue} in the same file (or check kubectl get clusterqueues)")
         # wrong group annotation
         for p in r.pod_sets:
-            ann = dict(p.annotations) | dict(r.annotations)
+            ann = _pod_annotations(r, p)
             if VOLCANO_GROUP_ANNOTATION in ann and GROUP_ANNOTATION not in ann:
                 add(r, "K005", "warning", p.line,
                     f"pods name their group with {VOLCANO_GROUP_ANNOTATION}, which the Volcano "
@@ -799,12 +892,14 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
                 add(r, "K006", "error", r.gang_line or r.line,
                     f"{r.pods} pods ({r.total_gpus} GPUs) with no gang scheduler: the default "
                     f"scheduler binds pods one at a time, so some can start and hold their GPUs "
-                    f"while the rest stay Pending - a partial gang that never trains (the "
-                    f"built-in gang scheduling of Kubernetes 1.35 is alpha and off by default, "
-                    f"[k8s-gang-scheduling]).{extra}",
+                    f"while the rest stay Pending - a partial gang that never trains (Kubernetes' "
+                    f"own gang scheduling, the GenericWorkload feature gate, is beta and off by "
+                    f"default in v1.37 [k8s-v1372-feature-gates]).{extra}",
                     f"admit it whole: add the label {KUEUE_QUEUE_LABEL}: <local-queue> (Kueue), "
                     f"or schedulerName: volcano with a PodGroup (minMember: {r.pods}) named in the "
-                    f"pods' {GROUP_ANNOTATION} annotation")
+                    f"pods' {GROUP_ANNOTATION} annotation, or (Kubernetes v1.37 with GenericWorkload "
+                    f"on) a scheduling.k8s.io/v1beta1 PodGroup with gang minCount {r.pods} named in "
+                    f"spec.template.spec.schedulingGroup.podGroupName")
             if not any(p.has_topology_constraint for p in r.pod_sets if p.gpus_per_pod):
                 add(r, "K007", "warning", r.line,
                     f"{r.pods} GPU pods with no topology constraint: they may be spread over "
@@ -832,6 +927,31 @@ def lint_manifests(readings: list[ManifestReading]) -> list:
     return out
 
 
+def _pod_annotations(r: ManifestReading, p: PodSet) -> dict:
+    """The annotations the pods of ``p`` carry: the template's; for a Volcano or Kubeflow job (whose
+    operator creates the pods and their group) the object's count too."""
+    if r.kind in TEMPLATED_KINDS and _api_group(r.api_version) in ("", "batch", "apps"):
+        return dict(p.annotations)
+    return dict(p.annotations) | dict(r.annotations)
+
+
+def _pod_labels(r: ManifestReading, p: PodSet) -> dict:
+    if r.kind in TEMPLATED_KINDS and _api_group(r.api_version) in ("", "batch", "apps"):
+        return dict(p.labels)
+    return dict(p.labels) | dict(r.labels)
+
+
+def _queues_defined(readings: list[ManifestReading]) -> dict[str, set]:
+    """Names of the Volcano Queues, Kueue LocalQueues and ClusterQueues the file defines."""
+    out: dict[str, set] = {"Queue": set(), "LocalQueue": set(), "ClusterQueue": set()}
+    for r in readings:
+        group = _api_group(r.api_version)
+        if r.name and ((r.kind == "Queue" and group == "scheduling.volcano.sh")
+                       or (r.kind in ("LocalQueue", "ClusterQueue") and group == "kueue.x-k8s.io")):
+            out[r.kind].add(r.name)
+    return out
+
+
 def _gang_mechanism(r: ManifestReading) -> str | None:
     """What admits this workload's pods together, if anything: volcano / kubeflow / kueue / ..."""
     if r.kind == "Job" and (r.api_version or "").startswith("batch.volcano.sh"):
@@ -839,10 +959,11 @@ def _gang_mechanism(r: ManifestReading) -> str | None:
     if r.gang_rule.startswith("spec.runPolicy.schedulingPolicy"):
         return "kubeflow"
     for p in r.pod_sets:
-        ann = dict(p.annotations) | dict(r.annotations)
-        if GROUP_ANNOTATION in ann:
+        if GROUP_ANNOTATION in _pod_annotations(r, p):
             return "podgroup"
-        if COSCHEDULING_LABEL in dict(p.labels) | dict(r.labels):
+        if p.scheduling_group:
+            return "kubernetes-podgroup"
+        if COSCHEDULING_LABEL in _pod_labels(r, p):
             return "coscheduling"
     if (r.api_version or "").startswith("kubeflow.org") and \
             any(p.scheduler_name == "volcano" for p in r.pod_sets):
@@ -851,6 +972,8 @@ def _gang_mechanism(r: ManifestReading) -> str | None:
         return "kueue"
     if r.gang_rule.startswith("Kueue pod group"):
         return "kueue"
+    if any(n.startswith("spec.scheduling gang") for n in r.notes):
+        return "kubernetes-workload"
     return None
 
 
