@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-student site-test student-template test test-fast lab serve labs bench clean help
+.PHONY: setup setup-k8s book book-student site-test student-template test test-fast lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"
@@ -18,6 +18,7 @@ help:
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
 	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
 	@echo "make labs    regenerate labs/ from solutions/"
+	@echo "make setup-k8s  build the pinned Kubernetes and etcd once (Go; courselib kube up runs them)"
 	@echo "make bench   run the benchmarks: a table of ratios, also in _build/bench/results.json"
 	@echo "make clean   remove builds and caches (keeps .venv)"
 
@@ -32,6 +33,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (courselib)" >/dev/null
 	@touch $(STAMP)
+
+# The real Kubernetes control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager)
+# from the Go modules pinned in k8s/, built once per version into ~/.cache/allornothing (needs Go
+# 1.26 and the Go module proxy; about 10 minutes on 2 cores the first time, instant after).
+setup-k8s:
+	k8s/build.sh
 
 book: setup
 	$(BIN)/jupyter-book build . --path-output . $(JB_FLAGS)

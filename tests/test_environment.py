@@ -29,4 +29,4 @@ def test_environment_yml_matches_pyproject(root):
 def test_dev_extra_pulls_every_other_extra(root):
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     extras = set(project["optional-dependencies"]) - {"dev"}
-    assert project["optional-dependencies"]["dev"] == [f"courselib[{','.join(sorted(extras, key=['io', 'book', 'test'].index))}]"]
+    assert project["optional-dependencies"]["dev"] == [f"courselib[{','.join(sorted(extras))}]"]

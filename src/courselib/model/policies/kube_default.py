@@ -39,9 +39,14 @@ from courselib.model.workload import Workload
 class KubeDefault(Policy):
     name = "kube-default"
 
-    def __init__(self, workload: Workload, seed: int = 0, preemption: bool = False):
+    def __init__(self, workload: Workload, seed: int = 0, preemption: bool = False,
+                 pod_order: tuple[str, ...] | None = None):
         super().__init__(workload, seed)
         self.preemption = preemption
+        # The order in which the Job controller really created the pods of jobs submitted
+        # together: one job name per pod (recorded from a real control plane by
+        # ``courselib kube replay``). ``None``: round-robin, the model's own assumption.
+        self.pod_order = list(pod_order) if pod_order is not None else None
         self.queue: list[JobRun] = []  # one entry per pending pod, in creation order
         self.known: dict[str, JobRun] = {}  # jobs whose pods this scheduler was given
         self._known_pos: dict[str, int] = {}  # a job's place in ``known`` (the reasons' order)
@@ -58,23 +63,59 @@ class KubeDefault(Policy):
         return not (self.reference or self.preemption)
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
-        self.create_pods(runs, {r.name: r.job.pods for r in runs}, state)
+        self.create_pods(runs, {r.name: r.job.pods for r in runs}, recorded=True)
 
-    def create_pods(self, runs: list[JobRun], counts: dict[str, int], state: SchedState | None = None) -> None:
-        """Round-robin pod creation across jobs created at the same instant."""
+    def create_pods(self, runs: list[JobRun], counts: dict[str, int], state: SchedState | None = None,
+                    recorded: bool = False) -> None:
+        """Round-robin pod creation across jobs created at the same instant (or, with
+        ``pod_order``, the order the real Job controller created them in)."""
         self.known.update((r.name, r) for r in runs)
         for r in runs:
             self._known_pos.setdefault(r.name, len(self._known_pos))
+        order = self._recorded_order(runs, counts) if recorded else None
         if state is not None and len(runs) > 1:
-            names = ", ".join(f"{r.name}-{k}" for k in range(2) for r in runs)
-            state.log(runs[0].name, f"pods of {len(runs)} jobs created round-robin: {names}, ...")
+            if order is None:
+                names = ", ".join(f"{r.name}-{k}" for k in range(2) for r in runs)
+                state.log(runs[0].name, f"pods of {len(runs)} jobs created round-robin: {names}, ...")
+            else:
+                state.log(runs[0].name, f"pods of {len(runs)} jobs created in the recorded order: "
+                                        f"{', '.join(r.name for r in order[:6])}, ...")
         if self.fast:
-            self._create_runs(runs, counts)
+            if order is None:
+                self._create_runs(runs, counts)
+            else:
+                for run in order:
+                    self._append(run, 1)
+            return
+        if order is not None:
+            self.queue.extend(order)
             return
         for k in range(max(counts.values(), default=0)):
             for run in runs:
                 if k < counts[run.name]:
                     self.queue.append(run)
+
+    def _recorded_order(self, runs: list[JobRun], counts: dict[str, int]) -> list[JobRun] | None:
+        """The next pods of ``runs`` in ``pod_order`` (consumed), or ``None`` without one.
+
+        A recorded order must name exactly ``counts`` pods of each run at its front (the pods of
+        jobs submitted together), else it does not describe this workload: a ``ValueError``.
+        """
+        if self.pod_order is None:
+            return None
+        by_name = {r.name: r for r in runs}
+        need = dict(counts)
+        total = sum(need.values())
+        head, rest = self.pod_order[:total], self.pod_order[total:]
+        for name in head:
+            if need.get(name, 0) <= 0:
+                raise ValueError(f"pod_order: expected {total} pods of {', '.join(by_name)} next, "
+                                 f"found {name!r}")
+            need[name] -= 1
+        if any(need.values()):
+            raise ValueError(f"pod_order: too few pods recorded for {', '.join(by_name)}")
+        self.pod_order = rest
+        return [by_name[name] for name in head]
 
     def _create_runs(self, runs: list[JobRun], counts: dict[str, int]) -> None:
         """The same round-robin order, as runs of consecutive pods of one job."""

@@ -1,0 +1,213 @@
+"""``courselib kube``: a real Kubernetes control plane on this machine, and replays against the model.
+
+    courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--port P]
+    courselib kube status [--json]
+    courselib kube replay WORKLOAD.yaml [--compare] [--json] [--record FILE] [--policy P]
+    courselib kube validate FILE...
+    courselib kube down
+
+Needs the binaries that ``make setup-k8s`` builds once (etcd and Kubernetes from the Go modules
+pinned in ``k8s/``), openssl and the Kubernetes Python client; no root. Elsewhere each command
+says so in one line and touches nothing.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _shape(args):
+    from courselib.live import kube
+    return kube.KubeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                          features=kube.parse_shape_features(args.features), gang=args.gang,
+                          base_port=args.port)
+
+
+def _up(args) -> int:
+    from courselib.live import kube
+    cp = kube.up(_shape(args), say=_say)
+    print(f"local Kubernetes {kube.KUBERNETES_VERSION} up: {cp.shape.describe()}")
+    print(f"use it with:    export KUBECONFIG={cp.kubeconfig}")
+    return 0
+
+
+def _down(args) -> int:
+    from courselib.live import kube
+    if kube.load() is None:
+        print("no local Kubernetes control plane is up; nothing to stop")
+        return 0
+    out = kube.down(say=_say)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(out)
+    else:
+        for p in out["stopped"]:
+            print(f"stopped {p['role']} (PID {p['pid']})")
+    if out["left"]:
+        print(f"courselib: PIDs {out['left']} did not stop; the state file is kept", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _status(args) -> int:
+    from courselib.live import kube
+    info = kube.status()
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(info)
+        return 0
+    if "processes" not in info:
+        print("no local Kubernetes control plane is up (start one with `courselib kube up`)")
+        return 0
+    print(f"local Kubernetes {info['versions'].get('kubernetes', '?')} "
+          f"{'up' if info['up'] else 'BROKEN (some processes died; run `courselib kube down`)'}: "
+          f"{info['shape']}")
+    print(f"state directory: {info['state_dir']}")
+    print(f"KUBECONFIG={info['kubeconfig']}  (API server {info['server']})")
+    for p in info["processes"]:
+        print(f"  {p['role']:<24} PID {p['pid']:<8} {'running' if p['alive'] else 'gone'}")
+    if "nodes" in info:
+        print(f"  {info['nodes']} nodes registered, {info['gpus']} GPUs allocatable")
+    return 0
+
+
+def _replay(args) -> int:
+    from courselib.io.workload import load_workload
+    from courselib.live import kube, kube_replay
+
+    workload = load_workload(args.workload)
+    plan = kube_replay.plan_replay(workload, policy=args.policy, file=args.workload)
+    cp = kube.running()
+    if cp is None:
+        kube.check_available()
+        from courselib.errors import CourseError
+        raise CourseError("no local Kubernetes control plane is up",
+                          hint=f"start one with `courselib kube up {plan.shape.cli_args()}`")
+    quiet = args.json
+    result = kube_replay.run_replay(cp, plan, say=(lambda m: None) if quiet else _say)
+    if args.record:
+        from pathlib import Path
+        from courselib.io.yamlfile import read_text
+        out = kube_replay.record(result, args.record, workload_text=read_text(args.workload),
+                                 workload_file=Path(args.workload).as_posix())
+        _say(f"recorded to {out}")
+    comparison = kube_replay.compare(result, name=args.workload) if args.compare else None
+    if args.json:
+        from courselib.cli.main import print_json
+        out = {"workload": args.workload, "replay": kube_replay.replay_to_dict(result)}
+        if comparison is not None:
+            out["comparison"] = comparison.to_dict()
+        print_json(out)
+    else:
+        print(kube_replay.format_replay(result))
+        if comparison is not None:
+            print()
+            print(kube_replay.format_comparison(comparison))
+    if comparison is not None and comparison.agreement < 1.0:
+        return 1
+    return 0
+
+
+def _validate(args) -> int:
+    from courselib.live import kube, kube_validate
+    cp = kube.running()
+    if cp is None:
+        kube.check_available()
+        from courselib.errors import CourseError
+        raise CourseError("no local Kubernetes control plane is up",
+                          hint="start one with `courselib kube up` (validate asks its API server)")
+    findings = kube_validate.validate_files(cp, args.files)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json({"files": args.files, "kubernetes": kube.KUBERNETES_VERSION,
+                    "documents": [f.to_dict() for f in findings],
+                    "rejected": sum(f.rejected for f in findings),
+                    "not_validated": sum(not f.validated for f in findings)})
+    else:
+        for f in findings:
+            print(f.text())
+        bad = sum(f.rejected for f in findings)
+        unchecked = sum(not f.validated for f in findings)
+        dropped = sum(bool(f.dropped) for f in findings)
+        print(f"{len(findings)} document{'s' if len(findings) != 1 else ''}: "
+              f"{len(findings) - bad - unchecked} accepted ({dropped} with fields dropped), {bad} rejected"
+              f"{f', {unchecked} not validated' if unchecked else ''} by the API server "
+              f"(Kubernetes {kube.KUBERNETES_VERSION}, server-side dry run)")
+    return 1 if any(f.rejected for f in findings) else 0
+
+
+
+def _gates(args) -> int:
+    from courselib.live import kube_source
+    gates = kube_source.feature_gates()
+    if args.record:
+        _say(f"recorded to {kube_source.record(args.record, gates)}")
+    if args.json:
+        from dataclasses import asdict
+        from courselib.cli.main import print_json
+        print_json({"version": kube_source.KUBERNETES_VERSION, "file": kube_source.FEATURES_FILE,
+                    "gates": [asdict(g) for g in gates]})
+    else:
+        print(kube_source.format_gates(gates))
+    return 0
+
+
+def register(subparsers) -> None:
+    from courselib.live.kube import BASE_PORT
+    p = subparsers.add_parser(
+        "kube", help="a real local Kubernetes control plane: up, down, status, replay, validate",
+        description="A real Kubernetes control plane on this machine (etcd, kube-apiserver, "
+                    "kube-scheduler, kube-controller-manager, built by `make setup-k8s`) with fake "
+                    f"GPU nodes, in a temporary directory on ports {BASE_PORT}+.")
+    sub = p.add_subparsers(dest="kube_command", metavar="SUBCOMMAND")
+
+    up = sub.add_parser("up", help="start the control plane and register fake GPU nodes (idempotent)")
+    up.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default 8)")
+    up.add_argument("--features", default=None,
+                    help="node feature labels: NAME (every node) or NAME:K (node1..nodeK), "
+                         "comma-separated, e.g. nvlink:2")
+    up.add_argument("--gang", action="store_true",
+                    help="turn on native gang scheduling (feature gates GenericWorkload, WorkloadWithJob)")
+    up.add_argument("--port", type=int, default=BASE_PORT,
+                    help=f"first of the ports used (default {BASE_PORT}: etcd, +1 etcd peer, +2 API "
+                         "server, +3 scheduler, +4 controller manager)")
+    up.set_defaults(func=_up)
+
+    down = sub.add_parser("down", help="stop every process of the control plane, by PID")
+    down.add_argument("--json", action="store_true", help="machine-readable output")
+    down.set_defaults(func=_down)
+
+    st = sub.add_parser("status", help="is the control plane up; its processes and nodes")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_status)
+
+    rp = sub.add_parser("replay", help="submit a workload's jobs as real batch/v1 Jobs and record "
+                                       "what the real scheduler bound")
+    rp.add_argument("workload", help="WORKLOAD.yaml (see examples/workloads/)")
+    rp.add_argument("--compare", action="store_true",
+                    help="also run courselib's policy and report the agreement (exit 1 if < 100%%)")
+    rp.add_argument("--policy", default=None,
+                    help="the model to compare with (default: kube-gang when the control plane runs "
+                         "with --gang, else kube-default)")
+    rp.add_argument("--json", action="store_true", help="machine-readable output")
+    rp.add_argument("--record", metavar="FILE.json", default=None,
+                    help="also write the replay as JSON (how the chapter's recorded runs are made)")
+    rp.set_defaults(func=_replay)
+
+    va = sub.add_parser("validate", help="server-side dry run of manifests against the real API server")
+    va.add_argument("files", nargs="+", help="YAML manifests")
+    va.add_argument("--json", action="store_true", help="machine-readable output")
+    va.set_defaults(func=_validate)
+
+    ga = sub.add_parser("gates", help="the pinned version's feature gates the course discusses, read "
+                                      "from its own source (pkg/features/kube_features.go)")
+    ga.add_argument("--json", action="store_true", help="machine-readable output")
+    ga.add_argument("--record", metavar="FILE.json", default=None,
+                    help="also write them as JSON (the fallback the book shows without Go)")
+    ga.set_defaults(func=_gates)
+
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

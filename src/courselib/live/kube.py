@@ -1,0 +1,715 @@
+"""A real Kubernetes control plane on one machine, with fake GPU nodes (``courselib kube up``).
+
+Four real programs, built from the Go modules pinned in ``k8s/`` (``make setup-k8s``): **etcd**,
+**kube-apiserver**, **kube-scheduler** and **kube-controller-manager** (its Job controller and
+garbage collector). Everything lives in a temporary state directory and listens on loopback on
+non-default ports (18000 upwards; Kubernetes' own are 2379, 6443, 10257, 10259), with its own
+certificate authority, serving certificates and bearer tokens made for this run.
+
+There is no kubelet. The nodes are **Node objects** registered through the API with
+``nvidia.com/gpu`` capacity, feature labels (``feature.node.kubernetes.io/<name>``, Node Feature
+Discovery's convention) and a ``Ready`` condition; the node-lifecycle controller is not run, so
+they stay Ready. A pod's ``spec.nodeName`` — the scheduler's binding — is the decision the course
+studies. courselib plays the kubelet's part for *status only*, as KWOK does
+(:mod:`courselib.live.kube_replay`): a bound pod is marked Running and Ready, and Succeeded when
+its job has trained for its duration.
+
+Every process started is recorded by PID in a state file, so ``status`` and ``down`` find the
+control plane from any later command, and ``down`` stops exactly those processes.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from courselib.errors import CourseError, InputError, PrivilegeError
+from courselib.live.cleanup import alive, cleanup_on_signals, reap, signals_held, stop_pids
+from courselib.live.slurm import _port_free, parse_features
+from courselib.live.state import ProcessStamp, StateFile, make_owned_dir, new_token, remove_owned_dir
+
+#: The versions pinned in k8s/kube/go.mod and k8s/etcd/go.mod (a test keeps them in step).
+KUBERNETES_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.7.3"
+#: etcd client, etcd peer, kube-apiserver, kube-scheduler, kube-controller-manager, then extras.
+BASE_PORT = 18000
+NAMESPACE = "allornothing"
+#: Where a node's feature labels live: ``feature.node.kubernetes.io/nvlink: "true"``.
+FEATURE_PREFIX = "feature.node.kubernetes.io/"
+GPU = "nvidia.com/gpu"
+MARKER = "COURSELIB_KUBE_DIR"
+#: The record of the running control plane, in courselib's private state directory.
+STATE = StateFile("kube")
+
+#: Native gang scheduling in v1.37 (pkg/features/kube_features.go): the Workload/PodGroup API
+#: (GenericWorkload, beta, off by default) and the Job controller's integration (WorkloadWithJob,
+#: alpha, off by default). ``kube up --gang`` turns them on.
+GANG_FEATURE_GATES = ("GenericWorkload", "WorkloadWithJob")
+GANG_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
+
+
+class KubeUnavailable(PrivilegeError):
+    """This machine cannot run the local control plane (binaries not built, or no openssl)."""
+
+
+# ----------------------------------------------------------------------------- binaries
+
+def cache_dir() -> Path:
+    """Where k8s/build.sh puts built binaries (``$COURSELIB_CACHE`` overrides)."""
+    env = os.environ.get("COURSELIB_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "allornothing"
+
+
+BINARIES = {
+    "etcd": ("etcd", ETCD_VERSION),
+    "kube-apiserver": ("kube", KUBERNETES_VERSION),
+    "kube-scheduler": ("kube", KUBERNETES_VERSION),
+    "kube-controller-manager": ("kube", KUBERNETES_VERSION),
+}
+
+
+def binary(name: str) -> Path:
+    component, version = BINARIES[name]
+    return cache_dir() / f"{component}-{version}" / "bin" / name
+
+
+def missing_binaries() -> list[str]:
+    return [name for name in BINARIES if not os.access(binary(name), os.X_OK)]
+
+
+def check_available() -> None:
+    """Raise :class:`KubeUnavailable` naming what is missing and how to get it."""
+    missing = missing_binaries()
+    if missing:
+        raise KubeUnavailable(
+            f"the Kubernetes {KUBERNETES_VERSION} control plane is not built here "
+            f"({', '.join(missing)} not in {cache_dir()})",
+            hint="build it once with `make setup-k8s` (needs Go 1.26 and the Go module proxy)")
+    if shutil.which("openssl") is None:
+        raise KubeUnavailable("openssl is not installed (it makes the control plane's certificates)",
+                              hint="apt-get install openssl")
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise KubeUnavailable("the Kubernetes Python client is not installed",
+                              hint="pip install 'courselib[live]' (or `make setup`)") from None
+
+
+def unavailable_reason() -> str | None:
+    """``None`` if this machine can run the local control plane, else the one-line reason."""
+    try:
+        check_available()
+    except KubeUnavailable as err:
+        return str(err)
+    return None
+
+
+# ----------------------------------------------------------------------------- the shape
+
+@dataclass(frozen=True)
+class KubeShape:
+    """The control plane ``up`` builds: ``nodes`` fake nodes with ``gpus_per_node`` GPUs each.
+
+    ``features`` as in :class:`courselib.live.slurm.ClusterShape`: ``(name, where)`` with
+    ``where`` ``None`` (every node), ``k`` (node1..nodek) or a tuple of 1-based node numbers.
+    ``gang`` turns on v1.37's native gang scheduling (:data:`GANG_FEATURE_GATES`).
+    """
+    nodes: int = 4
+    gpus_per_node: int = 8
+    features: tuple = ()
+    gang: bool = False
+    cpus_per_node: int = 64
+    memory_per_node: str = "1024Gi"
+    base_port: int = BASE_PORT
+    with_: tuple[str, ...] = ()
+
+    MAX_NODES = 5000
+
+    def __post_init__(self):
+        if not 1 <= self.nodes <= self.MAX_NODES:
+            raise InputError(f"{self.nodes} nodes: choose 1 to {self.MAX_NODES}", field="--nodes",
+                             hint="each node is one Node object in the local API server")
+        if not 0 <= self.gpus_per_node <= 64:
+            raise InputError(f"{self.gpus_per_node} GPUs per node: choose 0 to 64",
+                             field="--gpus-per-node")
+        if not 1024 <= self.base_port <= 65535 - 16:
+            raise InputError(f"port {self.base_port}: choose 1024 to 65519", field="--port")
+        norm = []
+        for name, where in self.features:
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?", name) or len(name) > 63:
+                raise InputError(f"{name!r} is not a label name (letters, digits, _ . -; at most 63)",
+                                 field="--features")
+            if isinstance(where, (list, tuple)):
+                where = tuple(sorted(set(int(k) for k in where)))
+                if not where or not all(1 <= k <= self.nodes for k in where):
+                    raise InputError(f"{name}: node numbers must be 1 to {self.nodes}",
+                                     field="--features")
+            elif where is not None and not 1 <= where <= self.nodes:
+                raise InputError(f"{name}:{where}: a feature can be on 1 to {self.nodes} nodes",
+                                 field="--features")
+            norm.append((name, where))
+        object.__setattr__(self, "features", tuple(norm))
+
+    def features_of(self, k: int) -> tuple[str, ...]:
+        return tuple(name for name, where in self.features
+                     if where is None or (k in where if isinstance(where, tuple) else k <= where))
+
+    @property
+    def ports(self) -> dict[str, int]:
+        b = self.base_port
+        return {"etcd": b, "etcd-peer": b + 1, "kube-apiserver": b + 2, "kube-scheduler": b + 3,
+                "kube-controller-manager": b + 4, "extra": b + 5}
+
+    def describe(self) -> str:
+        feats = ", ".join(f"{n} on " + ("all nodes" if w is None else
+                                        f"nodes {','.join(map(str, w))}" if isinstance(w, tuple)
+                                        else f"{w} node{'s' if w != 1 else ''}")
+                          for n, w in self.features)
+        return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
+                + (f" ({feats})" if feats else "")
+                + ("; native gang scheduling on" if self.gang else ""))
+
+    def cli_args(self) -> str:
+        out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
+        if self.features and all(not isinstance(w, tuple) for _, w in self.features):
+            out += " --features " + ",".join(n if w is None else f"{n}:{w}" for n, w in self.features)
+        if self.gang:
+            out += " --gang"
+        if self.base_port != BASE_PORT:
+            out += f" --port {self.base_port}"
+        return out
+
+    def to_json(self) -> dict:
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+                "features": [[n, list(w) if isinstance(w, tuple) else w] for n, w in self.features],
+                "gang": self.gang, "cpus_per_node": self.cpus_per_node,
+                "memory_per_node": self.memory_per_node, "base_port": self.base_port,
+                "with": list(self.with_)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "KubeShape":
+        return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
+                   features=tuple((n, tuple(w) if isinstance(w, list) else w)
+                                  for n, w in d.get("features", [])),
+                   gang=d.get("gang", False), cpus_per_node=d.get("cpus_per_node", 64),
+                   memory_per_node=d.get("memory_per_node", "1024Gi"),
+                   base_port=d.get("base_port", BASE_PORT), with_=tuple(d.get("with", ())))
+
+    def same_nodes(self, other: "KubeShape") -> bool:
+        """Same nodes, GPUs, per-node features and gang setting (ports aside)."""
+        return (self.nodes, self.gpus_per_node, self.gang, self.cpus_per_node) == \
+            (other.nodes, other.gpus_per_node, other.gang, other.cpus_per_node) and all(
+                set(self.features_of(k)) == set(other.features_of(k))
+                for k in range(1, self.nodes + 1))
+
+
+# ----------------------------------------------------------------------------- state
+
+def state_file() -> Path:
+    """Where the running control plane is recorded (``kube.json`` in the private state directory)."""
+    return STATE.path
+
+
+@dataclass
+class Proc:
+    """A process this module started: its role and its stamp (PID, start time, boot ID)."""
+    role: str
+    stamp: ProcessStamp
+
+    @property
+    def pid(self) -> int:
+        return self.stamp.pid
+
+    def to_json(self) -> dict:
+        return {"role": self.role, **self.stamp.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Proc":
+        if not isinstance(d.get("role"), str):
+            raise ValueError(f"role {d.get('role')!r} is not a name")
+        return cls(d["role"], ProcessStamp.from_json(d))
+
+
+@dataclass
+class ControlPlane:
+    """A running (or starting) control plane: its shape, directory and every process started."""
+    shape: KubeShape
+    state_dir: Path
+    token: str
+    procs: list[Proc] = field(default_factory=list)
+    started_at: float = 0.0
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "admin.kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.shape.ports['kube-apiserver']}"
+
+    def to_json(self) -> dict:
+        return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir), "token": self.token,
+                "started_at": self.started_at, "versions": self.versions,
+                "procs": [p.to_json() for p in self.procs]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ControlPlane":
+        if not isinstance(d["state_dir"], str) or not isinstance(d["token"], str):
+            raise ValueError("state_dir and token must be text")
+        return cls(KubeShape.from_json(d["shape"]), Path(d["state_dir"]), d["token"],
+                   [Proc.from_json(p) for p in d["procs"]], float(d.get("started_at", 0.0)),
+                   dict(d.get("versions", {})))
+
+    def save(self) -> None:
+        STATE.save(self.to_json())
+
+    def api(self):
+        """A ``kubernetes.client.ApiClient`` for this control plane (the admin's token)."""
+        from kubernetes import client, config
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
+        cfg.retries = 3
+        return client.ApiClient(cfg)
+
+
+def is_ours(proc: Proc) -> bool:
+    """Is ``proc.pid`` still the very process we started (same start time, same boot)?"""
+    return proc.stamp.matches()
+
+
+def load() -> ControlPlane | None:
+    """The control plane recorded in the state file, or ``None`` (a malformed one: one line)."""
+    return STATE.load(ControlPlane.from_json)
+
+
+def running() -> ControlPlane | None:
+    """The recorded control plane if every one of its processes is still ours, else ``None``."""
+    cp = load()
+    if cp is not None and cp.procs and all(is_ours(p) for p in cp.procs):
+        return cp
+    return None
+
+
+def require_up() -> ControlPlane:
+    check_available()
+    cp = running()
+    if cp is None:
+        raise CourseError("no local Kubernetes control plane is up",
+                          hint="start one with `courselib kube up`")
+    return cp
+
+
+# ----------------------------------------------------------------------------- certificates
+
+def _openssl(*args: str, cwd: Path) -> None:
+    res = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if res.returncode != 0:
+        raise CourseError(f"openssl {args[0]} failed: {res.stderr.strip().splitlines()[-1:]}")
+
+
+def make_pki(d: Path) -> dict[str, str]:
+    """A private CA, a serving certificate for 127.0.0.1/localhost, a service-account key pair,
+    and one bearer token per identity (admin, scheduler, controller manager)."""
+    pki = d / "pki"
+    pki.mkdir(mode=0o700)
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=courselib-kube-ca",
+             cwd=pki)
+    (pki / "san.cnf").write_text(
+        "[req]\ndistinguished_name=dn\n[dn]\n[ext]\n"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", "serving.key", "-out", "serving.csr", "-subj", "/CN=127.0.0.1", cwd=pki)
+    _openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "serving.crt", "-days", "2", "-extfile", "san.cnf",
+             "-extensions", "ext", cwd=pki)
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-out", "sa.key", cwd=pki)
+    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    tokens = {who: os.urandom(24).hex() for who in ("admin", "scheduler", "controller-manager", "extra")}
+    # static token file: token,user,uid,"groups". system:masters: this is a private, loopback-only
+    # cluster where every identity may do everything.
+    users = {"admin": "courselib-admin", "scheduler": "system:kube-scheduler",
+             "controller-manager": "system:kube-controller-manager", "extra": "courselib-extra"}
+    (pki / "tokens.csv").write_text("".join(
+        f'{tok},{users[who]},{who},"system:masters"\n' for who, tok in tokens.items()))
+    for f in pki.iterdir():
+        f.chmod(0o600)
+    return tokens
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "courselib",
+        "clusters": [{"name": "courselib", "cluster": {"server": server,
+                                                       "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "courselib", "context": {"cluster": "courselib", "user": user,
+                                                       "namespace": NAMESPACE}}],
+    }, indent=1))
+    path.chmod(0o600)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def scheduler_config(cp: ControlPlane) -> str:
+    """KubeSchedulerConfiguration: the default profile, no leader election. Only the queue's
+    backoff is shortened (1 s instead of 1–10 s): it changes when a retry happens, never what
+    it decides, and lets a replay settle in seconds."""
+    return json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(cp.state_dir / "scheduler.kubeconfig")},
+        "leaderElection": {"leaderElect": False},
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 1,
+    }, indent=1)
+
+
+def feature_gates(shape: KubeShape) -> str:
+    return ",".join(f"{g}=true" for g in GANG_FEATURE_GATES) if shape.gang else ""
+
+
+def argv_for(cp: ControlPlane, role: str, tokens: dict[str, str] | None = None) -> list[str]:
+    d, p = cp.state_dir, cp.shape.ports
+    pki = d / "pki"
+    gates = feature_gates(cp.shape)
+    if role == "etcd":
+        return [str(binary("etcd")), "--name", "courselib", "--data-dir", str(d / "etcd"),
+                "--listen-client-urls", f"http://127.0.0.1:{p['etcd']}",
+                "--advertise-client-urls", f"http://127.0.0.1:{p['etcd']}",
+                "--listen-peer-urls", f"http://127.0.0.1:{p['etcd-peer']}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{p['etcd-peer']}",
+                "--initial-cluster", f"courselib=http://127.0.0.1:{p['etcd-peer']}",
+                "--log-level", "warn",
+                "--quota-backend-bytes", str(2 * 1024 ** 3), "--unsafe-no-fsync"]
+    if role == "kube-apiserver":
+        argv = [str(binary("kube-apiserver")),
+                "--etcd-servers", f"http://127.0.0.1:{p['etcd']}",
+                "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+                "--secure-port", str(p["kube-apiserver"]),
+                "--tls-cert-file", str(pki / "serving.crt"),
+                "--tls-private-key-file", str(pki / "serving.key"),
+                "--client-ca-file", str(pki / "ca.crt"),
+                "--token-auth-file", str(pki / "tokens.csv"),
+                "--authorization-mode", "RBAC",
+                "--service-account-issuer", f"https://127.0.0.1:{p['kube-apiserver']}",
+                "--service-account-key-file", str(pki / "sa.pub"),
+                "--service-account-signing-key-file", str(pki / "sa.key"),
+                "--service-cluster-ip-range", "10.96.0.0/16",
+                # No kubelet and no service accounts to mount: pods need no token.
+                "--disable-admission-plugins", "ServiceAccount",
+                # The `kubernetes` Service's endpoints would name the loopback address, which the
+                # endpoint reconciler refuses; nothing in this cluster uses that Service.
+                "--endpoint-reconciler-type", "none",
+                "--cert-dir", str(d / "apiserver-certs"),
+                "--profiling=false", "--v=1"]
+        if gates:
+            argv += ["--feature-gates", gates, "--runtime-config", ",".join(GANG_RUNTIME_CONFIG)]
+        return argv
+    if role == "kube-scheduler":
+        argv = [str(binary("kube-scheduler")), "--config", str(d / "scheduler-config.json"),
+                "--bind-address", "127.0.0.1", "--secure-port", str(p["kube-scheduler"]),
+                "--cert-dir", str(d / "scheduler-certs"),
+                "--authentication-kubeconfig", str(d / "scheduler.kubeconfig"),
+                "--authorization-kubeconfig", str(d / "scheduler.kubeconfig"),
+                "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics",
+                "--v=2"]
+        if gates:
+            argv += ["--feature-gates", gates]
+        return argv
+    if role == "kube-controller-manager":
+        argv = [str(binary("kube-controller-manager")),
+                "--kubeconfig", str(d / "controller-manager.kubeconfig"),
+                "--authentication-kubeconfig", str(d / "controller-manager.kubeconfig"),
+                "--authorization-kubeconfig", str(d / "controller-manager.kubeconfig"),
+                "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics",
+                "--bind-address", "127.0.0.1", "--secure-port", str(p["kube-controller-manager"]),
+                "--cert-dir", str(d / "controller-manager-certs"),
+                "--leader-elect=false", "--use-service-account-credentials=false",
+                # The Job controller (creates a Job's pods), the garbage collector (deletes them with
+                # their Job). No node-lifecycle controller: fake nodes send no heartbeats and must
+                # stay Ready.
+                "--controllers", "job-controller,garbage-collector-controller"
+                + (",podgroup-protection-controller" if gates else ""),
+                "--v=1"]
+        if gates:
+            argv += ["--feature-gates", gates]
+        return argv
+    raise ValueError(role)
+
+
+# ----------------------------------------------------------------------------- up / down
+
+def _spawn(cp: ControlPlane, role: str, argv: list[str]) -> Proc:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cp.state_dir),
+           MARKER: str(cp.state_dir), "LANG": "C"}
+    log = open(cp.state_dir / "log" / f"{role}.log", "ab")
+    try:
+        with signals_held():  # no signal between the fork and the record
+            popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=cp.state_dir)
+            stamp = ProcessStamp.of(popen.pid) or ProcessStamp(popen.pid, -1, "")
+            proc = Proc(role, stamp)
+            cp.procs.append(proc)
+            cp.save()
+    finally:
+        log.close()
+    return proc
+
+
+def _log_tail(cp: ControlPlane, role: str, n: int = 1) -> str:
+    try:
+        lines = (cp.state_dir / "log" / f"{role}.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    bad = [ln for ln in lines if re.search(r"\b(E\d{4}|F\d{4}|error|fatal|panic)", ln, re.I)]
+    return " | ".join(ln.strip()[:300] for ln in (bad or lines)[-n:])
+
+
+def _wait_for(predicate, timeout: float, what: str, cp: ControlPlane, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        dead = [p for p in cp.procs if not alive(p.pid)]
+        if dead:
+            log = _log_tail(cp, dead[0].role)
+            raise CourseError(f"{dead[0].role} (PID {dead[0].pid}) exited while starting"
+                              + (f": {log}" if log else ""),
+                              hint=f"see the logs in {cp.state_dir}/log")
+        if time.monotonic() > deadline:
+            raise CourseError(f"{what} did not happen within {timeout:g} s",
+                              hint=f"see the logs in {cp.state_dir}/log")
+        time.sleep(interval)
+
+
+def _https_ok(url: str, ca: Path | None = None, token: str | None = None) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def scheduler_metrics(cp: ControlPlane) -> str:
+    """The scheduler's Prometheus metrics text (its secure port; /metrics is always allowed)."""
+    url = f"https://127.0.0.1:{cp.shape.ports['kube-scheduler']}/metrics"
+    ctx = ssl._create_unverified_context()  # its own self-signed serving certificate
+    with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+        return r.read().decode()
+
+
+def up(shape: KubeShape, *, timeout: float = 90.0, say=lambda msg: None) -> ControlPlane:
+    """Start (or find already running) a control plane of ``shape`` with its fake nodes; idempotent.
+
+    On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped and the
+    state directory removed before the exception propagates.
+    """
+    check_available()
+    existing = load()
+    if existing is not None:
+        if existing.procs and all(is_ours(p) for p in existing.procs):
+            if not existing.shape.same_nodes(shape):
+                raise CourseError(f"a different local control plane is already up "
+                                  f"({existing.shape.describe()})",
+                                  hint="run `courselib kube down` first")
+            say(f"already up: {existing.shape.describe()} (state in {existing.state_dir})")
+            return existing
+        say("found a stale record of a control plane; cleaning it up")
+        down(existing)
+    busy = [p for p in list(shape.ports.values())[:5] if not _port_free(p)]
+    if busy:
+        raise CourseError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} "
+                          f"already in use on 127.0.0.1",
+                          hint="stop what uses them, or choose other ports with --port")
+    with cleanup_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: stop what started, remove the directory
+        token = new_token()
+        state_dir = make_owned_dir("courselib-kube-", token)
+        cp = ControlPlane(shape, state_dir, token, started_at=time.time(),
+                          versions={"kubernetes": KUBERNETES_VERSION, "etcd": ETCD_VERSION})
+        try:
+            _start(cp, timeout=timeout, say=say)
+        except BaseException:
+            down(cp)
+            raise
+    return cp
+
+
+def _start(cp: ControlPlane, *, timeout: float, say) -> None:
+    d, p = cp.state_dir, cp.shape.ports
+    for sub in ("log", "etcd"):
+        (d / sub).mkdir(mode=0o700)
+    os.chmod(d, 0o700)
+    cp.save()
+    tokens = make_pki(d)
+    ca = d / "pki" / "ca.crt"
+    write_kubeconfig(cp.kubeconfig, cp.server, ca, tokens["admin"], "courselib-admin")
+    write_kubeconfig(d / "scheduler.kubeconfig", cp.server, ca, tokens["scheduler"], "scheduler")
+    write_kubeconfig(d / "controller-manager.kubeconfig", cp.server, ca,
+                     tokens["controller-manager"], "controller-manager")
+    write_kubeconfig(d / "extra.kubeconfig", cp.server, ca, tokens["extra"], "extra")
+    (d / "scheduler-config.json").write_text(scheduler_config(cp))
+
+    say(f"starting etcd {ETCD_VERSION} on 127.0.0.1:{p['etcd']}")
+    _spawn(cp, "etcd", argv_for(cp, "etcd"))
+    _wait_for(lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/health"), 30, "etcd answering /health", cp)
+
+    say(f"starting kube-apiserver {KUBERNETES_VERSION} on {cp.server}"
+        + (f" (feature gates {feature_gates(cp.shape)})" if cp.shape.gang else ""))
+    _spawn(cp, "kube-apiserver", argv_for(cp, "kube-apiserver"))
+    _wait_for(lambda: _https_ok(f"{cp.server}/readyz", ca, tokens["admin"]), timeout,
+              "kube-apiserver answering /readyz", cp, interval=0.5)
+
+    say(f"starting kube-scheduler on 127.0.0.1:{p['kube-scheduler']}")
+    _spawn(cp, "kube-scheduler", argv_for(cp, "kube-scheduler"))
+    say(f"starting kube-controller-manager on 127.0.0.1:{p['kube-controller-manager']}")
+    _spawn(cp, "kube-controller-manager", argv_for(cp, "kube-controller-manager"))
+    _wait_for(lambda: _https_ok(f"https://127.0.0.1:{p['kube-scheduler']}/readyz"), timeout,
+              "kube-scheduler answering /readyz", cp, interval=0.5)
+    _wait_for(lambda: _https_ok(f"https://127.0.0.1:{p['kube-controller-manager']}/healthz"), timeout,
+              "kube-controller-manager answering /healthz", cp, interval=0.5)
+
+    api = cp.api()
+    _ensure_namespace(api)
+    say(f"registering {cp.shape.nodes} fake GPU nodes ({cp.shape.gpus_per_node} x {GPU} each)")
+    register_nodes(api, cp.shape)
+    say(f"up: {cp.shape.describe()}; KUBECONFIG={cp.kubeconfig}")
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _ensure_namespace(api) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+
+
+def node_name(k: int) -> str:
+    return f"node{k}"
+
+
+def node_body(shape: KubeShape, k: int) -> dict:
+    """A fake GPU node, as a kubelet would register it (labels, capacity, Ready)."""
+    labels = {"kubernetes.io/hostname": node_name(k), "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64"}
+    labels.update({FEATURE_PREFIX + f: "true" for f in shape.features_of(k)})
+    resources = {"cpu": str(shape.cpus_per_node), "memory": shape.memory_per_node, "pods": "110",
+                 GPU: str(shape.gpus_per_node), "ephemeral-storage": "1Ti"}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node_name(k), "labels": labels,
+                         "annotations": {"courselib/fake-node": "no kubelet; status set by courselib"}},
+            "status": {"capacity": resources, "allocatable": resources,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "message": "fake node (courselib)", "lastHeartbeatTime": now,
+                                       "lastTransitionTime": now}],
+                       "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                     {"type": "Hostname", "address": node_name(k)}],
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                                    "kubeletVersion": KUBERNETES_VERSION, "kubeProxyVersion": "",
+                                    "machineID": "", "systemUUID": "", "bootID": "",
+                                    "kernelVersion": "", "osImage": "fake", "containerRuntimeVersion": ""}}}
+
+
+def register_nodes(api, shape: KubeShape) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    core = client.CoreV1Api(api)
+    for k in range(1, shape.nodes + 1):
+        body = node_body(shape, k)
+        try:
+            core.create_node(body)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+        # The API server drops status on create: set it through the status subresource.
+        core.patch_node_status(node_name(k), {"status": body["status"]})
+        # Admission (TaintNodesByCondition) gives a new node the taint not-ready:NoSchedule; the
+        # node-lifecycle controller would lift it once the node is Ready. It is not run here
+        # (fake nodes send no heartbeats), so courselib lifts it as that controller would.
+        core.patch_node(node_name(k), {"spec": {"taints": None}})
+
+
+def status(cp: ControlPlane | None = None) -> dict:
+    """What is recorded and what is really running (for ``status --json``)."""
+    cp = cp or load()
+    if cp is None:
+        return {"up": False, "state_file": str(state_file())}
+    procs = [{"role": p.role, "pid": p.pid, "alive": is_ours(p)} for p in cp.procs]
+    up_ = bool(procs) and all(p["alive"] for p in procs)
+    out = {"up": up_, "state_file": str(state_file()), "state_dir": str(cp.state_dir),
+           "shape": cp.shape.describe(), "kubeconfig": str(cp.kubeconfig), "server": cp.server,
+           "versions": cp.versions, "processes": procs}
+    if up_:
+        with contextlib.suppress(Exception):
+            from kubernetes import client
+            nodes = client.CoreV1Api(cp.api()).list_node().items
+            out["nodes"] = len(nodes)
+            out["gpus"] = sum(int(n.status.allocatable.get(GPU, 0)) for n in nodes)
+    return out
+
+
+def down(cp: ControlPlane | None = None, *, say=lambda msg: None) -> dict:
+    """Stop every process of the recorded control plane by PID; remove its directory and record.
+
+    Order: the controllers first (so nothing reacts to the shutdown), then the API server, then etcd.
+    """
+    cp = cp or load()
+    if cp is None:
+        say("no local Kubernetes control plane is recorded; nothing to stop")
+        return {"stopped": [], "left": []}
+    rank = {"etcd": 3, "kube-apiserver": 2}
+    stopped, left = [], []
+    for level in (0, 2, 3):
+        group = [p for p in cp.procs if rank.get(p.role, 0) == level]
+        pids = [p.pid for p in group if is_ours(p)]
+        if pids:
+            left += stop_pids(pids, grace=5.0)
+            stopped += [{"role": p.role, "pid": p.pid} for p in group if p.pid in pids]
+        for p in group:
+            reap(p.pid)
+    say(f"stopped {len(stopped)} process{'es' if len(stopped) != 1 else ''}"
+        + (f"; {len(left)} would not stop: {left}" if left else ""))
+    if not left:
+        remove_owned_dir(cp.state_dir, cp.token)  # only a directory holding our token
+        with contextlib.suppress(CourseError):
+            rec = STATE.load()
+            if rec is not None and rec.get("token") == cp.token:
+                STATE.remove()
+    return {"stopped": stopped, "left": left}
+
+
+def parse_shape_features(text: str | None):
+    """``--features nvlink:2,ib`` as for Slurm."""
+    return parse_features(text)
