@@ -30,8 +30,11 @@ def environment_requirements() -> tuple[str, list[str]]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     python, reqs = None, []
     for dep in env["dependencies"]:
+        if isinstance(dep, dict) and list(dep) == ["pip"]:   # installed from PyPI as written
+            reqs += dep["pip"]
+            continue
         if not isinstance(dep, str):
-            raise AssertionError(f"environment.yml: nested {dep!r} (a pip: section) is not expected")
+            raise AssertionError(f"environment.yml: nested {dep!r} is not expected")
         name = re.match(r"[A-Za-z0-9_.\-]+", dep).group(0)
         if name == "python":
             python = dep.split("=", 1)[1]

@@ -23,6 +23,7 @@ def test_environment_yml_matches_pyproject(root):
         wanted.update(_split(r) for r in project["optional-dependencies"][extra])
     env = yaml.safe_load((root / "environment.yml").read_text())
     listed = dict(_split(d) for d in env["dependencies"] if isinstance(d, str) and not d.startswith(("python", "pip")))
+    listed.update(_split(d) for dep in env["dependencies"] if isinstance(dep, dict) for d in dep.get("pip", []))
     assert listed == wanted
 
 

@@ -1,27 +1,36 @@
 """Read a Dockerfile into build stages and steps for the layer-cache model.
 
-Parsing is ``dockerfile-parse`` (content passed in memory: nothing is ever written), repaired
-where it falls short of BuildKit: heredocs (``RUN <<EOF ... EOF`` is one step, not one per line),
-``ARG`` before the first ``FROM`` (global build arguments that ``FROM`` may expand), parser
-directives (``# syntax=...`` on line 1), ``COPY --from=<stage>`` and ``FROM <stage>``.
+The reader is BuildKit's own parser: the PyPI package ``dockerfile`` (3.4.0, a binding to
+``github.com/moby/buildkit/frontend/dockerfile/parser`` v0.12.5; imported lazily, extra
+``courselib[io]``). So an instruction ends where BuildKit ends it: a ``\\`` continuation runs across
+blank and comment lines, a file that ends in ``\\`` keeps its last instruction, an escaped
+``\\\\`` is no continuation, heredocs (``RUN <<EOF``, ``<<-``, quoted and dotted names, several per
+line) are one step, and ``RUN "<<X"`` or ``RUN ["<<X"]`` are none. The content is passed in memory;
+nothing is ever written. On top of the parser's instructions this module adds what the layer
+model needs: stages (``FROM ... AS``), ``ARG`` before the first ``FROM`` (global build arguments
+that ``FROM`` may expand), parser directives (``# syntax=...``), ``COPY --from=<stage>`` and the
+build-context sources of each ``COPY``/``ADD``.
+
+tests/test_io_dockerfile.py checks the reading against BuildKit's own parser test files
+(tests/data/buildkit_parser_cases.json) and the third-party corpus.
 """
 from __future__ import annotations
 
-import io
-import json
 import re
-import shlex
 from dataclasses import dataclass
 
 from courselib.errors import InputError
-from courselib.model.layers import Change, Step, StepResult, rebuild_plan
+from courselib.model.layers import BuildContext, Change, Step, StepResult, rebuild_plan
 
-_HEREDOC = re.compile(r"<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _ARG_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-_DIRECTIVE = re.compile(r"^#\s*([a-zA-Z]+)\s*=\s*(\S+)\s*$")
+# BuildKit's parser directives: "# name=value" lines before anything else (parser.go reDirectives).
+_DIRECTIVE = re.compile(r"^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$")
+_KNOWN_DIRECTIVES = ("syntax", "escape")
 INSTALL_RE = re.compile(r"\b(pip3?|uv pip|uv sync|poetry install|conda (env )?(install|create|update)|"
                         r"mamba install|apt-get install|apt install|yum install|dnf install|"
                         r"apk add|npm (ci|install)|yarn install|cargo build|go mod download)\b")
+#: What reads Dockerfiles here (named in the book and in ``courselib docker`` output).
+PARSER = "BuildKit v0.12.5 frontend/dockerfile/parser (PyPI dockerfile 3.4.0)"
 
 
 @dataclass(frozen=True)
@@ -43,13 +52,19 @@ class DockerfileReading:
     global_args: tuple[tuple[str, str | None, int], ...]   # (name, default, line) before FROM
     stages: tuple[Stage, ...]
     steps: tuple[Step, ...]
+    inert_lines: frozenset[int] = frozenset()   # blank and comment lines (outside heredoc bodies)
 
     def global_arg_lines(self) -> dict[str, int]:
         return {n: ln for n, _, ln in self.global_args}
 
-    def plan(self, change: Change) -> tuple[StepResult, ...]:
-        """The layer-cache model's answer for this Dockerfile (see ``courselib.model.layers``)."""
-        return rebuild_plan(self.steps, change, self.global_arg_lines())
+    def plan(self, change: Change, *, context: BuildContext | None = None) -> tuple[StepResult, ...]:
+        """The layer-cache model's answer for this Dockerfile (see ``courselib.model.layers``).
+
+        ``context`` says where the Dockerfile sits in the build context and what ``.dockerignore``
+        leaves out; without it, the Dockerfile is taken to be outside the context.
+        """
+        return rebuild_plan(self.steps, change, self.global_arg_lines(), inert_lines=self.inert_lines,
+                            context=context)
 
     def to_dict(self) -> dict:
         return {
@@ -66,108 +81,96 @@ class DockerfileReading:
         }
 
 
-def _structure(text: str, file: str | None) -> list[dict]:
+def _official():
     try:
-        from dockerfile_parse import DockerfileParser
+        import dockerfile
     except ImportError:  # pragma: no cover - optional extra courselib[io]
-        raise InputError("reading Dockerfiles needs dockerfile-parse",
-                         hint="pip install 'courselib[io]'") from None
+        raise InputError("reading Dockerfiles needs BuildKit's parser, the Python package dockerfile",
+                         hint="pip install 'courselib[io]' (or pip install dockerfile)") from None
+    return dockerfile
+
+
+def buildkit_commands(text: str, *, file: str | None = None) -> tuple:
+    """BuildKit's reading of ``text``: its instructions (``dockerfile.Command``), in order.
+
+    A parse error is located at the first line where a prefix of the file stops parsing.
+    """
+    dockerfile = _official()
     try:
-        parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")), env_replace=False)
-        return [dict(s) for s in parser.structure]
-    except Exception as err:  # noqa: BLE001 - the library's own errors: report, located
-        raise InputError(f"cannot parse the Dockerfile: {err}", file=file) from None
-
-
-def _split_flags(value: str) -> tuple[dict[str, str], list[str]]:
-    """``--from=build --chown=1:1 a b /dst`` -> ({"from": "build", ...}, ["a", "b", "/dst"])."""
-    v = value.strip()
-    flags: dict[str, str] = {}
-    while v.startswith("--"):
-        word, _, rest = v.partition(" ")
-        k, _, val = word[2:].partition("=")
-        flags[k] = val
-        v = rest.strip()
-    if v.startswith("["):
+        return dockerfile.parse_string(text)
+    except dockerfile.GoParseError as err:
+        message = str(err)
+    lines = text.splitlines(keepends=True)
+    bad = None
+    for n in range(1, len(lines) + 1):
         try:
-            args = json.loads(v)
-            if isinstance(args, list) and all(isinstance(a, str) for a in args):
-                return flags, args
-        except ValueError:
-            pass
-    try:
-        return flags, shlex.split(v, comments=False, posix=True)
-    except ValueError:
-        return flags, v.split()
+            dockerfile.parse_string("".join(lines[:n]))
+        except dockerfile.GoParseError as err:
+            if str(err) == message:
+                bad = n
+                break
+    raise InputError(f"BuildKit's parser: {message}", file=file,
+                     line=bad if bad is not None else (1 if message == "file with no instructions" else None),
+                     hint="a Dockerfile starts with FROM <image>" if "no instructions" in message else
+                     "see https://docs.docker.com/reference/dockerfile/")
+
+
+def _directives(lines: list[str]) -> list[tuple[str, str]]:
+    """Parser directives: leading ``# name=value`` comments, as BuildKit reads them."""
+    out: list[tuple[str, str]] = []
+    for i, raw in enumerate(lines):
+        line = raw.lstrip("\ufeff") if i == 0 else raw
+        m = _DIRECTIVE.match(line.lstrip())
+        if not m or m.group(1).lower() not in _KNOWN_DIRECTIVES:
+            break
+        out.append((m.group(1).lower(), m.group(2)))
+    return out
+
+
+def _flags(flags) -> dict[str, str]:
+    """``("--from=build", "--chown=1:1")`` -> ``{"from": "build", "chown": "1:1"}``."""
+    out: dict[str, str] = {}
+    for f in flags:
+        k, _, v = f[2:].partition("=")
+        out[k.lower()] = v
+    return out
 
 
 def parse_dockerfile(text: str, *, file: str | None = None) -> DockerfileReading:
     """A Dockerfile's text -> :class:`DockerfileReading` (errors name file and line)."""
     if "\x00" in text:
         raise InputError("this is a binary file, not a Dockerfile", file=file, line=1)
-    lines = text.splitlines()
-    directives: list[tuple[str, str]] = []
-    for raw in lines:       # parser directives: only at the very top, before anything else
-        m = _DIRECTIVE.match(raw)
-        if not m:
-            break
-        directives.append((m.group(1).lower(), m.group(2)))
-    entries = sorted((e for e in _structure(text, file) if e.get("instruction") != "COMMENT"),
-                     key=lambda e: e["startline"])
-    # repair heredocs: the body belongs to the instruction that opened it
-    merged: list[dict] = []
-    skip_until = -1
-    for e in entries:
-        if e["startline"] <= skip_until:
-            continue
-        e = dict(e)
-        if e["instruction"] in ("RUN", "COPY", "ADD"):
-            pos = e["endline"]
-            for m in _HEREDOC.finditer(e["value"]):
-                strip_tabs, word = m.group(1) == "-", m.group(3)
-                end = None
-                for k in range(pos + 1, len(lines)):
-                    candidate = lines[k].lstrip("\t") if strip_tabs else lines[k]
-                    if candidate.rstrip("\r") == word:
-                        end = k
-                        break
-                if end is None:
-                    raise InputError(f"heredoc <<{word} is never closed",
-                                     file=file, line=e["startline"] + 1,
-                                     hint=f"end it with a line holding only {word}")
-                pos = end
-            if pos != e["endline"]:
-                e["value"] = "\n".join([e["value"]] + lines[e["endline"] + 1:pos + 1])
-                e["endline"] = pos
-                skip_until = pos
-        merged.append(e)
-
+    commands = buildkit_commands(text, file=file)
+    directives = _directives(text.splitlines())
     stages: list[Stage] = []
     steps: list[Step] = []
     global_args: list[tuple[str, str | None, int]] = []
     names: dict[str, int] = {}
-    for e in merged:
-        ins = e["instruction"].upper()
-        line, end = e["startline"] + 1, e["endline"] + 1
-        value = e["value"]
+    for c in commands:
+        if not c.cmd:   # BuildKit keeps an empty instruction (a lone "\\"); the build then fails
+            raise InputError("an empty instruction: this line holds only a line continuation",
+                             file=file, line=c.start_line, hint="remove the stray \\ or finish the instruction")
+        ins = c.cmd.upper()
+        line, end = c.start_line, c.end_line
+        value = tuple(c.value)
         if ins == "ARG" and not stages:
-            for word in value.split():
+            for word in value:
                 n, eq, d = word.partition("=")
-                global_args.append((n, d.strip("\"'") if eq else None, line))
+                global_args.append((n, _unquote(d) if eq else None, line))
             continue
         if not stages and ins != "FROM":
             raise InputError(f"{ins} before the first FROM", file=file, line=line,
                              hint="only ARG (and parser directives) may come before FROM")
+        flags = _flags(c.flags)
         from_stage = None
         sources: tuple[str, ...] = ()
-        uses = ()
+        uses: tuple[str, ...] = ()
         if ins == "FROM":
-            flags, words = _split_flags(value)
-            if not words:
+            if not value:
                 raise InputError("FROM needs an image", file=file, line=line,
                                  hint="write FROM python:3.11-slim")
-            base = words[0]
-            name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+            base = value[0]
+            name = value[2] if len(value) >= 3 and value[1].lower() == "as" else None
             base_stage = names.get(base.lower())
             uses = tuple(_ARG_REF.findall(base))
             defaults = {n: d for n, d, _ in global_args}
@@ -184,30 +187,58 @@ def parse_dockerfile(text: str, *, file: str | None = None) -> DockerfileReading
                 names[name.lower()] = stage.index
             from_stage = base_stage
         elif ins in ("COPY", "ADD"):
-            flags, words = _split_flags(value.splitlines()[0] if "<<" in value else value)
+            heredocs = {h.name for h in c.heredocs}
             if "from" in flags:
                 ref = flags["from"]
                 from_stage = names.get(ref.lower())
                 if from_stage is None and ref.isdigit() and int(ref) < len(stages):
                     from_stage = int(ref)
-                if from_stage is None:  # an external image: not a build-context source
-                    sources = ()
-            elif len(words) >= 2:
-                sources = tuple(w for w in words[:-1] if not w.startswith("<<"))
+                # an external image (from_stage None) is not a build-context source either
+            elif len(value) >= 2:
+                sources = tuple(w for w in value[:-1]
+                                if not (w.startswith("<<") and w.lstrip("<-").strip("'\"") in heredocs))
         elif ins == "RUN":
-            flags, _ = _split_flags(value)
-            m = re.search(r"--mount=\S*from=([^,\s]+)", value)
-            if m and m.group(1).lower() in names:
-                from_stage = names[m.group(1).lower()]
-        text_key = " ".join(value.split()) if "<<" not in value else value
+            for mount in (v for k, v in ((f[2:].partition("=")[0], f[2:].partition("=")[2]) for f in c.flags)
+                          if k == "mount"):
+                m = re.search(r"(?:^|,)from=([^,]+)", mount)
+                if m and m.group(1).lower() in names:
+                    from_stage = names[m.group(1).lower()]
+        text_key = c.original if c.heredocs else " ".join(c.original.split())
         steps.append(Step(index=len(steps), stage=len(stages) - 1, instruction=ins, line=line,
-                          end_line=end, text=f"{ins} {text_key}", sources=sources,
+                          end_line=end, text=_canonical(ins, text_key), sources=sources,
                           from_stage=from_stage, uses_args=uses))
     if not stages:
         raise InputError("no FROM instruction: this is not a Dockerfile", file=file,
-                         line=1 if lines else None, hint="a Dockerfile starts with FROM <image>")
+                         line=1 if text.strip() else None, hint="a Dockerfile starts with FROM <image>")
     return DockerfileReading(file, tuple(directives), tuple(global_args), tuple(stages),
-                             tuple(steps))
+                             tuple(steps), inert_lines=_inert_lines(text, steps))
+
+
+def _canonical(ins: str, text: str) -> str:
+    """The instruction with its keyword upper-cased, as the book prints it (``run x`` -> ``RUN x``)."""
+    head, sep, rest = text.partition(" ") if " " in text.split("\n", 1)[0] else (text, "", "")
+    if head.upper() == ins:
+        return ins + sep + rest
+    return text
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def _inert_lines(text: str, steps: list[Step]) -> frozenset[int]:
+    """Lines whose edit changes no instruction: blank lines and comments outside heredoc bodies.
+
+    BuildKit drops comment lines even inside a ``\\`` continuation; a heredoc body is content.
+    """
+    body: set[int] = set()
+    for s in steps:
+        if "<<" in s.text and s.end_line > s.line:
+            body.update(range(s.line + 1, s.end_line + 1))
+    return frozenset(i for i, raw in enumerate(text.splitlines(), 1)
+                     if i not in body and (not raw.strip() or raw.lstrip().startswith("#")))
 
 
 def read_dockerfile(path) -> DockerfileReading:

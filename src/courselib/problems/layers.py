@@ -2,7 +2,7 @@
 
 The generator writes a Dockerfile and a build context, then changes one thing: a file in the
 context or one line of the Dockerfile. The solution is :mod:`courselib.io.dockerfile` (which
-parses with dockerfile-parse) and :func:`courselib.model.layers.rebuild_plan`: the first step
+reads with BuildKit's own parser) and :func:`courselib.model.layers.rebuild_plan`: the first step
 whose instruction text or copied files changed misses the cache, and every later step of its
 stage rebuilds. Traps by difficulty:
 
