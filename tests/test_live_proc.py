@@ -90,7 +90,22 @@ def test_no_memory_controller_gives_none(tmp_path):
 def test_namespace_initial_inodes():
     assert proc.Namespace("pid", 0xEFFFFFFC).is_initial is True
     assert proc.Namespace("pid", 4026532179).is_initial is False
-    assert proc.Namespace("mnt", 4026531832).is_initial is None
+    # net and mnt: fixed numbers since Linux 6.18 (include/uapi/linux/nsfs.h), dynamic before
+    assert proc.Namespace("mnt", 0xEFFFFFF8).is_initial is True          # = 4026531832
+    assert proc.Namespace("net", 0xEFFFFFF9, kernel=(6, 18)).is_initial is True
+    assert proc.Namespace("mnt", 4026532299, kernel=(6, 18)).is_initial is False
+    assert proc.Namespace("net", 4026532008, kernel=(7, 0)).is_initial is False
+    assert proc.Namespace("net", 4026531992, kernel=(6, 1)).is_initial is None   # a 6.1 host's own
+    assert proc.kernel_version("6.18.44-fc-v1045") == (6, 18) and proc.kernel_version("x") == (0, 0)
+
+
+def test_the_hosts_own_namespaces_are_initial_and_a_containers_are_not():
+    if proc.kernel_version() < proc.FIXED_SINCE:
+        pytest.skip("mount and network namespaces have fixed numbers only since Linux 6.18")
+    ns = proc.namespaces("self")
+    if ns["pid"].is_initial is not True:
+        pytest.skip("this test runs inside a PID namespace of its own")
+    assert ns["mnt"].is_initial is True and ns["net"].is_initial is True
 
 
 def test_process_view_of_this_machine():

@@ -1,6 +1,7 @@
 """``courselib live``: look at your own process, and make a PID namespace of your own."""
 from __future__ import annotations
 
+import argparse
 import platform
 from pathlib import Path
 
@@ -22,6 +23,20 @@ def register(sub) -> None:
     un.add_argument("--record", metavar="FILE",
                     help="write the run as the course's recorded run (refuses to overwrite)")
     un.set_defaults(func=_unshare)
+
+    ctr = lsub.add_parser("container", help="run CMD as PID 1 of a real container (runc; needs root)",
+                          description="Run CMD as PID 1 of a real container from the course's own base image "
+                                      "(a stand-in for nvidia/cuda) and report what it saw inside and what the "
+                                      "host saw of it. Example: courselib live container --memory 32Mi -- "
+                                      "dd if=/dev/zero of=/dev/null bs=64M count=1")
+    ctr.add_argument("--memory", metavar="LIMIT", help="memory limit, as in a pod's limits.memory (e.g. 32Mi)")
+    ctr.add_argument("--runtime", choices=("auto", "runc", "crun"), default="auto",
+                     help="the OCI runtime (auto: runc, then crun; the output names the one that ran)")
+    ctr.add_argument("--timeout", default="60s", help="stop the container after this long (default 60s)")
+    ctr.add_argument("--json", action="store_true")
+    ctr.add_argument("--record", metavar="FILE", help="write the run as a recorded run (refuses to overwrite)")
+    ctr.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
+    ctr.set_defaults(func=_container)
 
     cpu = lsub.add_parser("cpu-throttle", help="a busy loop under a real CFS CPU limit beside an unlimited one (needs root)")
     cpu.add_argument("--cpu", default="250m", help="the CPU limit, as in a pod's limits.cpu (default 250m)")
@@ -124,3 +139,61 @@ def _unshare(args) -> int:
     if result.get("nspid_outside"):
         print(f"outside, the same process is pid {result['host_pid']} (NSpid {' '.join(map(str, result['nspid_outside']))})")
     return 0
+
+
+def _container(args) -> int:
+    from courselib.cli.main import print_json
+    from courselib.live.container import RUNTIMES, run_container
+    from courselib.units import parse_duration, parse_memory
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise InputError("no command given", field="CMD", hint="e.g. courselib live container -- hostname")
+    memory = parse_memory(args.memory, field="--memory") if args.memory else None
+    timeout = parse_duration(args.timeout, field="--timeout")
+    if args.record:
+        _refuse_overwrite(Path(args.record))
+    runtimes = RUNTIMES if args.runtime == "auto" else (args.runtime,)
+    run = run_container(cmd, memory=memory, timeout=timeout, runtimes=runtimes)
+    d = run.as_dict()
+    if args.record:
+        d.update(recorded_on=machine_note())
+        write_recorded(args.record, d)
+    if args.json:
+        print_json(d)
+        return 0
+    print(f"$ {' '.join(cmd)}   (runtime: {run.runtime}; image: {run.image['name']}, stand-in for "
+          f"{run.image['stand_in_for']})")
+    for t in run.runtimes_tried:
+        if not t["ran"]:
+            print(f"  {t['runtime']} could not run it: {t['error']}")
+    i, o = run.inside, run.outside
+    rows = [("PID", i.get("pid"), f"{o.get('pid')} (NSpid {' '.join(map(str, o.get('nspid', [])))})"),
+            ("hostname", i.get("hostname"), o.get("hostname")),
+            ("network interfaces", ", ".join(i.get("interfaces", [])), "(the host's own)"),
+            ("cgroup (v1 memory / v2)", _cg(i.get("cgroup", [])), _cg(o.get("cgroup", []))),
+            ("kernel", i.get("kernel"), o.get("kernel"))]
+    print(f"  {'':24s} {'inside':32s} outside (the host)")
+    for k, a, b in rows:
+        print(f"  {k:24s} {str(a):32s} {b}")
+    print(f"  / holds: {' '.join(i.get('root', []))}")
+    print("  namespaces new to the container: " + ", ".join(
+        f"{k} {o['namespaces'][k]} (host {o['host_namespaces'].get(k)})" for k in o.get("new_namespaces", [])))
+    if run.stdout.strip():
+        print("  output: " + run.stdout.strip().replace("\n", "\n          "))
+    lim = "no limit" if memory is None else format_bytes(memory)
+    print(f"  exit status {run.exit_code}; memory limit {lim}; OOM kills in its cgroup: {run.oom_kill_count}"
+          + (" (OOMKilled)" if run.oom_killed else ""))
+    for line in run.kernel_log:
+        if "Killed process" in line:
+            print(f"  kernel: {line}")
+    return 0
+
+
+def _cg(lines: list[str]) -> str:
+    """The memory cgroup line of /proc/PID/cgroup (v1), else the v2 line."""
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            return parts[2]
+    return next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "-")

@@ -12,10 +12,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-# The kernel gives the *initial* namespaces fixed inode numbers (include/linux/proc_ns.h:
-# PROC_IPC_INIT_INO = 0xEFFFFFFF ... PROC_TIME_INIT_INO = 0xEFFFFFFA). A process whose PID
-# namespace has another inode is inside a PID namespace someone created: a container, a sandbox.
-# mnt and net namespaces get ordinary dynamic inodes, so they cannot be judged this way.
+# The kernel gives the *initial* namespaces fixed inode numbers (include/uapi/linux/nsfs.h,
+# enum init_ns_ino: IPC_NS_INIT_INO = 0xEFFFFFFF ... TIME_NS_INIT_INO = 0xEFFFFFFA). A process whose
+# PID namespace has another inode is inside a PID namespace someone created: a container, a sandbox.
 INITIAL_NS_INODES = {
     "ipc": 0xEFFFFFFF,
     "uts": 0xEFFFFFFE,
@@ -24,6 +23,19 @@ INITIAL_NS_INODES = {
     "cgroup": 0xEFFFFFFB,
     "time": 0xEFFFFFFA,
 }
+# Since Linux 6.18 the initial network and mount namespaces are fixed too (NET_NS_INIT_INO,
+# MNT_NS_INIT_INO in the same enum); before, they got ordinary dynamic inode numbers, so there a
+# number other than these constants says nothing.
+FIXED_SINCE_6_18 = {"net": 0xEFFFFFF9, "mnt": 0xEFFFFFF8}
+FIXED_SINCE = (6, 18)
+
+
+def kernel_version(release: str | None = None) -> tuple[int, int]:
+    """``"6.18.44-fc-v1045"`` -> ``(6, 18)``; ``(0, 0)`` where the release cannot be read."""
+    m = re.match(r"^(\d+)\.(\d+)", release if release is not None else os.uname().release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 NS_KINDS = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
 UNLIMITED = None  # a memory limit of "max" (v2) or the v1 page-counter maximum
 
@@ -36,12 +48,26 @@ _V1_NO_LIMIT_FLOOR = 1 << 62
 class Namespace:
     kind: str
     inode: int
+    kernel: tuple[int, int] | None = None   # the kernel's (major, minor); None: this machine's
 
     @property
     def is_initial(self) -> bool | None:
-        """True if this is the host's initial namespace of its kind; None where it cannot be told."""
+        """True if this is the host's initial namespace of its kind; None where it cannot be told.
+
+        ipc, uts, user, pid, cgroup and time: fixed numbers on every kernel. net and mnt: fixed
+        since Linux 6.18, so a different number there means a new namespace; on older kernels only
+        the fixed number itself can be recognised (a kernel that has it is 6.18 or later).
+        """
         expected = INITIAL_NS_INODES.get(self.kind)
-        return None if expected is None else self.inode == expected
+        if expected is not None:
+            return self.inode == expected
+        fixed = FIXED_SINCE_6_18.get(self.kind)
+        if fixed is None:
+            return None
+        if self.inode == fixed:
+            return True
+        kernel = self.kernel if self.kernel is not None else kernel_version()
+        return False if kernel >= FIXED_SINCE else None
 
 
 def namespaces(pid: str | int = "self", *, proc: str | Path = "/proc") -> dict[str, Namespace]:

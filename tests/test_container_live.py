@@ -1,0 +1,154 @@
+"""Real containers (courselib.live.container): runc runs a command as PID 1 of a container from the
+course's own base image; nothing — container, mount, storage root, cgroup — is left behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from courselib.errors import PrivilegeError
+from courselib.live import container
+
+MiB = 1024 * 1024
+REASON = container.unavailable_reason()
+real = pytest.mark.skipif(REASON is not None, reason=f"containers cannot run here: {REASON}")
+
+
+def _ours_left() -> dict:
+    """Everything courselib's container code could leave on this machine, named by its prefixes."""
+    import tempfile
+    tmp = Path(tempfile.gettempdir())
+    cg = Path("/sys/fs/cgroup")
+    dirs = [d for d in cg.iterdir() if d.is_dir()] if not (cg / "cgroup.controllers").exists() else [cg]
+    return {
+        "dirs": sorted(str(p) for p in tmp.glob("courselib-container-*")),
+        "cgroups": sorted(str(p) for d in dirs for p in d.glob("courselib-ctr-*")),
+        "mounts": [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if "courselib-container-" in ln],
+    }
+
+
+@pytest.fixture
+def clean_machine():
+    before = _ours_left()
+    yield
+    after = _ours_left()
+    assert after == before, f"left behind: {after}"
+
+
+def test_busybox_static_check_reads_the_elf_program_headers():
+    assert container.is_static_elf(sys.executable) is False        # a dynamically linked interpreter
+    assert container.is_static_elf(__file__) is False               # not ELF at all
+
+
+@pytest.mark.skipif(not container.is_static_elf("/bin/busybox"), reason="busybox-static is not installed")
+def test_the_base_image_is_reproducible_and_labelled_as_a_stand_in(tmp_path):
+    a = container.write_base_image(tmp_path / "a")
+    b = container.write_base_image(tmp_path / "b")
+    assert a.manifest_digest == b.manifest_digest and a.layer_digest == b.layer_digest
+    index = json.loads((tmp_path / "a" / "index.json").read_text())
+    manifest = json.loads((tmp_path / "a" / "blobs" / "sha256" / a.manifest_digest[7:]).read_text())
+    config = json.loads((tmp_path / "a" / "blobs" / "sha256" / manifest["config"]["digest"][7:]).read_text())
+    assert index["manifests"][0]["digest"] == a.manifest_digest
+    labels = config["config"]["Labels"]
+    assert "STAND-IN for nvidia/cuda" in labels["org.opencontainers.image.description"]
+    assert labels["org.courselib.stand-in-for"].startswith("nvidia/cuda:")
+
+
+def test_the_inside_report_is_parsed():
+    d = container._parse_inside(["pid 1", "hostname h", "kernel 6.1", "ns pid pid:[4026532182]",
+                                 "cgroup 0::/", "root bin", "link 1: lo: <LOOPBACK,UP> mtu 65536",
+                                 "addr 1: lo    inet 127.0.0.1/8 scope host lo"])
+    assert d == {"pid": 1, "hostname": "h", "kernel": "6.1", "namespaces": {"pid": 4026532182},
+                 "cgroup": ["0::/"], "root": ["bin"], "interfaces": ["lo"], "addresses": ["lo inet 127.0.0.1/8"]}
+
+
+def test_without_root_it_says_so_in_one_line_and_touches_nothing(tmp_path):
+    if os.geteuid() != 0:
+        with pytest.raises(PrivilegeError):
+            container.run_container(["true"])
+        return
+    before = _ours_left()
+    # as an unprivileged user, through the CLI: exit 2, one line, nothing created
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                          "courselib", "live", "container", "--", "true"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and "needs root" in res.stderr and "Traceback" not in res.stderr
+    assert _ours_left() == before
+
+
+@pytest.mark.real
+@real
+def test_a_real_container_pid1_sees_its_own_world_and_the_host_sees_an_ordinary_process(clean_machine):
+    run = container.run_container(["hostname"])
+    assert run.exit_code == 0 and run.stdout.strip() == container.HOSTNAME
+    assert run.inside["pid"] == 1 and run.outside["pid"] != 1
+    assert run.outside["nspid"] == [run.outside["pid"], 1]
+    assert run.inside["interfaces"] == ["lo"]
+    assert run.inside["hostname"] == container.HOSTNAME != run.outside["hostname"]
+    assert {"pid", "net", "mnt", "uts", "ipc", "cgroup"} <= set(run.outside["new_namespaces"])
+    assert "user" not in run.outside["new_namespaces"]               # root in the container is root
+    assert run.inside["namespaces"]["pid"] == run.outside["namespaces"]["pid"]   # same process, same ns
+    assert run.inside["kernel"] == run.outside["kernel"] == os.uname().release  # no kernel in the image
+    assert "bin" in run.inside["root"] and "home" not in run.inside["root"]
+    assert any(ln.endswith(":/") for ln in run.inside["cgroup"])    # its own cgroup namespace: it sits at /
+    assert any("courselib-ctr-" in ln for ln in run.outside["cgroup"])
+    assert run.left_behind == {"directory": False, "mounts": [], "cgroups": []}
+    assert run.runtimes_tried[-1]["ran"] and "runc" in run.runtime or "crun" in run.runtime
+
+
+@pytest.mark.real
+@real
+def test_pid1_over_its_memory_limit_is_oom_killed_with_137(clean_machine):
+    run = container.run_container(["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], memory=32 * MiB)
+    assert run.exit_code == 137 and run.oom_killed and run.oom_kill_count == 1
+    assert any("Killed process" in ln and "(dd)" in ln for ln in run.kernel_log) or not run.kernel_log
+    small = container.run_container(["dd", "if=/dev/zero", "of=/dev/null", "bs=4M", "count=1"], memory=32 * MiB)
+    assert small.exit_code == 0 and not small.oom_killed
+
+
+@pytest.mark.real
+@real
+def test_the_oom_experiments_match_courselibs_prediction(clean_machine):
+    pid1, child = container.oom_experiments()
+    assert pid1["exit_code"] == pid1["prediction"]["container_exit_code"] == 137
+    assert child["exit_code"] == child["prediction"]["container_exit_code"] == 0   # PID 1 survived
+    assert child["oom_kill_count"] == child["prediction"]["oom_kill"] == 1
+    assert "exited with 137" in child["stdout"]
+    assert pid1["prediction"]["victim"] == child["prediction"]["victim"] == "dd"
+
+
+@pytest.mark.real
+@real
+@pytest.mark.skipif(container._which("crun") is None, reason="crun is not installed")
+def test_crun_is_tried_and_the_one_that_ran_is_named(clean_machine):
+    run = container.run_container(["true"], runtimes=("crun", "runc"))
+    first = run.runtimes_tried[0]
+    assert "crun" in first["runtime"]
+    if not first["ran"]:        # Debian's crun 1.8 on a hybrid cgroup host
+        assert first["error"] and "runc" in run.runtime
+    assert run.exit_code == 0
+
+
+@pytest.mark.real
+@real
+def test_sigterm_during_a_run_leaves_nothing_behind(tmp_path):
+    before = _ours_left()
+    proc = subprocess.Popen([sys.executable, "-m", "courselib", "live", "container", "--", "sleep", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(_ours_left()["cgroups"]) <= len(before["cgroups"]):
+        time.sleep(0.05)
+    assert len(_ours_left()["cgroups"]) > len(before["cgroups"]), "the container never started"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert _ours_left() == before
