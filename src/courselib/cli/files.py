@@ -92,8 +92,16 @@ def _manifest_parse(args) -> int:
 
 def _docker_layers(args) -> int:
     from courselib.io.dockerfile import read_dockerfile
-    from courselib.model.layers import Change, rebuilt_count
+    from courselib.live.rebuild import ignore_patterns
+    from courselib.model.layers import BuildContext, Change, rebuilt_count
     r = read_dockerfile(args.dockerfile)
+    # the build context is the Dockerfile's directory (as with `docker build -f F DIR`, F in DIR)
+    where = Path(args.context) if args.context else Path(args.dockerfile).resolve().parent
+    try:
+        rel = str(Path(args.dockerfile).resolve().relative_to(where.resolve()))
+    except ValueError:
+        rel = None
+    bctx = BuildContext(dockerfile=rel, ignore=ignore_patterns(where) if where.is_dir() else ())
     change = None
     if args.changed is not None:
         change = Change(path=args.changed)
@@ -110,7 +118,7 @@ def _docker_layers(args) -> int:
                 if s.stage == st.index and s.instruction != "FROM":
                     print(f"  {s.index + 1:>3} line {s.line:<4} {_one_line(s.text, 90)}")
         return 0
-    plan = r.plan(change)
+    plan = r.plan(change, context=bctx)
     if args.json:
         _print_json({"file": r.file, "change": {"path": change.path, "line": change.line},
                      "rebuilt": rebuilt_count(plan), "steps": len(plan),
@@ -126,6 +134,77 @@ def _docker_layers(args) -> int:
         print(f"  {mark} {p.step.index + 1:>3} line {p.step.line:<4} {_one_line(p.step.text, 60):<60}"
               + (f"  <- {p.reason}" if p.rebuilt else ""))
     return 0
+
+
+def _docker_rebuild(args) -> int:
+    from courselib.live.cleanup import machine_note, write_recorded
+    from courselib.live.rebuild import rebuild
+
+    if args.record and Path(args.record).exists():
+        raise InputError("exists; not overwritten", file=args.record, hint="remove it first or choose another path")
+    build_args = {}
+    for kv in args.build_arg:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            raise InputError(f"{kv!r} is not KEY=VALUE", field="--build-arg")
+        build_args[k] = v
+    say = (lambda msg: None) if args.json else (lambda msg: print(msg, file=sys.stderr))
+    r = rebuild(args.context, changed=args.changed, edited_line=args.edited_line, line_text=args.line_text,
+                file=args.file, build_args=build_args or None, say=say)
+    d = r.as_dict()
+    if args.record:
+        d["recorded_on"] = machine_note()
+        write_recorded(args.record, d)
+    agreement = d["comparison"]["agreement"]
+    if args.json:
+        if not args.compare:
+            d.pop("comparison")
+            d.pop("comparisons")
+        _print_json(d)
+        return 1 if args.compare and agreement < 1 else 0
+    print(f"builder: {r.builder}; base: {r.base['name']} (stand-in for {r.base['stand_in_for']})")
+    for rep in r.replaced_from:
+        print(f"  line {rep['line']}: FROM {rep['from']} -> {rep['to']} (no registry: the stand-in base)")
+    for b in r.builds:
+        print(f"  {b.label}: {b.seconds:.2f} s, {sum(1 for s in b.steps if s.cached)} steps from the cache, "
+              f"{sum(1 for s in b.steps if s.cached is False)} run")
+    for c in r.comparisons:
+        print(f"{c.edit.describe()}: " + "; ".join(c.done))
+        head = f"  {'step':>4} {'line':>4}  {'instruction':44s} {'builder':8s}"
+        print(head + (f" {'courselib':9s} agree" if args.compare else "  layer"))
+        for row in c.rows:
+            line = f"  {row['step']:>4} {row['line']:>4}  {row['text'][:44]:44s} {row['real']:8s}"
+            if args.compare:
+                line += f" {row['predicted']:9s} {'yes' if row['agree'] else 'NO'}"
+            else:
+                line += f"  {(row['layer_after'] or '-')[:12]}"
+            print(line)
+        if args.compare:
+            print(f"  agreement: {sum(x['agree'] for x in c.rows)} of {len(c.rows)} steps "
+                  f"({100 * c.agreement:.0f} %)")
+    return 1 if args.compare and agreement < 1 else 0
+
+
+def _docker_rebuild_suite(args) -> int:
+    from courselib.live.cleanup import machine_note, write_recorded
+    from courselib.live.rebuild import suite
+
+    if args.record and Path(args.record).exists():
+        raise InputError("exists; not overwritten", file=args.record, hint="remove it first or choose another path")
+    d = suite(say=lambda msg: print(msg, file=sys.stderr))
+    d["recorded_on"] = machine_note()
+    if args.record:
+        write_recorded(args.record, d)
+    t = d["table"]
+    if args.json:
+        _print_json(d)
+    else:
+        print(f"{'scenario':52s} {'steps':>5} {'agreed':>6} {'rebuilt':>7}")
+        for r in d["differential"]:
+            print(f"{r['name'][:52]:52s} {r['steps']:>5} {r['agreed']:>6} {r['rebuilt_real']:>7}")
+        print(f"{t['agreed']} of {t['scenarios']} scenarios agree on every step ({t['steps_agreed']} of "
+              f"{t['steps']} steps)")
+    return 0 if t["agreed"] == t["scenarios"] else 1
 
 
 def _trace_load(args) -> int:
@@ -282,6 +361,29 @@ def register(subparsers) -> None:
     g.add_argument("--edited-line", metavar="N", type=int, help="a Dockerfile line that was edited")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=_docker_layers)
+
+    q.add_argument("--context", metavar="DIR",
+                   help="the build context (default: the Dockerfile's directory; its .dockerignore counts)")
+    q = sp.add_parser("rebuild", help="build for real (buildah), change a file or line, rebuild; --compare with "
+                                      "the layers prediction (needs root)")
+    q.add_argument("context", metavar="CONTEXT", help="the build context directory (copied; never changed)")
+    q.add_argument("--changed", metavar="PATH", action="append", default=[],
+                   help="a file of the context to change in the copy (repeatable; a new path is created)")
+    q.add_argument("--edited-line", metavar="N", type=int, help="edit line N of the Dockerfile in the copy")
+    q.add_argument("--line-text", metavar="TEXT", help="the new text of --edited-line (default: a harmless edit)")
+    q.add_argument("--file", metavar="DOCKERFILE", default="Dockerfile", help="the Dockerfile, inside CONTEXT")
+    q.add_argument("--build-arg", metavar="K=V", action="append", default=[])
+    q.add_argument("--compare", action="store_true",
+                   help="print courselib's prediction beside the builder's verdict; exit 1 below 100%% agreement")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--record", metavar="FILE", help="write the run as a recorded run (refuses to overwrite)")
+    q.set_defaults(func=_docker_rebuild)
+
+    q = sp.add_parser("rebuild-suite", help="the differential suite: every scenario built, changed and rebuilt "
+                                            "for real beside courselib's prediction (needs root; minutes)")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--record", metavar="FILE", help="write the run as a recorded run (refuses to overwrite)")
+    q.set_defaults(func=_docker_rebuild_suite)
 
     p = subparsers.add_parser("trace", help="cluster traces: SWF and GPU-trace CSVs")
     sp = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)

@@ -38,6 +38,12 @@ def register(sub) -> None:
     ctr.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     ctr.set_defaults(func=_container)
 
+    oom = lsub.add_parser("container-oom", help="chapter 3's real containers: PID 1 over its memory limit, "
+                                                "then a child of PID 1 (needs root)")
+    oom.add_argument("--json", action="store_true")
+    oom.add_argument("--record", metavar="FILE", help="write the runs as a recorded run (refuses to overwrite)")
+    oom.set_defaults(func=_container_oom)
+
     cpu = lsub.add_parser("cpu-throttle", help="a busy loop under a real CFS CPU limit beside an unlimited one (needs root)")
     cpu.add_argument("--cpu", default="250m", help="the CPU limit, as in a pod's limits.cpu (default 250m)")
     cpu.add_argument("--seconds", default="2s", help="how long to measure (default 2s)")
@@ -143,7 +149,7 @@ def _unshare(args) -> int:
 
 def _container(args) -> int:
     from courselib.cli.main import print_json
-    from courselib.live.container import RUNTIMES, run_container
+    from courselib.live.container import RUNTIMES, memory_cgroup, run_container
     from courselib.units import parse_duration, parse_memory
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -171,7 +177,7 @@ def _container(args) -> int:
     rows = [("PID", i.get("pid"), f"{o.get('pid')} (NSpid {' '.join(map(str, o.get('nspid', [])))})"),
             ("hostname", i.get("hostname"), o.get("hostname")),
             ("network interfaces", ", ".join(i.get("interfaces", [])), "(the host's own)"),
-            ("cgroup (v1 memory / v2)", _cg(i.get("cgroup", [])), _cg(o.get("cgroup", []))),
+            ("cgroup (v1 memory / v2)", memory_cgroup(i.get("cgroup", [])), memory_cgroup(o.get("cgroup", []))),
             ("kernel", i.get("kernel"), o.get("kernel"))]
     print(f"  {'':24s} {'inside':32s} outside (the host)")
     for k, a, b in rows:
@@ -190,10 +196,24 @@ def _container(args) -> int:
     return 0
 
 
-def _cg(lines: list[str]) -> str:
-    """The memory cgroup line of /proc/PID/cgroup (v1), else the v2 line."""
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and "memory" in parts[1].split(","):
-            return parts[2]
-    return next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "-")
+def _container_oom(args) -> int:
+    from courselib.cli.main import print_json
+    from courselib.live.container import oom_experiments
+
+    if args.record:
+        _refuse_overwrite(Path(args.record))
+    d = {"runs": oom_experiments(), "recorded_on": machine_note()}
+    if args.record:
+        write_recorded(args.record, d)
+    if args.json:
+        print_json(d)
+        return 0
+    for r in d["runs"]:
+        p = r["prediction"]
+        print(f"{r['case']}: $ {' '.join(r['command'])} (memory limit {format_bytes(r['memory_limit'])})")
+        print(f"  container exit status {r['exit_code']} (courselib predicted {p['container_exit_code']}); "
+              f"OOM kills {r['oom_kill_count']} (predicted {p['oom_kill']}, victim {p['victim']})")
+        for line in r["kernel_log"]:
+            if "Killed process" in line:
+                print(f"  kernel: {line}")
+    return 0

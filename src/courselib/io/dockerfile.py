@@ -146,6 +146,7 @@ def parse_dockerfile(text: str, *, file: str | None = None) -> DockerfileReading
     steps: list[Step] = []
     global_args: list[tuple[str, str | None, int]] = []
     names: dict[str, int] = {}
+    workdir: dict[int, str] = {}     # per stage: the WORKDIR so far (relative COPY destinations)
     for c in commands:
         if not c.cmd:   # BuildKit keeps an empty instruction (a lone "\\"); the build then fails
             raise InputError("an empty instruction: this line holds only a line continuation",
@@ -204,9 +205,29 @@ def parse_dockerfile(text: str, *, file: str | None = None) -> DockerfileReading
                 if m and m.group(1).lower() in names:
                     from_stage = names[m.group(1).lower()]
         text_key = c.original if c.heredocs else " ".join(c.original.split())
-        steps.append(Step(index=len(steps), stage=len(stages) - 1, instruction=ins, line=line,
+        stage_no = len(stages) - 1
+        if ins == "FROM":
+            workdir[stage_no] = workdir.get(from_stage, "/") if from_stage is not None else "/"
+        wd = workdir.get(stage_no, "/")
+        writes: tuple[str, ...] = ()
+        from_paths: tuple[str, ...] = ()
+        declares: tuple[str, ...] = ()
+        if ins == "RUN":
+            writes = ("*",)
+        elif ins == "WORKDIR" and value:
+            wd = _join(wd, value[0])
+            workdir[stage_no] = wd
+            writes = (wd,)
+        elif ins in ("COPY", "ADD") and value:
+            writes = (_join(wd, value[-1]),)
+            if from_stage is not None:
+                from_paths = tuple(_join("/", v) for v in value[:-1])
+        elif ins == "ARG":
+            declares = tuple(w.partition("=")[0] for w in value)
+        steps.append(Step(index=len(steps), stage=stage_no, instruction=ins, line=line,
                           end_line=end, text=_canonical(ins, text_key), sources=sources,
-                          from_stage=from_stage, uses_args=uses))
+                          from_stage=from_stage, uses_args=uses, declares_args=declares,
+                          writes=writes, from_paths=from_paths))
     if not stages:
         raise InputError("no FROM instruction: this is not a Dockerfile", file=file,
                          line=1 if text.strip() else None, hint="a Dockerfile starts with FROM <image>")
@@ -220,6 +241,14 @@ def _canonical(ins: str, text: str) -> str:
     if head.upper() == ins:
         return ins + sep + rest
     return text
+
+
+def _join(base: str, path: str) -> str:
+    """``path`` resolved against the directory ``base`` (``WORKDIR``), as an absolute path."""
+    from courselib.model.layers import clean_path
+    p = path if path.startswith("/") else base.rstrip("/") + "/" + path
+    cleaned = clean_path(p)
+    return "/" if cleaned == "." else "/" + cleaned
 
 
 def _unquote(value: str) -> str:

@@ -32,6 +32,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -42,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
-from courselib.live.cleanup import load_recorded, machine_note, sigterm_as_interrupt
+from courselib.live.cleanup import cleanup_on_signals, load_recorded, machine_note, signals_held
 
 #: Debian packages this module runs (one per line in .ci/apt-packages.txt).
 DEBIAN_PACKAGES = ("runc", "buildah", "busybox-static")
@@ -271,7 +272,15 @@ class Workspace:
     """One temporary directory for a run or a build; :meth:`close` leaves nothing behind."""
 
     def __init__(self, prefix: str = "courselib-container-"):
-        self.root = Path(tempfile.mkdtemp(prefix=prefix))
+        # a name the builder accepts inside an image reference (mkdtemp's "_" may not be)
+        while True:
+            root = Path(tempfile.gettempdir()) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                root.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                continue
+        self.root = root
         self.containers: list[tuple[str, str]] = []     # (runtime path, container id)
         self.cgroups: list[str] = []                    # cgroupsPath of each container
         self.builder: Builder | None = None
@@ -319,8 +328,9 @@ class Workspace:
 @contextlib.contextmanager
 def workspace(prefix: str = "courselib-container-"):
     """A :class:`Workspace`, closed on exit, also on an error, Ctrl-C or SIGTERM."""
-    with sigterm_as_interrupt():
-        ws = Workspace(prefix)
+    with cleanup_on_signals():
+        with signals_held():       # no signal between creating the directory and owning it
+            ws = Workspace(prefix)
         try:
             yield ws
         finally:
@@ -481,12 +491,14 @@ def _run_one(ws: Workspace, runtime: str, name: str, args: list[str], memory: in
     cmd = [runtime, "--root", str(ws.runtime_root), "run", *(["--keep"] if keep else []),
            "--bundle", str(bundle), "--pid-file", str(pid_file), name]
     log = KernelLog()
-    ws.containers.append((runtime, name))
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
     run = ContainerRun(command=list(args), runtime=tool_version(runtime), memory_limit=memory)
+    proc = None
     try:
+        with signals_held():       # a signal cannot fall between starting the runtime and recording it
+            ws.containers.append((runtime, name))
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
         inside_lines = []
         deadline = time.monotonic() + timeout
         while True:
@@ -529,7 +541,7 @@ def _run_one(ws: Workspace, runtime: str, name: str, args: list[str], memory: in
         return run
     finally:
         log.close()
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             subprocess.run([runtime, "--root", str(ws.runtime_root), "kill", name, "KILL"],
                            capture_output=True, timeout=10)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -537,7 +549,7 @@ def _run_one(ws: Workspace, runtime: str, name: str, args: list[str], memory: in
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.close()
         subprocess.run([runtime, "--root", str(ws.runtime_root), "delete", "--force", name],
@@ -662,6 +674,22 @@ class Builder:
             args += ["--build-arg", f"{k}={v}"]
         return self.run(*args, str(context), timeout=timeout, check=False)
 
+    def variant(self, name: str) -> str:
+        """Another local base image: the stand-in with one label more (so a different image ID)."""
+        self.load_base()
+        ctr = self.run("from", "--signature-policy", str(self.policy), "--pull-never", BASE_IMAGE).stdout.strip()
+        try:
+            self.run("config", "--label", f"org.courselib.variant={name}", ctr)
+            self.run("commit", "--signature-policy", str(self.policy), ctr, name)
+        finally:
+            self.run("rm", ctr, check=False)
+        return name
+
+    def image_id(self, ref: str) -> str | None:
+        res = self.run("images", "--noheading", "--no-trunc", "--format", "{{.ID}}", ref, check=False)
+        ids = res.stdout.split()
+        return ids[0] if res.returncode == 0 and ids else None
+
     def remove_all(self) -> None:
         if self.storage.exists():
             self.run("rm", "--all", check=False, timeout=120)
@@ -701,19 +729,24 @@ def oom_experiments(limit: int = 32 * MiB, hog: int = 64 * MiB) -> list[dict]:
                                             else "v1", duration=1.0, step=0.01)))
         d = run.as_dict()
         d["case"] = name
+        # the container's exit status is PID 1's: 137 if the model kills PID 1, else what PID 1's
+        # own script returns (its last command, echo, succeeds: 0)
+        pid1 = procs[0].name
         d["prediction"] = {"victim": pred["victim"], "killed": pred["killed"],
-                           "oom_kill": pred["events"]["oom_kill"],
-                           "container_exit_code": 137 if name == "pid1" else 0}
+                           "oom_kill": pred["events"]["oom_kill"], "pid1": pid1,
+                           "container_exit_code": pred["exit_codes"][pid1] or 0}
         out.append(d)
     return out
 
 
-RECORDED = {"show": "container-show.json", "oom": "container-oom.json"}
+RECORDED = {"show": "container-show.json", "oom": "container-oom.json", "rebuild": "container-rebuild.json"}
 
 
 def recorded(kind: str) -> dict:
     """A run recorded on the course's CI machine by the same code (``kind``: show, oom, rebuild)."""
     data = load_recorded(RECORDED.get(kind, f"container-{kind}.json"))
+    if kind == "show" and "run" not in data:     # written by `courselib live container --record`
+        data = {"run": data, "recorded_on": data.get("recorded_on")}
     data["recorded"] = True
     return data
 
@@ -733,6 +766,20 @@ def live_or_recorded(kind: str, make) -> dict:
 
 
 
+#: Chapter 1's (and 4's) command: the hostname, then what the image lacks — GPU device files and the
+#: driver's user-space library, which the NVIDIA Container Toolkit adds at run time.
+SHOW_COMMAND = ["sh", "-c", "hostname; ls -d /dev/nvidia0 /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>&1; exit 0"]
+
+
 def show_run() -> dict:
     """Chapter 1's run: one container, its inside and outside views side by side."""
-    return {"run": run_container(["hostname"]).as_dict()}
+    return {"run": run_container(SHOW_COMMAND).as_dict()}
+
+
+def memory_cgroup(lines: list[str]) -> str:
+    """The memory cgroup's path from ``/proc/PID/cgroup`` lines (v1 ``memory``, else the v2 line)."""
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            return parts[2]
+    return next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "-")

@@ -6,15 +6,22 @@ Docker's (BuildKit's) cache rule, reduced to what a learner can check by hand
 1. A step is reused only if its **parent** was reused and its own **instruction text** is the
    same; for ``COPY``/``ADD`` the **checksums of the copied files** must also match.
 2. So the first step that misses invalidates **every later step of the same stage**.
-3. A stage built ``FROM`` another stage, or a ``COPY --from=`` that stage, depends on it: when the
-   earlier stage rebuilds, so does what uses it (conservatively — BuildKit may still hit if the
-   copied bytes happen to be identical).
+3. A stage built ``FROM`` another stage depends on it: when the earlier stage rebuilds, so does
+   every step of the stage built on it (rule 6 is the finer rule for ``COPY --from``).
 4. Comments and blank lines are not part of any step (BuildKit drops comment lines even inside a
    ``\\`` continuation): editing them changes no instruction.
-5. But the Dockerfile is itself a file of the build context: a ``COPY . .`` copies it, so *any*
+5. An ``ARG`` whose value changes does not rebuild its own step: the value enters the cache key of
+   the first ``RUN`` after it (every ``RUN`` sees build arguments in its environment) and of any
+   step that expands it; that step misses, and with it the rest of the stage.
+6. ``COPY --from=<stage>`` compares the checksums of the files it copies: when the other stage was
+   rebuilt, the copy misses only if a rebuilt step there may have written those paths (a ``RUN``
+   may write anything; a ``COPY``/``ADD`` writes its destination). This is the one rule that
+   cannot be exact without running the build: a ``RUN`` that runs again and writes the same bytes
+   leaves the copy cached in the real builder, where courselib predicts a rebuild.
+7. But the Dockerfile is itself a file of the build context: a ``COPY . .`` copies it, so *any*
    edit of the Dockerfile — a comment included — changes that step's checksum, unless
    ``.dockerignore`` leaves the Dockerfile out.
-6. A file that ``.dockerignore`` leaves out is not in the context at all: editing it rebuilds
+8. A file that ``.dockerignore`` leaves out is not in the context at all: editing it rebuilds
    nothing (patterns as Docker reads them: ``*``, ``?``, ``**``, ``!`` exceptions, last match wins).
 
 The rules are checked against a real builder (buildah ``--layers``, Debian 1.28) by
@@ -46,6 +53,9 @@ class Step:
     sources: tuple[str, ...] = ()    # COPY/ADD sources from the build context
     from_stage: int | None = None    # FROM <stage> / COPY --from=<stage> (index), if any
     uses_args: tuple[str, ...] = ()  # ARG names the instruction expands (FROM lines)
+    declares_args: tuple[str, ...] = ()  # ARG steps: the names they declare
+    writes: tuple[str, ...] = ()     # absolute paths the step changes in the image ("*": anything)
+    from_paths: tuple[str, ...] = ()  # COPY --from: the paths it copies out of the other stage
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ def parse_dockerignore(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _clean(p: str) -> str:
+def clean_path(p: str) -> str:
     """Go's filepath.Clean for relative slash paths (``./a//b/../c`` -> ``a/c``), no leading /."""
     parts: list[str] = []
     for part in p.replace("\\", "/").split("/"):
@@ -138,7 +148,7 @@ def dockerignore_matches(patterns: tuple[str, ...] | list[str], path: str) -> bo
     A pattern leaves out a path it matches or a path below a directory it matches; a ``!pattern``
     brings a path back; the last pattern that matches decides (Docker docs, ".dockerignore file").
     """
-    p = _clean(path)
+    p = clean_path(path)
     parents = []
     parts = p.split("/")
     for k in range(1, len(parts) + 1):
@@ -146,7 +156,7 @@ def dockerignore_matches(patterns: tuple[str, ...] | list[str], path: str) -> bo
     ignored = False
     for raw in patterns:
         negate = raw.startswith("!")
-        pat = _clean(raw[1:].strip() if negate else raw)
+        pat = clean_path(raw[1:].strip() if negate else raw)
         rx = _ignore_regex(pat)
         if any(rx.match(q) for q in parents):
             ignored = not negate
@@ -190,50 +200,92 @@ def source_matches(pattern: str, path: str) -> bool:
     return False
 
 
+def _overlaps(a: str, b: str) -> bool:
+    """Do two absolute paths name the same file or one lie below the other? (``*``: anything)."""
+    if a == "*" or b == "*":
+        return True
+    a, b = "/" + clean_path(a).strip("/"), "/" + clean_path(b).strip("/")
+    a, b = a.rstrip("/") or "/", b.rstrip("/") or "/"
+    return a == b or a == "/" or b == "/" or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _arg_refs(text: str, name: str) -> bool:
+    return re.search(r"\$\{?" + re.escape(name) + r"(?![A-Za-z0-9_])", text) is not None
+
+
 def rebuild_plan(steps: tuple[Step, ...] | list[Step], change: Change,
                  global_args: dict[str, int] | None = None, *, inert_lines=frozenset(),
                  context: BuildContext | None = None) -> tuple[StepResult, ...]:
-    """Which steps rebuild after ``change``, each with the reason (rules 1–6 above).
+    """Which steps rebuild after ``change``, each with the reason (rules 1–8 above).
 
     ``global_args`` maps an ``ARG`` declared before the first ``FROM`` to its line, so editing
-    that line rebuilds the stages whose ``FROM`` uses it. ``inert_lines`` are the Dockerfile's
-    blank and comment lines. ``context`` places the Dockerfile in the build context (a Dockerfile
-    edit is then also a changed file) and carries ``.dockerignore``; without it the Dockerfile is
-    outside the context and nothing is ignored.
+    that line rebuilds the stages whose ``FROM`` uses it, and acts like an ``ARG`` edit in each
+    stage that declares the same name again. ``inert_lines`` are the Dockerfile's blank and
+    comment lines. ``context`` places the Dockerfile in the build context (a Dockerfile edit is
+    then also a changed file) and carries ``.dockerignore``; without it the Dockerfile is outside
+    the context and nothing is ignored.
     """
     steps = sorted(steps, key=lambda s: s.index)
     global_args = global_args or {}
     context = context or BuildContext(dockerfile=None)
-    edited_arg = None
+    edited_global = None
     changed_path = change.path
     if change.line is not None:
-        edited_arg = next((a for a, ln in global_args.items() if ln == change.line), None)
+        edited_global = next((a for a, ln in global_args.items() if ln == change.line), None)
         changed_path = context.dockerfile          # the Dockerfile's own bytes changed too
     if changed_path is not None and context.ignored(changed_path):
         changed_path = None
     line_edit = change.line is not None and change.line not in inert_lines
     stage_dirty: dict[int, bool] = {}
     dirty_reason: dict[int, str] = {}
+    written: dict[int, list[str]] = {}      # per stage: what rebuilt steps may have changed
+    pending_arg: dict[int, tuple[str, int]] = {}   # per stage: an edited ARG not yet used by a RUN
     out: list[StepResult] = []
     for s in steps:
         if stage_dirty.get(s.stage):
             out.append(StepResult(s, True, dirty_reason[s.stage]))
+            written.setdefault(s.stage, []).extend(s.writes)
             continue
         reason = None
-        if line_edit and s.line <= change.line <= s.end_line:
+        edited_here = line_edit and s.line <= change.line <= s.end_line
+        if s.instruction == "ARG" and (edited_here or (line_edit and edited_global
+                                                       and edited_global in s.declares_args)):
+            # an ARG's own step is reused: its value enters the cache key of the RUN steps after it
+            name = s.declares_args[0] if edited_here and s.declares_args else edited_global
+            pending_arg[s.stage] = (name, s.line)
+            out.append(StepResult(s, False, f"cache hit (ARG {name} changed: the first RUN after it misses)"))
+            continue
+        arg = pending_arg.get(s.stage)
+        if edited_here:
             reason = f"line {change.line} edited: the instruction text changed"
-        elif line_edit and edited_arg and edited_arg in s.uses_args:
-            reason = f"ARG {edited_arg} (line {global_args[edited_arg]}) edited: the base changed"
+        elif line_edit and edited_global and edited_global in s.uses_args:
+            reason = f"ARG {edited_global} (line {global_args[edited_global]}) edited: the base changed"
+        elif arg and (s.instruction == "RUN" or _arg_refs(s.text, arg[0])):
+            reason = (f"ARG {arg[0]} (line {arg[1]}) changed: " +
+                      ("every RUN after an ARG sees it in its environment" if s.instruction == "RUN"
+                       else f"the instruction uses ${arg[0]}"))
         elif changed_path is not None and s.instruction in ("COPY", "ADD") and s.from_stage is None \
                 and any(source_matches(src, changed_path) for src in s.sources):
             reason = f"copies {changed_path}, whose checksum changed"
-        elif s.from_stage is not None and stage_dirty.get(s.from_stage):
-            what = "its base stage" if s.instruction == "FROM" else "the stage it copies from"
-            reason = f"{what} (stage {s.from_stage}) was rebuilt"
+        elif s.instruction == "FROM" and s.from_stage is not None and stage_dirty.get(s.from_stage):
+            reason = f"its base stage (stage {s.from_stage}) was rebuilt"
+        elif s.instruction != "FROM" and s.from_stage is not None and stage_dirty.get(s.from_stage):
+            hits = [w for w in written.get(s.from_stage, []) for p in (s.from_paths or ("/",)) if _overlaps(w, p)]
+            if hits:
+                what = "a RUN step (it may write anything)" if "*" in hits else ", ".join(sorted(set(hits)))
+                reason = f"stage {s.from_stage} rebuilt what it copies from there: {what}"
         if reason:
             out.append(StepResult(s, True, reason))
             stage_dirty[s.stage] = True
             dirty_reason[s.stage] = f"after step {s.index + 1} (line {s.line}) rebuilt: parent layer changed"
+            if s.instruction == "FROM":
+                base = written.get(s.from_stage, ["*"]) if s.from_stage is not None else ["*"]
+                written.setdefault(s.stage, []).extend(base)
+            written.setdefault(s.stage, []).extend(s.writes)
+        elif s.from_stage is not None and s.instruction != "FROM" and stage_dirty.get(s.from_stage):
+            out.append(StepResult(s, False, f"cache hit: no rebuilt step of stage {s.from_stage} wrote "
+                                             f"{', '.join(s.from_paths) or 'what it copies'}, so the copied "
+                                             "files' checksums are unchanged"))
         else:
             out.append(StepResult(s, False, "cache hit"))
     return tuple(out)
