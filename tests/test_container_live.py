@@ -152,3 +152,14 @@ def test_sigterm_during_a_run_leaves_nothing_behind(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert _ours_left() == before
+
+
+def test_the_recorded_runs_show_what_the_chapters_say():
+    show = container.recorded("show")["run"]
+    assert show["inside"]["pid"] == 1 and show["outside"]["pid"] > 1 and show["inside"]["interfaces"] == ["lo"]
+    assert show["inside"]["kernel"] == show["outside"]["kernel"]
+    assert "No such file" in show["stdout"]                # no GPU device, no libcuda in the image
+    assert show["left_behind"] == {"directory": False, "mounts": [], "cgroups": []}
+    pid1, child = container.recorded("oom")["runs"]
+    assert pid1["exit_code"] == 137 == pid1["prediction"]["container_exit_code"] and pid1["oom_killed"]
+    assert child["exit_code"] == 0 == child["prediction"]["container_exit_code"] and child["oom_kill_count"] == 1

@@ -93,3 +93,22 @@ def test_the_cli_compares_and_exits_1_only_below_full_agreement(tmp_path):
     assert d["comparison"]["agreement"] == 1.0
     assert [b["label"] for b in d["builds"]][0].startswith("first build")
     assert (ctx / "train.py").read_text() == rb.SCENARIOS[1]["files"]["train.py"]   # the user's files untouched
+
+
+def test_the_recorded_suite_still_agrees_with_todays_model():
+    """The chapter's differential table: builder verdicts recorded on CI, predictions computed now."""
+    rec = container.recorded("rebuild")
+    by_name = {s["name"]: s for s in rb.SCENARIOS}
+    assert {r["name"] for r in rec["differential"]} == set(by_name), "re-record: courselib docker rebuild-suite"
+    for r in rec["differential"]:
+        assert rb.predicted_now(by_name[r["name"]]) == [row["real"] for row in r["rows"]], r["name"]
+    assert rec["table"]["agreed"] == rec["table"]["scenarios"] == len(rb.SCENARIOS)
+
+
+def test_the_recorded_seed_run_is_what_the_chapter_needs():
+    rec = container.recorded("seed")
+    deps, code = rec["deps_first"], rec["code_first"]
+    assert [c["edit"] for c in deps["comparisons"]] == [e.describe() for e in rb.SEED_EDITS]
+    assert all(c["agreement"] == 1.0 for c in deps["comparisons"] + code["comparisons"])
+    assert deps["builds"][1]["ran"] == 0                                 # nothing changed: all cached
+    assert code["builds"][-1]["seconds"] > deps["builds"][2]["seconds"]  # code first reinstalls

@@ -739,7 +739,8 @@ def oom_experiments(limit: int = 32 * MiB, hog: int = 64 * MiB) -> list[dict]:
     return out
 
 
-RECORDED = {"show": "container-show.json", "oom": "container-oom.json", "rebuild": "container-rebuild.json"}
+RECORDED = {"show": "container-show.json", "oom": "container-oom.json", "seed": "container-seed.json",
+            "rebuild": "container-rebuild.json"}
 
 
 def recorded(kind: str) -> dict:
@@ -753,7 +754,7 @@ def recorded(kind: str) -> dict:
 
 def live_or_recorded(kind: str, make) -> dict:
     """``make()`` where containers can run here, else the recorded run (``recorded`` says which)."""
-    why = unavailable_reason(builder=kind == "rebuild")
+    why = unavailable_reason(builder=kind in ("rebuild", "seed"))
     if why is None:
         data = make()
         data["recorded"] = False

@@ -155,11 +155,13 @@ def solve(problem: Problem) -> Solution:
     reading = parse_dockerfile(data["dockerfile"], file="Dockerfile")
     ch = data["change"]
     change = Change(path=ch["path"]) if "path" in ch else Change(line=ch["line"])
-    plan = rebuild_plan(reading.steps, change, reading.global_arg_lines())
+    plan = rebuild_plan(reading.steps, change, reading.global_arg_lines(),
+                        inert_lines=reading.inert_lines)
     steps = ["The cache rule (Docker build cache): a step is reused only if its parent step was reused, "
              "its instruction text is unchanged and, for COPY/ADD, the copied files' checksums match; "
-             "the first miss rebuilds every later step of its stage, and a stage built FROM or "
-             "COPY --from a rebuilt stage rebuilds too."]
+             "the first miss rebuilds every later step of its stage, a stage built FROM a rebuilt stage "
+             "rebuilds too, and a COPY --from misses when a rebuilt step of that stage may have written "
+             "what it copies (a RUN may write anything)."]
     if "path" in ch:
         copiers = [s for s in reading.steps if s.instruction in ("COPY", "ADD") and s.from_stage is None
                    and any(source_matches(src, ch["path"]) for src in s.sources)]
