@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,53 @@ def test_the_recorded_seed_run_is_what_the_chapter_needs():
     assert all(c["agreement"] == 1.0 for c in deps["comparisons"] + code["comparisons"])
     assert deps["builds"][1]["ran"] == 0                                 # nothing changed: all cached
     assert code["builds"][-1]["seconds"] > deps["builds"][2]["seconds"]  # code first reinstalls
+
+
+LIMIT = """\
+FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04 AS builder
+COPY train.py .
+RUN echo same-bytes > /artifact
+FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
+COPY --from=builder /artifact /artifact
+CMD ["sh"]
+"""
+
+
+@pytest.mark.real
+@real
+def test_the_models_one_known_limit_is_caught_and_exits_1(tmp_path):
+    """A RUN that runs again but writes the same bytes: the builder reuses the COPY --from, the model
+    cannot know and predicts a rebuild. --compare must say so and exit 1 (the suite avoids this case)."""
+    ctx = rb.write_context(tmp_path / "ctx", {"Dockerfile": LIMIT, "train.py": "print(1)\n"})
+    res = subprocess.run([sys.executable, "-m", "courselib", "docker", "rebuild", str(ctx), "--changed", "train.py",
+                          "--compare", "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, res.stderr
+    rows = json.loads(res.stdout)["comparison"]["rows"]
+    bad = [r for r in rows if not r["agree"]]
+    assert [(r["instruction"], r["predicted"], r["real"]) for r in bad] == [("COPY", "rebuild", "cached"),
+                                                                          ("CMD", "rebuild", "cached")]
+
+
+@pytest.mark.real
+@real
+def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
+    import signal
+    import time
+    from test_container_live import _ours_left
+    before = _ours_left()
+    ctx = rb.write_context(tmp_path / "ctx", {"Dockerfile": "FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\n"
+                                                            "RUN sleep 30\n", "a": "a\n"})
+    proc = subprocess.Popen([sys.executable, "-m", "courselib", "docker", "rebuild", str(ctx), "--changed", "a"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    storage = []
+    while time.monotonic() < deadline and not storage:
+        storage = [d for d in set(_ours_left()["dirs"]) - set(before["dirs"])
+                   if (Path(d) / "storage" / "vfs").is_dir()]
+        time.sleep(0.1)
+    assert storage, "the build never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _ours_left() == before

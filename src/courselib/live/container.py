@@ -34,6 +34,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
@@ -641,6 +642,7 @@ class Builder:
         ws.builder = self
         self.version = tool_version("buildah")
         self._base_loaded = False
+        self.running: list[subprocess.Popen] = []
 
     def _cmd(self, *args: str) -> list[str]:
         return [self.buildah, "--root", str(self.storage), "--runroot", str(self.runroot),
@@ -649,7 +651,23 @@ class Builder:
     def run(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BUILDAH_", "CONTAINERS_"))}
         env["BUILDAH_ISOLATION"] = "chroot"
-        res = subprocess.run(self._cmd(*args), capture_output=True, text=True, timeout=timeout, env=env)
+        # its own process group, so that an error or a signal stops buildah *and* the step it runs
+        with signals_held():
+            proc = subprocess.Popen(self._cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=env, start_new_session=True)
+            self.running.append(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as err:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if isinstance(err, subprocess.TimeoutExpired):
+                raise CourseError(f"buildah {args[0]} did not finish within {timeout:g} s (stopped)") from None
+            raise
+        finally:
+            self.running.remove(proc)
+        res = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         if check and res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
             raise CourseError(f"buildah {args[0]} failed: {msg[-1] if msg else res.returncode}")
