@@ -180,7 +180,7 @@ def test_the_suite_covers_what_the_old_reader_got_wrong():
     names = {c["name"] for c in BUILDKIT_CASES["cases"]}
     assert {"continue-at-eof", "empty-line-after-escape", "trailing-backslash", "heredoc: TestParseExtractsHeredoc",
             "heredoc: TestParseJSONHeredoc"} <= names
-    assert len(BUILDKIT_CASES["cases"]) >= 25
+    assert len(BUILDKIT_CASES["cases"]) >= 40
     assert all(c["repo"] and c["path"] and len(c["commit"]) == 40 for c in BUILDKIT_CASES["cases"])
 
 
