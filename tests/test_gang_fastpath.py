@@ -56,8 +56,8 @@ def workloads(draw):
     return Workload(cluster, jobs, queues)
 
 
-def same(w: Workload, variant: str, horizon: float | None = None) -> None:
-    policy, options = variant.split("+")[0], VARIANTS[variant]
+def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> None:
+    policy, options = variant.split("+")[0], {**VARIANTS[variant], **extra}
     fast = simulate(w, policy, horizon=horizon, check=True, **options)
     ref = simulate(w, policy, horizon=horizon, reference=True, **options)
     for a, b in zip(fast.jobs, ref.jobs, strict=True):
@@ -73,6 +73,15 @@ def same(w: Workload, variant: str, horizon: float | None = None) -> None:
 @given(workloads(), st.sampled_from(sorted(VARIANTS)))
 def test_fast_path_matches_the_reference_on_random_workloads(w, variant):
     same(w, variant, horizon=12 * 3600)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.randoms(use_true_random=False))
+def test_fast_path_matches_the_reference_with_a_recorded_quorum_order(w, rnd):
+    """kube-gang's group_order (a real run's order of gangs meeting their quorum) on both paths."""
+    names = [j.name for j in w.jobs]
+    rnd.shuffle(names)
+    same(w, "kube-gang", horizon=12 * 3600, group_order=names)
 
 
 @settings(max_examples=12, deadline=None)

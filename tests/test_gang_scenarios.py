@@ -369,3 +369,15 @@ def test_kube_gang_options_are_checked():
     with pytest.raises(ValueError, match="no option"):
         make_policy("kube-gang", two_512_jobs(), timeout=60)
     assert "kube-gang" in policy_names()
+
+
+# ---- a real run's quorum order, recorded and replayed ------------------------------------------
+def test_kube_gang_replays_which_gang_met_its_quorum_first():
+    r = simulate(two_512_jobs(), "kube-gang", check=True, group_order="b,a")
+    assert (r.job("b").start, r.job("a").start) == (0, 7200)
+
+
+@pytest.mark.parametrize("value", ["a,c", ["z"], 5])
+def test_a_recorded_group_order_is_checked(value):
+    with pytest.raises(ValueError, match="which is not a job"):
+        make_policy("kube-gang", two_512_jobs(), group_order=value)

@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                      help="a policy option, e.g. overcommit_factor=1.5, backfill=false, preemption=true, "
-                          "config_api=v1beta1, pod_group_cycle=false, permit_timeout=60 (repeatable)")
+                          "config_api=v1beta1, pod_group_cycle=false, permit_timeout=60, "
+                          "group_order=b,a (repeatable)")
     sim.add_argument("--trace", action="store_true", help="also print the allocation sequence")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)

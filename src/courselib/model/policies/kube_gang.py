@@ -15,6 +15,8 @@ kube_features.go`` L1622–1625); when it is on, the scheduler adds the GangSche
    queue"); if any pod of the group is gated the whole group is (``backend/queue/
    scheduling_queue.go`` L707–729). The model creates a job's pods when it is submitted, so the
    quorum is met at once (the Job controller's few milliseconds of pod creation are not modelled).
+   Which of two gangs submitted together reaches its quorum first is a race between two Job
+   controller workers in the real system; ``group_order`` (job names) replays a recorded order.
 2. *One queue entity per PodGroup* (``scheduling_queue.go`` L550–561, L899–928), ordered like pods
    by ``PrioritySort`` — priority, then timestamp (``framework/plugins/queuesort/priority_sort.go``
    L43–47); the group's timestamp is its first pod's (``scheduling_queue.go`` L414–427).
@@ -85,6 +87,23 @@ def backoff_cap(pods: int) -> int:
     return int(MAX_BACKOFF * math.sqrt(pods)) if pods > 1 else int(MAX_BACKOFF)
 
 
+def _group_order(value, workload: Workload) -> dict[str, int]:
+    """``group_order`` (job names, a list or ``"b,a"``) as name -> rank; every name must be a job."""
+    if value is None or value == "" or value == []:
+        return {}
+    items = value.split(",") if isinstance(value, str) else list(value) \
+        if isinstance(value, (list, tuple)) else [str(value)]
+    names = {j.name for j in workload.jobs}
+    order: dict[str, int] = {}
+    for item in items:
+        name = str(item).strip()
+        if name not in names:
+            raise ValueError(f"group_order names {name!r}, which is not a job of the workload "
+                             f"({', '.join(sorted(names))})")
+        order.setdefault(name, len(order))
+    return order
+
+
 def _unschedulable(k: int, n: int) -> str:
     return (f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
             "Insufficient nvidia.com/gpu")
@@ -94,8 +113,10 @@ class KubeGang(Policy):
     name = "kube-gang"
 
     def __init__(self, workload: Workload, seed: int = 0, pod_group_cycle: bool = True,
-                 permit_timeout: float = PERMIT_TIMEOUT, requeue_after: float = UNSCHEDULABLE_FLUSH):
+                 permit_timeout: float = PERMIT_TIMEOUT, requeue_after: float = UNSCHEDULABLE_FLUSH,
+                 group_order=None):
         super().__init__(workload, seed)
+        self.group_order = _group_order(group_order, workload)
         if not 0 < permit_timeout <= MAX_PERMIT_TIMEOUT:
             raise ValueError(f"permit_timeout must be in (0, {MAX_PERMIT_TIMEOUT:g}] seconds "
                              "(the framework caps any Permit wait at 15 minutes)")
@@ -125,7 +146,10 @@ class KubeGang(Policy):
             state.log(run.name, f"PodGroup gang minCount {run.job.min_member}: {run.job.pods} pods "
                                 "created, quorum met (PreEnqueue)")
         if self.pod_group_cycle:
-            for run in runs:  # the group's timestamp: its first pod's, round-robin creation keeps job order
+            # the group's timestamp: its first pod's; round-robin creation keeps the workload's
+            # order, a recorded group_order overrides it
+            runs = sorted(runs, key=lambda r: self.group_order.get(r.name, len(self.group_order)))
+            for run in runs:
                 self.groups[run.name] = run
                 self.stamp[run.name] = (state.now, self._next())
                 if not self.reference:
