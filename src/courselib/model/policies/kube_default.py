@@ -11,9 +11,15 @@ The model:
   queue-sort plugin), then creation order;
 - pods of jobs submitted at the same instant are created round-robin (a0, b0, a1, b1, …), as
   concurrent Job controllers interleave their pod creations;
-- each pod goes to the node with the most free GPUs that fits it (LeastAllocated-style
-  spreading), ties to the lowest node index — a modelling choice; the real scheduler breaks
-  ties at random (``seed`` is accepted for a future seeded tie-break and unused today);
+- each pod goes to the node with the most free GPUs that fits it, ties to the lowest node index
+  — a modelling choice. The real default scorer does not look at GPUs: NodeResourcesFit's
+  LeastAllocated scores cpu and memory only (weights 1, 1; ``pkg/scheduler/apis/config/v1/
+  defaults.go`` L33–36, L230–236 in v1.37.2), so "most free GPUs" is what it does when every
+  pod's cpu and memory requests are proportional to its GPUs on nodes proportioned alike. Among
+  equal scores v1.37.2 pops a heap built from a parallel filter pass (``schedule_one.go``
+  L613–614, L813–835; ``framework/sorted_nodes.go`` L61–64): effectively at random, never by
+  node index. On identical nodes without constraints the tie cannot change how many pods each
+  job binds (``seed`` is accepted for a future seeded tie-break and unused today);
 - optional ``preemption``: a pod that does not fit may evict pods of lower-priority jobs on
   one node (the PostFilter preemption). A running job that loses a rank stops training and
   restarts from scratch once it has its ranks again — TorchElastic "all workers are stopped
