@@ -8,9 +8,13 @@ whole trace must be identical, for all five policies and their main options.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from courselib.model.gang import SchedState
 from courselib.model.generate import scale_workload
+from courselib.model.policies.slurm import Slurm
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
 from courselib.sim.gang import simulate
 
@@ -58,8 +62,12 @@ def workloads(draw):
 
 def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> None:
     policy, options = variant.split("+")[0], {**VARIANTS[variant], **extra}
-    fast = simulate(w, policy, horizon=horizon, check=True, **options)
-    ref = simulate(w, policy, horizon=horizon, reference=True, **options)
+    with _slurm_passes() as passes:
+        fast = simulate(w, policy, horizon=horizon, check=True, **options)
+        ref = simulate(w, policy, horizon=horizon, reference=True, **options)
+    # Slurm's backfill: every pass made the same reservations (start, end, nodes), not only the
+    # same starts, so a wrong plan for a job that waits is caught before it changes a schedule
+    assert passes[False] == passes[True], variant
     for a, b in zip(fast.jobs, ref.jobs, strict=True):
         assert (a.name, a.start, a.end, a.state, a.pending_reason) == \
             (b.name, b.start, b.end, b.state, b.pending_reason), variant
@@ -67,6 +75,24 @@ def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> No
     assert fast.deadlock == ref.deadlock and fast.verdict == ref.verdict
     assert fast.trace == ref.trace
     assert fast.to_dict() == ref.to_dict()
+
+
+@contextmanager
+def _slurm_passes():
+    """Record ``Slurm.reservations`` after every scheduling cycle, by path (reference or fast)."""
+    passes: dict[bool, list] = {False: [], True: []}
+    original = Slurm.schedule
+
+    def recording(self, state):
+        out = original(self, state)
+        passes[self.reference].append((state.now, dict(self.reservations)))
+        return out
+
+    Slurm.schedule = recording
+    try:
+        yield passes
+    finally:
+        Slurm.schedule = original
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,3 +123,48 @@ def test_the_check_can_fail():
     w = scale_workload(1, nodes=6, jobs=40, load=1.5)
     a, b = simulate(w, "volcano"), simulate(w, "slurm", reference=True)
     assert [j.start for j in a.jobs] != [j.start for j in b.jobs]
+
+
+@st.composite
+def planning_states(draw):
+    """A Slurm cluster mid-run: running jobs with expected ends, and reservations of whole nodes."""
+    nodes = draw(st.integers(1, 70))  # past 64 nodes the masks span more than one machine word
+    gpn = draw(st.sampled_from([1, 2, 4, 8]))
+    w = Workload(ClusterSpec(nodes, gpn), [Job("probe", 1, 1, duration=1.0)])
+    pol = Slurm(w)
+    state = SchedState(w)
+    state.now = float(draw(st.integers(0, 100)))
+    for k in range(draw(st.integers(0, 3 * nodes))):
+        gpp = draw(st.integers(1, gpn))
+        pods = draw(st.integers(1, 3))
+        job = Job(f"r{k}", pods, gpp, duration=float(draw(st.integers(1, 500))))
+        run = state.submit(job)
+        plan = pol.plan(state, job, state.now, [])
+        if plan is None:
+            continue
+        pol._start(state, run, plan)
+    reserved = []
+    for _ in range(draw(st.integers(0, 4))):
+        s = state.now + draw(st.integers(0, 600))
+        reserved.append((s, s + draw(st.integers(1, 600)),
+                         sorted(draw(st.sets(st.integers(0, nodes - 1), min_size=1, max_size=nodes)))))
+    return pol, state, reserved, gpn
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(planning_states(), st.data())
+def test_the_availability_profile_plans_what_the_arrays_plan(setup, data):
+    """Slurm's backfill plans a plain job from level bitmasks (``Profile``): for any running jobs,
+    reservations, start time and job shape, the same nodes and pod counts as the array planner."""
+    pol, state, reserved, gpn = setup
+    ends = sorted(pol.expected_end.values())
+    t = data.draw(st.sampled_from([state.now] + ends + [r[1] for r in reserved]))
+    job = Job("x", data.draw(st.integers(1, 40)), data.draw(st.integers(1, gpn)),
+              duration=float(data.draw(st.integers(1, 900))))
+    fast = pol.plan(state, job, t, reserved)
+    pol.reference = True
+    try:
+        ref = pol.plan(state, job, t, reserved)
+    finally:
+        pol.reference = False
+    assert fast == ref
