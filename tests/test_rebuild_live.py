@@ -163,3 +163,16 @@ def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert _ours_left() == before
+
+
+def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_is_copied(tmp_path, monkeypatch):
+    import os
+    ctx = rb.write_context(tmp_path / "ctx", {"Dockerfile": "FROM x\nCOPY . .\n", "data.bin": "x" * 5000})
+    monkeypatch.setenv("COURSELIB_MAX_CONTEXT_BYTES", "4Ki")
+    with pytest.raises(InputError, match="COURSELIB_MAX_CONTEXT_BYTES"):
+        rb.rebuild(ctx, changed=["data.bin"])
+    monkeypatch.delenv("COURSELIB_MAX_CONTEXT_BYTES")
+    os.mkfifo(ctx / "pipe")
+    with pytest.raises(InputError) as e:
+        rb.rebuild(ctx, changed=["data.bin"])
+    assert e.value.file.endswith("pipe") and "not a regular file" in e.value.message

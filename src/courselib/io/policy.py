@@ -114,6 +114,7 @@ MODEL_LIMITS: dict[str, Limit] = {
     "gpus": Limit("GPUS", "a GPU count", 100_000_000, "GPUs"),
     "yaml_depth": Limit("YAML_DEPTH", "the nesting of a YAML document", 100, "levels"),
     "yaml_aliases": Limit("YAML_ALIAS_NODES", "what YAML aliases expand to", 10_000, "nodes"),
+    "build_context": Limit("CONTEXT_BYTES", "a build context copied for a real build", 1024 ** 3, "bytes"),
 }
 
 

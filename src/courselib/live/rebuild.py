@@ -14,6 +14,7 @@ image in the copy (the output says so), so the Dockerfile's steps must run offli
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -140,6 +141,31 @@ class Rebuild:
                  "steps": sum(c["steps"] for c in comps)}}
 
 
+def check_context(src: Path) -> int:
+    """The context's size in bytes; refuses a FIFO, socket or device in it (copying one could hang)
+    and a context larger than ``COURSELIB_MAX_CONTEXT_BYTES`` (1 GiB), before anything is copied."""
+    import stat as st
+    from courselib.io.policy import limit
+    cap = limit("build_context")
+    total = 0
+    stack = [src]
+    while stack:
+        d = stack.pop()
+        with os.scandir(d) as it:
+            for e in it:
+                mode = e.stat(follow_symlinks=False).st_mode
+                if st.S_ISDIR(mode):
+                    stack.append(Path(e.path))
+                elif st.S_ISREG(mode):
+                    total += e.stat(follow_symlinks=False).st_size
+                    if total > cap.value:
+                        cap.check(total, file=str(src))
+                elif not st.S_ISLNK(mode):
+                    raise InputError("is not a regular file, directory or symlink; a build context cannot "
+                                     "hold it", file=e.path, hint="move it out of the build context")
+    return total
+
+
 def ignore_patterns(context: Path) -> tuple[str, ...]:
     """The context's ignore file as buildah reads it: ``.containerignore``, else ``.dockerignore``."""
     from courselib.model.layers import parse_dockerignore
@@ -263,12 +289,14 @@ def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | 
         for c in e.changed:
             if Path(c).is_absolute() or ".." in Path(c).parts:
                 raise InputError(f"{c}: give a path inside the build context", field="--changed")
+    from courselib.io.yamlfile import read_text
+    original = read_text(src / file, "dockerfile")        # the input policy: regular file, size cap
+    check_context(src)
     check_builder()
     with workspace("courselib-container-") as ws:
         ctx = ws.root / "context"
         shutil.copytree(src, ctx, symlinks=True)
         df = ctx / file
-        original = df.read_text()
         reading0 = parse_dockerfile(original, file=str(src / file))
         names = {s.name.lower() for s in reading0.stages if s.name}
         text, replaced = _point_from_at_stand_in(original, names)
