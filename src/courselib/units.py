@@ -14,6 +14,13 @@ from courselib.errors import InputError
 PAGE_SIZE = 4096  # bytes; x86-64 and arm64 default (the kernel's PAGE_SIZE)
 
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+YEAR = 365.25 * 86400.0
+#: The longest duration courselib reads: a million years (a job, a timeout, an MTBF, a simulation);
+#: beyond it, sums and products of durations head for float overflow.
+MAX_SECONDS = 1_000_000 * YEAR
+#: The largest memory size courselib reads: 2**63 - 1 bytes, the kernel's and Kubernetes' int64
+#: ceiling (8 EiB), beyond any machine.
+MAX_BYTES = 2 ** 63 - 1
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([smhd]?)\s*$")
 
 
@@ -21,19 +28,34 @@ def parse_duration(value, *, field: str = "duration", bare: str = "s") -> float:
     """Seconds in ``value``: a number (in unit ``bare``) or a string like ``25m``, ``1500s``, ``2h``, ``1d``."""
     if isinstance(value, bool):
         raise InputError(f"expected a duration such as 25m or 2h, got {value!r}", field=field)
-    if isinstance(value, (int, float)):
-        seconds = float(value) * _DURATION_UNITS[bare]
-    elif isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if not m:
-            raise InputError(f"{value!r} is not a duration", field=field,
-                             hint="write a number with a unit: 30s, 25m, 0.417h, 1d")
-        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2) or bare]
-    else:
-        raise InputError(f"expected a duration such as 25m or 2h, got {value!r}", field=field)
+    try:
+        if isinstance(value, (int, float)):
+            seconds = float(value) * _DURATION_UNITS[bare]
+        elif isinstance(value, str):
+            m = _DURATION_RE.match(value)
+            if not m:
+                raise InputError(f"{_short(value)!r} is not a duration", field=field,
+                                 hint="write a number with a unit: 30s, 25m, 0.417h, 1d")
+            seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2) or bare]
+        else:
+            raise InputError(f"expected a duration such as 25m or 2h, got {_short(value)!r}", field=field)
+    except OverflowError:
+        seconds = math.inf
     if not math.isfinite(seconds) or seconds < 0:
-        raise InputError(f"{value!r} is not a non-negative duration", field=field)
+        raise InputError(f"{_short(value)!r} is not a non-negative duration", field=field,
+                         hint="durations are finite: 30s, 25m, 0.417h, 1d")
+    if seconds > MAX_SECONDS:
+        raise InputError(f"{_short(value)!r} is longer than {MAX_SECONDS / YEAR:,.0f} years", field=field,
+                         hint="no job, timeout or simulation is that long; check the unit")
     return seconds
+
+
+def _short(value, width: int = 40):
+    """``value`` for a message: a number or text of hundreds of digits is shortened."""
+    text = str(value)
+    if len(text) <= width:
+        return value
+    return f"{text[:12]}...({len(text)} characters)"
 
 
 def format_duration(seconds: float) -> str:
@@ -68,18 +90,30 @@ def parse_memory(value, *, field: str = "memory") -> int:
         raise InputError(f"expected a memory size such as 1Gi, got {value!r}", field=field)
     if isinstance(value, int):
         if value < 0:
-            raise InputError(f"{value} is negative", field=field)
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
+            raise InputError(f"{_short(value)} is negative", field=field)
+        return _at_most_max_bytes(value, value, field)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
+        return _at_most_max_bytes(int(value), value, field)
     if not isinstance(value, str):
-        raise InputError(f"expected a memory size such as 1Gi, got {value!r}", field=field)
+        raise InputError(f"expected a memory size such as 1Gi, got {_short(value)!r}", field=field)
     m = _MEM_RE.match(value)
     unit = m.group(2) if m else None
     if not m or (unit.lower() not in _MEM_UNITS) or unit == "m":
-        raise InputError(f"{value!r} is not a memory size", field=field,
+        raise InputError(f"{_short(value)!r} is not a memory size", field=field,
                          hint="use Ki/Mi/Gi (powers of 2), k/M/G (powers of 10), or pages with p (150000p)")
-    return int(round(float(m.group(1)) * _MEM_UNITS[unit.lower()]))
+    # Exact decimal arithmetic: a float would overflow on hundreds of digits (and round 2**60).
+    from decimal import ROUND_HALF_EVEN, Decimal
+    exact = Decimal(m.group(1)) * _MEM_UNITS[unit.lower()]
+    if exact > MAX_BYTES:
+        return _at_most_max_bytes(MAX_BYTES + 1, value, field)
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def _at_most_max_bytes(n: int, value, field: str) -> int:
+    if n > MAX_BYTES:
+        raise InputError(f"{_short(value)!r} is more than 8 EiB (2**63 - 1 bytes), more memory than any "
+                         "machine has", field=field, hint="check the unit: Ki/Mi/Gi, k/M/G, or pages with p")
+    return n
 
 
 def bytes_to_pages(nbytes: int) -> int:

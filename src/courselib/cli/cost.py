@@ -6,6 +6,7 @@ its arguments first (``ARG …`` lines) so anyone can reproduce it; ``--json`` p
 from __future__ import annotations
 
 from courselib.errors import InputError
+from courselib.io.policy import check_count
 from courselib.model import checkpoint as ckpt
 from courselib.model import cost
 from courselib.units import format_duration, format_usd, parse_duration
@@ -58,6 +59,9 @@ def _wait_from_args(args) -> cost.GangWait:
     if args.gpus is None or args.wait is None:
         raise InputError("needs --gpus and --wait", field="cost",
                          hint="e.g. courselib cost --gpus 400 --wait 25m --price 2-4, or --preset seed")
+    check_count("gpus", args.gpus, field="--gpus")
+    if args.gang_size is not None:
+        check_count("gpus", args.gang_size, field="--gang-size")
     return cost.GangWait(gpus_held=args.gpus, wait_s=parse_duration(args.wait, field="--wait"),
                          price=cost.Price.parse(args.price), gang_size=args.gang_size)
 
@@ -114,6 +118,7 @@ def checkpoint_document(args) -> dict:
         "waste_clamped": plan.clamped,
     }
     if args.gpus is not None:
+        check_count("gpus", args.gpus, field="--gpus")
         interval = parse_duration(args.interval, field="--interval") if args.interval else plan.daly_s
         detect = parse_duration(args.timeout, field="--timeout")
         f = cost.expected_failure_cost(args.gpus, interval, m, detection_s=detect, restart_s=r)

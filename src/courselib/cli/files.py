@@ -81,6 +81,9 @@ def _manifest_parse(args) -> int:
                   + f"; scheduler {_show(d['scheduler_name'])}")
         else:
             print(f"      {d['gang_rule']}")
+        for p in d["problems"]:
+            where = f"line {p['line']}: " if p["line"] is not None else ""
+            print(f"      problem: {where}{p['field'] + ': ' if p['field'] else ''}{p['message']}")
         for t in d["unresolved_templates"]:
             print(f"      unresolved template, line {t['line']}: {t['field']} = {t['value']}")
         for v in d["validation_errors"]:

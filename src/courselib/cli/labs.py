@@ -81,6 +81,15 @@ def _grade(args) -> int:
         if target.resolve() == Path(args.lab).resolve() or target.suffix == ".ipynb":
             raise InputError("--json-file is a notebook (or the lab itself); the grader never writes a notebook",
                              file=args.lab, field="--json-file", hint="give another path, e.g. grades.json")
+        # refused before grading, not after a whole run has been spent
+        if target.is_dir():
+            raise InputError("is a directory; the report is written to a file", file=args.json_file,
+                             field="--json-file", hint=f"give a file name, e.g. {target / 'grades.json'}")
+        if not target.parent.is_dir():
+            raise InputError("its folder does not exist", file=args.json_file, field="--json-file",
+                             hint=f"create {target.parent} first, or give another path")
+        if target.exists() and not target.is_file():
+            raise InputError("is not a regular file", file=args.json_file, field="--json-file")
     report = grade.grade(args.lab, source=args.source, hidden=args.hidden, timeout=args.timeout,
                          grace=args.grace, time_limit=args.time_limit)
     # every student process is gone by now: only then is anything written

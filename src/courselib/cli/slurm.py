@@ -42,6 +42,9 @@ def _down(args) -> int:
     else:
         for p in out["stopped"]:
             print(f"stopped {p['role']} (PID {p['pid']})")
+    if out.get("kept_dir"):
+        print(f"courselib: {out['kept_dir']} was left in place: it is not the directory this cluster "
+              "made", file=sys.stderr)
     if out["left"]:
         print(f"courselib: PIDs {out['left']} did not stop; the state file is kept",
               file=sys.stderr)
@@ -117,12 +120,20 @@ def _replay_swf(args) -> int:
     if reading.format != "swf":
         raise InputError(f"this is a {reading.format} trace, not SWF", file=args.trace,
                          hint="replay-swf replays Standard Workload Format (.swf) traces")
+    from courselib.io.traces import MAX_MACHINE
     cores = args.cores
+    if cores is not None and not 1 <= cores <= MAX_MACHINE:
+        raise InputError(f"{cores} cores: give a whole number from 1 to {MAX_MACHINE:,}", field="--cores")
+    if args.limit is not None and args.limit < 0:
+        raise InputError(f"{args.limit} jobs: give a whole number of jobs, 0 or more", field="--limit")
     if cores is None:
         size = dict(reading.cluster)
         cores = int(size.get("MaxProcs") or size.get("MaxNodes") or 0)
         if cores < 1:
-            raise InputError("the trace's header gives no MaxProcs or MaxNodes", file=args.trace,
+            given = {k: v for k, v in reading.header if k in ("MaxProcs", "MaxNodes")}
+            what = ("gives no MaxProcs or MaxNodes" if not given else
+                    "gives no usable machine size (" + ", ".join(f"{k}: {v[:30]}" for k, v in given.items()) + ")")
+            raise InputError(f"the trace's header {what}", file=args.trace,
                              field="MaxProcs", hint="say how many cores with --cores N")
     jobs, skipped = from_trace_jobs(reading.jobs)
     if args.limit is not None:

@@ -268,6 +268,10 @@ def _pod_set(name: str, replicas: int | None, replicas_line: int | None, templat
     if not isinstance(spec, dict):
         spec = {}
     containers = spec.get("containers")
+    if isinstance(containers, list):
+        from courselib.io.policy import check_count
+        check_count("containers", len(containers), line=_line(spec, "containers"),
+                    field=f"{where}.spec.containers")
     if not isinstance(containers, list):
         if "containers" in spec:
             problems.append((_line(spec, "containers"), f"{where}.spec.containers",
@@ -742,8 +746,11 @@ def read_manifests_text(text: str, *, file: str | None = None, validate: bool = 
     if "\x00" in text:
         raise InputError("this is a binary file, not YAML", file=file, line=1)
     docs = load_all_text(text, file=file, duplicates="keep")
-    return [_with_duplicates(read_document(d, file=file, doc_index=i, validate=validate), duplicate_keys(d))
-            for i, d in enumerate(docs) if d is not None]
+    try:
+        return [_with_duplicates(read_document(d, file=file, doc_index=i, validate=validate), duplicate_keys(d))
+                for i, d in enumerate(docs) if d is not None]
+    except InputError as err:  # a model limit (courselib.io.policy) inside a document
+        raise err.located(file=file) from None
 
 
 def _with_duplicates(reading: ManifestReading, duplicates) -> ManifestReading:

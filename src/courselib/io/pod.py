@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from courselib.errors import InputError
+from courselib.io.policy import check_count
 from courselib.io.yamlfile import load_all_text, read_text
 from courselib.model.qos import Container, Pod, Resources
 
@@ -90,6 +91,8 @@ def _containers(spec: dict, key: str, *, file: str, where: str) -> tuple[Contain
     if not isinstance(items, list):
         raise InputError("expected a list of containers", file=file,
                          line=spec.line_of(key) if hasattr(spec, "line_of") else None, field=f"{where}.{key}")
+    check_count("containers", len(items), file=file, field=f"{where}.{key}",
+                line=spec.line_of(key) if hasattr(spec, "line_of") else None)
     out = []
     for i, c in enumerate(items):
         cw = f"{where}.{key}[{i}]"

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from courselib.errors import CourseError, InputError
+from courselib.io.policy import check_count
 
 MAGIC = "#SBATCH"
 OLD_MAGIC = "#SLURM"       # still read by sbatch, with "Change from #SLURM to #SBATCH"
@@ -419,9 +420,27 @@ def _count(text: str, what: str) -> int:
     t = text.strip()
     m = re.fullmatch(r"(\d+)([kKmM]?)", t)
     if not m:
-        raise InputError(f"{text!r} is not a whole number", hint=f"give {what} as a number, e.g. 2")
+        shown = text if len(text) <= 40 else f"{text[:12]}...({len(text)} characters)"
+        raise InputError(f"{shown!r} is not a whole number", hint=f"give {what} as a number, e.g. 2")
+    if len(m.group(1)) > 18:  # Slurm reads counts as 32- or 64-bit integers
+        raise InputError(f"a {len(m.group(1))}-digit number is too large for {what}",
+                         hint=f"give {what} as a number, e.g. 2")
     n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2}[m.group(2).lower()]
     return n
+
+
+_MEM_RE = re.compile(r"(\d{1,18})([KMGTkmgt]?)")
+
+
+def parse_mem(text: str) -> str:
+    """``--mem=64G``: a whole number with an optional unit K, M (the default), G or T (sbatch(1));
+    returned as written. ``10Gx`` or ``1.5G`` is refused, as sbatch refuses it ("invalid --mem")."""
+    t = text.strip()
+    if not _MEM_RE.fullmatch(t):
+        shown = t if len(t) <= 40 else f"{t[:12]}...({len(t)} characters)"
+        raise InputError(f"{shown!r} is not a memory size sbatch reads",
+                         hint="write a whole number with K, M, G or T, e.g. --mem=64G (no unit: megabytes)")
+    return t
 
 
 def parse_nodes(text: str) -> tuple[int, int | None]:
@@ -473,6 +492,11 @@ def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
         elif len(parts) == 2:
             if re.fullmatch(r"\d+[kKmM]?", parts[1]):
                 out.append((name, None, _count(parts[1], "the GRES count")))
+            elif re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[kKmMgGtT]?", parts[1]):
+                # a number that is not a whole count (gpu:-1, gpu:1.5): sbatch refuses it
+                # ("Invalid generic resource (gres) specification"); it is not a type name
+                raise InputError(f"{text!r}: {parts[1]!r} is not a whole number of {name}s",
+                                 hint=f"write --gres={name}:N with N a whole number, e.g. {name}:4")
             else:
                 out.append((name, parts[1], 1))
         else:
@@ -609,6 +633,7 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
                 low = raw.lower()
                 if "hetjob" in low or "packjob" in low:
                     comp += 1
+                    check_count("components", comp + 1, file=file, line=n, field="hetjob")
                     comp_starts[comp] = n
                     if not any(w.lower() in ("hetjob", "packjob") for w in words):
                         hidden_separators.append(n)
@@ -638,8 +663,12 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
     carried: dict[str, tuple[str | None, int]] = {}
     array = None
     job_name = None
+    by_component: dict[int, list[Directive]] = {}
+    for d in directives:
+        if d.known:
+            by_component.setdefault(d.component, []).append(d)
     for ci in range(comp + 1):
-        own = [d for d in directives if d.component == ci and d.known]
+        own = by_component.get(ci, [])
         opts: list[tuple[str, str | None, int]] = []
         own_names = {d.option for d in own}
         for name, (value, line) in carried.items():
@@ -699,8 +728,7 @@ def _component(index: int, opts, first_line: int, fail) -> SbatchComponent:
     constraint = constraint_hit[0] if constraint_hit else None
     part_hit = _last(opts, "partition")
     partition = part_hit[0] if part_hit else None
-    mem_hit = _last(opts, "mem")
-    mem = mem_hit[0] if mem_hit else None
+    mem, _ = get("mem", parse_mem)
     exclusive = _last(opts, "exclusive") is not None
     if _last(opts, "oversubscribe") is not None:
         # the later of --exclusive / --oversubscribe wins

@@ -19,10 +19,11 @@ Optional: ``node_memory`` (default 16Gi) and ``node_swap`` for ``/proc/PID/oom_s
 from __future__ import annotations
 
 from courselib.errors import InputError
+from courselib.io.policy import MODEL_LIMITS, check_count
 from courselib.io.yamlfile import Fields, load_all_text, load_one
 from courselib.model.badness import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN, Task
 from courselib.model.memcg import Cgroup, OomScenario, ProcessSpec
-from courselib.units import PAGE_SIZE, parse_duration, parse_memory
+from courselib.units import PAGE_SIZE, format_duration, parse_duration, parse_memory
 
 TOP = {"scope", "limit", "swap", "oom_group", "cgroup", "processes", "node_memory", "node_swap",
        "high", "usage", "duration", "step", "restart", "cgroups", "name", "description"}
@@ -112,6 +113,16 @@ def scenario_from_mapping(doc, *, file: str | None = None) -> OomScenario:
     if not isinstance(raw, list) or not raw:
         raise f.error("processes", "expected a list of processes",
                       hint="add '- {name: a, rss: 150000p, oom_score_adj: 0}'")
+    check_count("processes", len(raw), file=file, line=f.line("processes"), field="processes")
+    check_count("processes", len(raw_cgroups), file=file, line=f.line("cgroups"), field="cgroups")
+    # The timeline costs about 3 microseconds per process per step: bound the product.
+    steps, lim = duration / step, MODEL_LIMITS["steps"]
+    if steps * len(raw) > lim.value:
+        key = "step" if f.has("step") else "duration"
+        raise f.error(key, f"duration {format_duration(duration)} / step {step:g} s = {steps:,.0f} steps of "
+                           f"{len(raw):,} process{'es' if len(raw) != 1 else ''}, more than courselib "
+                           f"simulates ({lim.show(lim.value)})",
+                      hint="take a longer step or a shorter duration, or " + lim.hint())
     procs, seen = [], {}
     for i, item in enumerate(raw):
         pf = Fields(item, file=file, where=f"processes[{i}]")

@@ -27,6 +27,10 @@ from pathlib import Path
 
 from courselib.errors import InputError
 
+#: The largest machine (processors or nodes) a trace header may give; the largest machine in the
+#: Parallel Workloads Archive has about a million cores.
+MAX_MACHINE = 10 ** 9
+
 SWF_FIELDS = ("job", "submit", "wait", "run_time", "alloc_procs", "avg_cpu", "used_mem",
               "req_procs", "req_time", "req_mem", "status", "user", "group", "executable",
               "queue", "partition", "preceding_job", "think_time")
@@ -159,14 +163,19 @@ def parse_swf(text: str, *, file: str | None = None) -> TraceReading:
             queue=str(int(vals[14])) if vals[14] >= 0 else None,
             user=str(int(vals[11])) if vals[11] >= 0 else None, line=n))
     cluster = []
+    notes = [] if header else ["no ';' header: machine size unknown"]
     for key in ("MaxNodes", "MaxProcs"):
         v = dict(header).get(key)
         if v:
             try:
-                cluster.append((key, float(v.split()[0])))
-            except ValueError:
-                pass
-    notes = [] if header else ["no ';' header: machine size unknown"]
+                size = float(v.split()[0])
+            except (ValueError, IndexError):
+                size = math.nan
+            if math.isfinite(size) and size.is_integer() and 1 <= size <= MAX_MACHINE:
+                cluster.append((key, size))
+            else:
+                notes.append(f"header {key}: {v[:40]!r} is not a machine size (a whole number from 1 to "
+                             f"{MAX_MACHINE:,}); ignored")
     return TraceReading(file, "swf", "jobs", tuple(jobs), tuple(header), SWF_FIELDS, rows,
                         tuple(cluster), tuple(notes), tuple(skipped))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from courselib.errors import InputError
+from courselib.io.policy import check_count
 from courselib.io.yamlfile import Fields, load_one
 from courselib.model.cluster import parse_constraint
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
@@ -33,9 +34,12 @@ QUEUE_FIELDS = {"name", "nominal_quota", "cohort", "borrowing_limit", "lending_l
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
 
 
-def _positive(f: Fields, key: str, value: int, minimum: int = 1) -> int:
+def _positive(f: Fields, key: str, value: int, minimum: int = 1, limit: str | None = None) -> int:
+    """``value`` if at least ``minimum`` and (with ``limit``) within that model limit."""
     if value < minimum:
         raise f.error(key, f"must be at least {minimum}, got {value}")
+    if limit is not None:
+        check_count(limit, value, file=f.file, line=f.line(key), field=f._field(key))
     return value
 
 
@@ -59,8 +63,8 @@ def _node_ranges(f: Fields, key: str, spec, nodes: int) -> list[int]:
 def parse_cluster(doc, file: str | None) -> ClusterSpec:
     f = Fields(doc, file=file, where="cluster")
     f.unknown(CLUSTER_FIELDS)
-    nodes = _positive(f, "nodes", f.req("nodes", int))
-    gpn = _positive(f, "gpus_per_node", f.req("gpus_per_node", int))
+    nodes = _positive(f, "nodes", f.req("nodes", int), limit="nodes")
+    gpn = _positive(f, "gpus_per_node", f.req("gpus_per_node", int), limit="gpus_per_node")
     mem = f.opt("memory_per_node", lambda v: parse_memory(v, field="memory_per_node"), 0)
     island = _positive(f, "island_size", f.opt("island_size", int, 0), 0)
     feats = f.opt("features", None, None)
@@ -87,7 +91,7 @@ def parse_job(doc, file: str | None, index: int) -> Job:
     def dur(key):
         return lambda v: parse_duration(v, field=key)
     name = f.req("name", str)
-    pods = _positive(f, "pods", f.req("pods", int))
+    pods = _positive(f, "pods", f.req("pods", int), limit="pods")
     gpp = _positive(f, "gpus_per_pod", f.req("gpus_per_pod", int), 0)
     if not f.has("duration"):
         raise f.error(None, "missing required field 'duration'", hint="add 'duration: 2h' (or 30s, 25m, 1d)")
@@ -117,7 +121,7 @@ def parse_queue(doc, file: str | None, index: int) -> Queue:
 
     def count(key):
         value = f.opt(key, int, None)
-        return None if value is None else _positive(f, key, value, 0)
+        return None if value is None else _positive(f, key, value, 0, limit="gpus")
     return Queue(f.req("name", str), count("nominal_quota"), f.opt("cohort", str, None),
                  count("borrowing_limit"), count("lending_limit"))
 
@@ -130,6 +134,7 @@ def parse_workload(doc, file: str | None = None) -> Workload:
     jobs_doc = top.req("jobs")
     if not isinstance(jobs_doc, list) or not jobs_doc:
         raise top.error("jobs", "expected a non-empty list of jobs", hint="- {name: a, pods: 8, ...}")
+    check_count("jobs", len(jobs_doc), file=file, line=top.line("jobs"), field="jobs")
     jobs, seen = [], {}
     for i, jd in enumerate(jobs_doc):
         job = parse_job(jd, file, i)

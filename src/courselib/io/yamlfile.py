@@ -45,20 +45,44 @@ class LocatedList(list):
 
 def _loader_class():
     import yaml
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
     from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
+    from yaml.resolver import Resolver
 
-    class Loader(yaml.SafeLoader):
-        """SafeLoader that bounds nesting and alias expansion and remembers duplicate keys.
+    try:  # libyaml's scanner and parser (C), where PyYAML was built with it; not in Pyodide
+        from yaml._yaml import CParser as Parser
+        fast = True
+        bases: tuple = (Composer, Parser, SafeConstructor, Resolver)
+    except ImportError:
+        from yaml.parser import Parser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
+        fast = False
+        bases = (Reader, Scanner, Parser, Composer, SafeConstructor, Resolver)
+
+    class Loader(*bases):
+        """A safe loader that bounds nesting and alias expansion and remembers duplicate keys.
 
         PyYAML shares an aliased node instead of copying it, so a "billion laughs" document is
         small in memory, but every reader that walks it walks 10**9 nodes; and its composer
         recurses once per level, so 10,000 nested ``[`` end in ``RecursionError``. Both are
-        refused here, with the line, before anything walks the document.
+        refused here, with the line, before anything walks the document. Events come from
+        libyaml where available (about three times faster); composing and constructing are
+        PyYAML's own Python, so the bounds and the line numbers are the same either way.
         """
         duplicates = "error"   # or "keep": record them on LocatedDict.duplicates for the reader
 
         def __init__(self, stream):
-            super().__init__(stream)
+            if fast:
+                Parser.__init__(self, stream)
+            else:
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                Parser.__init__(self)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
             self._depth = 0
             self._alias_nodes = 0
             self._sizes: dict[int, int] = {}
@@ -96,7 +120,7 @@ def _loader_class():
                             f"YAML aliases here expand to more than {lim.show(self._max_alias)} "
                             "(a \"billion laughs\" document?)", line=event.start_mark.line + 1,
                             field=f"*{event.anchor}", hint="write the values out, or " + lim.hint())
-                return super().compose_node(parent, index)
+                return Composer.compose_node(self, parent, index)
             event = self.peek_event()
             nests = isinstance(event, (SequenceStartEvent, MappingStartEvent))
             anchor = event.anchor if nests else None
@@ -110,7 +134,7 @@ def _loader_class():
                 if anchor is not None:
                     self._open.add(anchor)
             try:
-                node = super().compose_node(parent, index)
+                node = Composer.compose_node(self, parent, index)
             finally:
                 if nests:
                     self._depth -= 1
@@ -158,6 +182,11 @@ _LOADERS: dict[str, type] = {}
 def _yaml_error(err, file: str | None) -> InputError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if "maximum nesting depth" in problem:  # libyaml's own bound (1,000 levels), met before ours
+        lim = MODEL_LIMITS["yaml_depth"]
+        return InputError(f"nested more than {lim.show(lim.value)} deep", file=file,
+                          line=mark.line + 1 if mark is not None else None,
+                          hint="no course file nests that deep")
     return InputError(f"not valid YAML: {problem}", file=file,
                       line=mark.line + 1 if mark is not None else None,
                       hint="check indentation and that every 'key: value' has a space after the colon")

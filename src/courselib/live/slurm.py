@@ -7,28 +7,32 @@ Slurm (if any) is never touched: a private ``munged`` socket and key, ``slurm.co
 emulated through ``gres.conf`` (``Name=gpu Count=G``): the scheduler counts and allocates them
 exactly as it would real ones. The recipe is DESIGN.md §4, seen working with Slurm 22.05.
 
-Every process started is recorded by PID in a state file, so ``status`` and ``down`` find the
-cluster from any later command, and ``down`` stops exactly those processes (plus job steps
-whose environment carries this cluster's marker), never anything chosen by name.
+Every process started is recorded in a state file in this user's private directory
+(:func:`courselib.live.state.private_dir`: mode 0700, created by us, verified before use), with
+its PID *and* start time, so ``status`` and ``down`` find the cluster from any later command and
+``down`` stops exactly those processes (plus job steps whose environment carries this cluster's
+marker and random token), never anything chosen by name, and never a reused PID. The state
+directory carries the same token; ``down`` removes it only if it still does. A record that does
+not parse is a one-line error, and nothing is stopped or removed.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
-from courselib.live.cleanup import alive as _alive, cmdline as _cmdline, is_zombie as _is_zombie
-from courselib.live.cleanup import cleanup_on_signals, reap as _reap, stop_pids
+from courselib.live.cleanup import alive as _alive
+from courselib.live.cleanup import cleanup_on_signals, reap as _reap, signals_held, stop_pids
+from courselib.live.state import (ProcessStamp, StateFile, make_owned_dir, new_token, owns_dir,
+                                  remove_owned_dir)
 
 #: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
 DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
@@ -40,7 +44,10 @@ BASE_PORT = 17800
 PARTITION = "batch"
 #: Environment variable carried by every daemon and job of a cluster: its state directory.
 MARKER = "COURSELIB_SLURM_DIR"
-#: Environment variable that overrides where the state file lives.
+#: Environment variable carried with the marker: this cluster's random token.
+TOKEN_ENV = "COURSELIB_SLURM_TOKEN"
+#: Environment variable naming the state file instead of ``<private dir>/slurm.json`` (its
+#: directory must be private too).
 STATE_ENV = "COURSELIB_SLURM_STATE"
 
 # The scheduler reacts within about a second, so a replay can run in seconds instead of hours.
@@ -300,20 +307,42 @@ def unavailable_reason() -> str | None:
 
 # ----------------------------------------------------------------------------- state
 
-def state_file() -> Path:
-    """Where the running cluster is recorded (``$COURSELIB_SLURM_STATE`` overrides)."""
+def _record() -> StateFile:
     env = os.environ.get(STATE_ENV)
-    if env:
-        return Path(env)
-    return Path(tempfile.gettempdir()) / f"courselib-slurm-{os.geteuid()}.json"
+    return StateFile.at(env, "slurm") if env else StateFile("slurm")
+
+
+def state_file() -> Path:
+    """Where the running cluster is recorded: ``<private dir>/slurm.json`` (``$COURSELIB_SLURM_STATE``
+    overrides; its directory is verified private either way)."""
+    return _record().path
 
 
 @dataclass
 class Proc:
-    """A process this module started: the role, its PID and a word of its command line."""
+    """A process this module started: its role, PID, start time (``/proc/PID/stat`` field 22) and
+    boot ID, and its command line (shown, never trusted)."""
     role: str
     pid: int
     argv: list[str] = field(default_factory=list)
+    start_ticks: int | None = None
+    boot_id: str | None = None
+
+    @property
+    def stamp(self) -> ProcessStamp | None:
+        if self.start_ticks is None or self.boot_id is None:
+            return None
+        return ProcessStamp(self.pid, self.start_ticks, self.boot_id)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Proc":
+        if not isinstance(d, dict):
+            raise ValueError(f"a process entry is {type(d).__name__}, not an object")
+        role, argv = d["role"], d.get("argv", [])
+        if not isinstance(role, str) or not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            raise ValueError("a process entry's role or argv is not text")
+        stamp = ProcessStamp.from_json(d)
+        return cls(role, stamp.pid, argv, stamp.start_ticks, stamp.boot_id)
 
 
 @dataclass
@@ -323,6 +352,7 @@ class Cluster:
     state_dir: Path
     procs: list[Proc] = field(default_factory=list)
     started_at: float = 0.0
+    token: str = ""
 
     @property
     def conf(self) -> Path:
@@ -333,25 +363,38 @@ class Cluster:
         env = dict(os.environ)
         env["SLURM_CONF"] = str(self.conf)
         env[MARKER] = str(self.state_dir)
+        env[TOKEN_ENV] = self.token
         for k in [k for k in env if k.startswith(("SBATCH_", "SQUEUE_", "SLURM_"))
                   and k != "SLURM_CONF"]:
             del env[k]
         return env
 
     def to_json(self) -> dict:
-        return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir),
+        return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir), "token": self.token,
                 "started_at": self.started_at, "procs": [asdict(p) for p in self.procs]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Cluster":
-        return cls(ClusterShape.from_json(d["shape"]), Path(d["state_dir"]),
-                   [Proc(**p) for p in d["procs"]], d.get("started_at", 0.0))
+        """Read a record back; anything not as :meth:`to_json` writes it raises (one line, via StateFile)."""
+        state_dir, token, procs = d["state_dir"], d["token"], d["procs"]
+        if not isinstance(state_dir, str) or not os.path.isabs(state_dir):
+            raise ValueError(f"state_dir {state_dir!r} is not an absolute path")
+        if not isinstance(token, str) or len(token) < 16:
+            raise ValueError("no token")
+        if not isinstance(procs, list):
+            raise ValueError("procs is not a list")
+        started = d.get("started_at", 0.0)
+        if isinstance(started, bool) or not isinstance(started, (int, float)):
+            raise ValueError(f"started_at {started!r} is not a time")
+        return cls(ClusterShape.from_json(d["shape"]), Path(state_dir),
+                   [Proc.from_json(p) for p in procs], float(started), token)
 
     def save(self) -> None:
-        path = state_file()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2))
-        os.replace(tmp, path)
+        _record().save(self.to_json())
+
+    def owns_dir(self) -> bool:
+        """Is the state directory still the one this cluster made (our token inside)?"""
+        return owns_dir(self.state_dir, self.token)
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; its stdout."""
@@ -369,35 +412,29 @@ class Cluster:
 
 
 def load_cluster() -> Cluster | None:
-    """The cluster recorded in the state file, or ``None``."""
-    path = state_file()
-    try:
-        return Cluster.from_json(json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError):
-        raise CourseError(f"the state file {path} is not one courselib wrote",
-                          hint="remove it if no courselib Slurm is running") from None
+    """The cluster recorded in the state file, or ``None``; a one-line error if the record is not
+    one this courselib wrote (nothing is stopped or removed then)."""
+    return _record().load(Cluster.from_json)
 
 
 # ----------------------------------------------------------------------------- processes
 
 def is_ours(proc: Proc) -> bool:
-    """Is ``proc.pid`` still the process we started (same program, same state directory)?
+    """Is ``proc.pid`` still the process we started?
 
-    Guards against PID reuse: a PID is only signalled if its command line still names the
-    program and this cluster's files.
+    Guards against PID reuse: a PID is only signalled if its start time and the boot ID are the
+    ones recorded when we started it (a command line can be copied by anyone; a start time cannot).
     """
-    cmd = _cmdline(proc.pid)
-    if not cmd or _is_zombie(proc.pid):
-        return False
-    return cmd == proc.argv
+    stamp = proc.stamp
+    return stamp is not None and stamp.matches()
 
 
-def marked_pids(state_dir: Path) -> list[int]:
-    """PIDs whose environment carries this cluster's marker (job steps and their children)."""
-    needle = f"{MARKER}={state_dir}".encode()
+def marked_pids(state_dir: Path, token: str) -> list[int]:
+    """PIDs whose environment carries this cluster's marker and token (job steps and their children)."""
+    needles = {f"{MARKER}={state_dir}".encode(), f"{TOKEN_ENV}={token}".encode()}
     out = []
+    if not token:
+        return out
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -405,7 +442,7 @@ def marked_pids(state_dir: Path) -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if needle in environ.split(b"\0"):
+        if needles <= set(environ.split(b"\0")):
             out.append(int(entry.name))
     return sorted(out)
 
@@ -520,9 +557,10 @@ def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> C
                           f"already in use on 127.0.0.1",
                           hint="stop what uses them, or choose other ports with --port")
 
-    state_dir = Path(tempfile.mkdtemp(prefix="courselib-slurm-"))
-    cluster = Cluster(shape, state_dir, started_at=time.time())
+    token = new_token()
     with cleanup_on_signals():  # SIGTERM, SIGHUP like Ctrl-C, so the cleanup below runs
+        state_dir = make_owned_dir("courselib-slurm-", token)
+        cluster = Cluster(shape, state_dir, started_at=time.time(), token=token)
         try:
             _start(cluster, timeout=timeout, say=say)
         except BaseException:
@@ -534,14 +572,17 @@ def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> C
 def _spawn(cluster: Cluster, role: str, argv: list[str], env: dict[str, str]) -> Proc:
     log = open(cluster.state_dir / "log" / f"{role}.stderr", "ab")
     try:
-        popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                 cwd=cluster.state_dir)
+        with signals_held():  # no signal between starting the daemon and recording it
+            popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=cluster.state_dir)
+            stamp = ProcessStamp.of(popen.pid)
+            proc = Proc(role, popen.pid, list(argv), stamp.start_ticks if stamp else None,
+                        stamp.boot_id if stamp else None)
+            cluster.procs.append(proc)
+            cluster.save()
     finally:
         log.close()
-    proc = Proc(role, popen.pid, list(argv))
-    cluster.procs.append(proc)
-    cluster.save()
     return proc
 
 
@@ -618,8 +659,9 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
     if cluster is None:
         say("no local Slurm is recorded; nothing to stop")
         return {"stopped": [], "left": []}
+    dir_ours = cluster.owns_dir()
     ctld_alive = any(p.role == "slurmctld" and is_ours(p) for p in cluster.procs)
-    if ctld_alive and cluster.conf.exists():
+    if ctld_alive and dir_ours and cluster.conf.exists():
         with contextlib.suppress(CourseError):
             cluster.run("scancel", "--full", f"--partition={PARTITION}", check=False, timeout=10)
     stopped: list[dict] = []
@@ -627,7 +669,8 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
     # Job steps and their children first: they are not our children, but carry our marker.
     # (A daemon's own helpers, such as slurmctld's slurmscriptd, go with their daemon.)
     ours = {p.pid for p in cluster.procs}
-    steps = [p for p in marked_pids(cluster.state_dir) if p not in ours and _ppid(p) not in ours]
+    steps = [p for p in marked_pids(cluster.state_dir, cluster.token)
+             if p not in ours and _ppid(p) not in ours]
     if steps:
         names = {p: _comm(p) for p in steps}
         left += stop_pids(steps, grace=3.0)
@@ -643,30 +686,23 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
         for p in group:
             _reap(p.pid)
     # Anything a slurmd forked late (a step starting while we stopped it).
-    late = [p for p in marked_pids(cluster.state_dir) if p not in ours]
+    late = [p for p in marked_pids(cluster.state_dir, cluster.token) if p not in ours]
     if late:
         names = {p: _comm(p) for p in late}
         left += stop_pids(late, grace=2.0)
         stopped += [{"role": names[p], "pid": p} for p in late]
     say(f"stopped {len(stopped)} process{'es' if len(stopped) != 1 else ''}"
         + (f"; {len(left)} would not stop: {left}" if left else ""))
+    kept = None
     if not left:
-        shutil.rmtree(cluster.state_dir, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            rec = load_cluster_path_dir()
-            if rec == str(cluster.state_dir):
-                state_file().unlink()
-    return {"stopped": stopped, "left": left}
-
-
-def load_cluster_path_dir() -> str | None:
-    """The state directory the state file names (``None`` if there is no state file)."""
-    try:
-        return json.loads(state_file().read_text()).get("state_dir")
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        return None
+        if not remove_owned_dir(cluster.state_dir, cluster.token) and os.path.lexists(cluster.state_dir):
+            kept = str(cluster.state_dir)
+            say(f"left {kept} in place: it is not the directory this cluster made (no token of ours)")
+        with contextlib.suppress(CourseError):
+            rec = _record().load()
+            if rec is not None and rec.get("token") == cluster.token:
+                _record().remove()
+    return {"stopped": stopped, "left": left, "kept_dir": kept}
 
 
 def require_up() -> Cluster:

@@ -126,11 +126,18 @@ def private_dir() -> Path:
 class StateFile:
     """One JSON record ``<name>.json`` in :func:`private_dir` (e.g. ``StateFile("slurm")``)."""
 
-    def __init__(self, name: str, directory: Path | None = None):
+    def __init__(self, name: str, directory: Path | None = None, *, filename: str | None = None):
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"bad state name {name!r}")
         self.name = name
         self._directory = directory
+        self._filename = filename or f"{name}.json"
+
+    @classmethod
+    def at(cls, path: Path | str, name: str) -> "StateFile":
+        """A record at an explicit ``path`` (its directory must be private just the same)."""
+        path = Path(path)
+        return cls(name, path.parent, filename=path.name)
 
     @property
     def directory(self) -> Path:
@@ -141,10 +148,11 @@ class StateFile:
 
     @property
     def path(self) -> Path:
-        return self.directory / f"{self.name}.json"
+        return self.directory / self._filename
 
     def _malformed(self, why: str) -> CourseError:
-        return CourseError(f"not a state record this courselib wrote ({why})", file=str(self.path),
+        return CourseError(f"not a state record this courselib wrote ({why}); nothing was stopped "
+                           "or removed", file=str(self.path),
                            hint=f"if no courselib {self.name} is running, remove the file")
 
     def load(self, parse: Callable[[dict], Any] | None = None) -> Any:
@@ -180,10 +188,10 @@ class StateFile:
             return data
         try:
             return parse(data)
-        except CourseError:
-            raise
+        except CourseError as err:
+            raise self._malformed(err.message[:120]) from None
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
-            what = f"missing {err}" if isinstance(err, KeyError) else str(err).splitlines()[0][:80]
+            what = f"missing {err}" if isinstance(err, KeyError) else str(err).splitlines()[0][:120]
             raise self._malformed(what) from None
 
     def save(self, data: dict) -> None:

@@ -18,6 +18,7 @@ Training starts, completions and preemptions are the simulator's business (``cou
 from __future__ import annotations
 
 import inspect
+import math
 
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.workload import Workload
@@ -66,8 +67,49 @@ def _registry() -> dict:
             "kube-gang": KubeGang}
 
 
+#: The smallest meaningful value of each numeric policy option, and why (NaN and infinities are
+#: refused for every option).
+OPTION_MINIMUM = {
+    "overcommit_factor": (1.0, "Volcano's overcommit plugin ignores a factor below 1 (it logs a "
+                               "warning and uses 1.2)"),
+    "timeout": (1e-9, "a waitForPodsReady timeout is a positive duration in seconds"),
+    "backoff_base": (1e-9, "a requeue backoff is a positive duration in seconds"),
+    "backoff_max": (1e-9, "a requeue backoff is a positive duration in seconds"),
+    "backoff_limit": (0, "a count of requeues"),
+    "bf_window": (1e-9, "the backfill window is a positive duration in seconds"),
+    "bf_max_job_test": (1, "backfill tests at least one job"),
+    "bf_job_part_count_reserve": (0, "a count of jobs"),
+}
+
+
+def check_option(policy: str, key: str, value, annotation: str) -> None:
+    """Refuse a policy option whose value has the wrong type or no meaning (ValueError, one line)."""
+    optional = "None" in annotation
+    if value is None:
+        if not optional:
+            raise ValueError(f"{key}: needs a value")
+        return
+    if annotation.startswith("bool"):
+        if not isinstance(value, bool):
+            raise ValueError(f"{key}={value!r}: expected true or false")
+        return
+    if annotation.startswith(("float", "int")):
+        whole = annotation.startswith("int")
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+            raise ValueError(f"{key}={value!r}: expected {'a whole number' if whole else 'a number'}")
+        if not math.isfinite(value):
+            raise ValueError(f"{key}={value!r}: expected a finite number")
+        minimum, why = OPTION_MINIMUM.get(key, (0, "negative values have no meaning here"))
+        if value < minimum:
+            raise ValueError(f"{key}={value!r} is below {minimum:g}: {why}")
+        return
+    if annotation.startswith("str") and not isinstance(value, str):
+        raise ValueError(f"{key}={value!r}: expected text")
+
+
 def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Policy:
-    """The policy called ``name`` with its options (e.g. ``overcommit_factor=1.2``)."""
+    """The policy called ``name`` with its options (e.g. ``overcommit_factor=1.2``); an option of
+    the wrong type or without meaning (``nan``, ``inf``, negative, ``backfill=maybe``) is a ValueError."""
     reg = _registry()
     if name not in reg:
         raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(reg)}")
@@ -77,4 +119,6 @@ def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Poli
     if bad:
         allowed = [p for p in params if p not in ("self", "workload", "seed")]
         raise ValueError(f"policy {name!r} has no option {bad[0]!r}; options: {', '.join(allowed) or 'none'}")
+    for key, value in options.items():
+        check_option(name, key, value, str(params[key].annotation))
     return cls(workload, seed=seed, **options)
