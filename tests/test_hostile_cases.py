@@ -140,10 +140,13 @@ CASES = [  # (argv with {name} for a corpus file, exit status, message)
     (["live", "cpu-throttle", "--cpu", "nan"], 2, r"--cpu"),
     (["live", "cpu-throttle", "--seconds", HUGE + "s"], 2, r"--seconds"),
 ]
-for value, message in (("nan", "expected a finite number"), ("inf", "expected a finite number"),
-                       ("-1", "is below 1: Volcano's overcommit plugin ignores"), ("0", "is below 1")):
+for value in ("nan", "inf"):
     CASES.append((["gang", "simulate", WL, "--policy", "volcano", "--set", f"overcommit_factor={value}"], 2,
-                  rf"--set: overcommit_factor={re.escape(value)}.*{message}"))
+                  rf"--set: overcommit_factor={value}: expected a finite number"))
+for value in ("-1", "0"):  # Volcano itself logs a factor below 1 as invalid and uses 1.2: so does courselib
+    CASES.append((["gang", "simulate", WL, "--policy", "volcano", "--set", f"overcommit_factor={value}"], 0,
+                  rf"note: overcommit_factor {value} is below 1; Volcano's overcommit plugin logs it as invalid "
+                  r"and uses 1.2"))
 CASES.append((["gang", "simulate", WL, "--policy", "slurm", "--set", "backfill=maybe"], 2,
               r"--set: backfill='maybe': expected true or false"))
 CASES.append((["gang", "simulate", WL, "--policy", "kueue", "--set", "timeout=-5"], 2, r"timeout=-5 is below"))

@@ -83,6 +83,12 @@ def cmd_simulate(args) -> int:
     workload = load_workload(args.workload)
     horizon = None if args.horizon is None else parse_duration(args.horizon, field="--horizon")
     options = dict(_option(o) for o in args.set)
+    factor = options.get("overcommit_factor")
+    if args.policy == "volcano" and isinstance(factor, (int, float)) and not isinstance(factor, bool) \
+            and factor < 1:  # NaN compares False: refused below with the other meaningless values
+        import sys
+        print(f"courselib: note: overcommit_factor {factor:g} is below 1; Volcano's overcommit plugin logs "
+              "it as invalid and uses 1.2, and so does this simulation", file=sys.stderr)
     try:
         result = simulate(workload, args.policy, horizon=horizon, seed=args.seed, **options)
     except (TypeError, ValueError) as err:

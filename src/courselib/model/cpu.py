@@ -10,8 +10,10 @@
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from courselib.errors import InputError
 
@@ -20,24 +22,31 @@ MIN_QUOTA_US = 1_000          # kubelet minQuotaPeriod (the kernel refuses less 
 SHARES_PER_CPU = 1024
 MIN_SHARES = 2
 MAX_SHARES = 262_144
+MAX_MILLI_CPU = 10 ** 12      # a billion CPUs: beyond any machine, and beyond it floats would overflow
 
 
 def parse_cpu(value, *, field: str = "cpu") -> int:
     """milliCPU in a Kubernetes CPU quantity: ``"250m"`` -> 250, ``"1.5"`` -> 1500, ``2`` -> 2000."""
     if isinstance(value, bool) or value is None:
         raise InputError(f"expected a CPU quantity such as 250m or 2, got {value!r}", field=field)
+    shown = value if len(str(value)) <= 40 else f"{str(value)[:12]}...({len(str(value))} characters)"
     if isinstance(value, (int, float)):
-        milli = value * 1000
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{value!r} is not a CPU quantity", field=field)
+        milli = Fraction(value) * 1000
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(m?)\s*", str(value))
         if not m:
-            raise InputError(f"{value!r} is not a CPU quantity", field=field,
+            raise InputError(f"{shown!r} is not a CPU quantity", field=field,
                              hint="write cores (2, 0.5) or millicores (250m)")
-        milli = float(m.group(1)) * (1 if m.group(2) else 1000)
+        milli = Fraction(m.group(1)) * (1 if m.group(2) else 1000)  # exact: 400 digits do not overflow
     if milli < 0:
-        raise InputError(f"{value!r} is negative", field=field)
+        raise InputError(f"{shown!r} is negative", field=field)
+    if milli > MAX_MILLI_CPU:
+        raise InputError(f"{shown!r} is more than {MAX_MILLI_CPU // 1000:,} CPUs, more than any machine has",
+                         field=field, hint="write cores (2, 0.5) or millicores (250m)")
     # Kubernetes rounds CPU quantities up to whole millicores.
-    return int(-(-milli // 1))
+    return math.ceil(milli)
 
 
 def milli_cpu_to_quota(milli_cpu: int, period_us: int = DEFAULT_PERIOD_US) -> int | None:

@@ -70,8 +70,7 @@ def _registry() -> dict:
 #: The smallest meaningful value of each numeric policy option, and why (NaN and infinities are
 #: refused for every option).
 OPTION_MINIMUM = {
-    "overcommit_factor": (1.0, "Volcano's overcommit plugin ignores a factor below 1 (it logs a "
-                               "warning and uses 1.2)"),
+    "overcommit_factor": (-math.inf, ""),  # below 1 Volcano logs a warning and uses 1.2 (volcano.py)
     "timeout": (1e-9, "a waitForPodsReady timeout is a positive duration in seconds"),
     "backoff_base": (1e-9, "a requeue backoff is a positive duration in seconds"),
     "backoff_max": (1e-9, "a requeue backoff is a positive duration in seconds"),

@@ -47,15 +47,18 @@ from courselib.model.policies import Policy
 from courselib.model.workload import Workload
 
 PENDING_PG, INQUEUE_PG, RUNNING_PG = "Pending", "Inqueue", "Running"
+#: overcommit.go ``defaultOverCommitFactor`` (FACTS §3.1); also what Volcano uses for a factor below 1.
+DEFAULT_OVERCOMMIT_FACTOR = 1.2
 
 
 class Volcano(Policy):
     name = "volcano"
 
-    def __init__(self, workload: Workload, seed: int = 0, overcommit_factor: float = 1.2,
+    def __init__(self, workload: Workload, seed: int = 0, overcommit_factor: float = DEFAULT_OVERCOMMIT_FACTOR,
                  enqueue: bool = True):
         super().__init__(workload, seed)
-        self.overcommit_factor = overcommit_factor
+        # overcommit.go OnSessionOpen: a factor below 1 is logged as invalid and replaced by the default
+        self.overcommit_factor = overcommit_factor if overcommit_factor >= 1.0 else DEFAULT_OVERCOMMIT_FACTOR
         self.enqueue = enqueue
         self.phase: dict[str, str] = {}
         self.jobs: list[JobRun] = []
