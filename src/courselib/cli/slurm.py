@@ -42,9 +42,6 @@ def _down(args) -> int:
     else:
         for p in out["stopped"]:
             print(f"stopped {p['role']} (PID {p['pid']})")
-    if out.get("kept_dir"):
-        print(f"courselib: {out['kept_dir']} was left in place: it is not the directory this cluster "
-              "made", file=sys.stderr)
     if out["left"]:
         print(f"courselib: PIDs {out['left']} did not stop; the state file is kept",
               file=sys.stderr)
