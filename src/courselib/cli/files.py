@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError
+from courselib.model.policies import policy_names
+from courselib.units import format_duration as _dur
 
 
 def _print_json(obj) -> None:
@@ -249,6 +251,57 @@ def _trace_load(args) -> int:
     return 0
 
 
+def _trace_replay(args) -> int:
+    from courselib.io.traces import read_trace
+    from courselib.sim.traces import parse_cluster, replay, workload_of
+
+    cluster = parse_cluster(args.cluster) if args.cluster else None
+    reading = read_trace(args.file)
+    w = workload_of(reading, cluster, args.limit)[0]  # errors before any bar is drawn
+    policies = policy_names() if args.policy == "all" else [args.policy]
+    out = []
+    for policy in policies:
+        bar = _progress_bar(len(w.jobs), f"{policy}")
+        try:
+            out.append(replay(reading, policy, cluster, args.limit,
+                              progress=bar.update if bar is not None else None).summary())
+        finally:
+            if bar is not None:
+                bar.close()
+    if args.json:
+        _print_json(out[0] if len(out) == 1 else out)
+        return 0
+    s0 = out[0]
+    print(f"ARG trace {args.file}")
+    print(f"ARG --cluster {s0['cluster']}" + (f" --limit {args.limit}" if args.limit else ""))
+    print(f"{s0['file']}: {s0['format']}, {s0['jobs']} of {s0['jobs_in_trace']} jobs replayed as gangs "
+          f"on {s0['cluster']} GPUs ({s0['cluster_rule']})")
+    print(f"{'policy':<13} {'deadlock':>8} {'idle GPU-h':>11} {'util':>6} {'not run':>7} "
+          f"{'wait mean':>10} {'p50':>8} {'p90':>8} {'p99':>8} {'JCT mean':>9}")
+    for s in out:
+        q, c = s["queueing_delay_s"], s["jct_s"]
+        print(f"{s['policy']:<13} {'YES' if s['deadlock'] else 'no':>8} {s['idle_gpu_hours']:>11,.1f} "
+              f"{s['utilisation']:>6.1%} {s['never_started']:>7} {_dur(q['mean']):>10} {_dur(q['p50']):>8} "
+              f"{_dur(q['p90']):>8} {_dur(q['p99']):>8} {_dur(c['mean']):>9}")
+    for s in out:
+        print(f"by gang size, {s['policy']} (GPUs: jobs, mean / p90 wait, idle GPU-h):  " + "  ".join(
+            f"{b['gpus']}: {b['jobs']}, {_dur(b['queueing_delay_s']['mean'])} / "
+            f"{_dur(b['queueing_delay_s']['p90'])}, {b['idle_gpu_hours']:,.1f}" for b in s["by_gang_size"]))
+    return 0
+
+
+def _progress_bar(total: int, what: str):
+    """A tqdm bar on stderr for a long replay (none when stderr is not a terminal or tqdm is
+    missing): one step per job that ends."""
+    if total < 2000:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency; a bare install still replays
+        return None
+    return tqdm(total=total, desc=what, unit="job", disable=None, leave=False, mininterval=0.5)
+
+
 # ----------------------------------------------------------------------------------------------
 
 def detect_kind(path: Path, text: str) -> str:
@@ -420,6 +473,16 @@ def register(subparsers) -> None:
     q.add_argument("file")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=_trace_load)
+    q = sp.add_parser("replay", help="replay a GPU trace's jobs as gangs under a scheduling policy",
+                      description="Replay a real GPU trace under a gang policy: GPU-hours held idle "
+                                  "at the barrier, deadlocks, queueing delay, JCT, utilisation.")
+    q.add_argument("file", metavar="TRACE")
+    q.add_argument("--policy", required=True, choices=policy_names() + ["all"])
+    q.add_argument("--cluster", metavar="NODESxGPUS",
+                   help="the cluster, e.g. 64x8; default: sized so the trace offers it a load of 0.8")
+    q.add_argument("--limit", type=int, metavar="N", help="replay the first N usable jobs only")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_trace_replay)
 
     p = subparsers.add_parser("lint", help="catch gang/OOM/time-limit mistakes in job files")
     p.add_argument("files", nargs="+", metavar="FILE",

@@ -212,8 +212,8 @@ def parse_csv_trace(text: str, *, file: str | None = None) -> TraceReading:
         return TraceReading(file, "schema", "schema", (), columns=cols, rows=0,
                             notes=("a header (column names) only; the data file is separate",))
 
-    def col(row, name):
-        i = cols.index(name)
+    def col(row, name):  # an optional column the file lacks reads as empty
+        i = cols.index(name) if name in s else len(row)
         return row[i] if i < len(row) else ""
 
     def check(n, row):
@@ -262,7 +262,10 @@ def parse_csv_trace(text: str, *, file: str | None = None) -> TraceReading:
             gpus = None
             if gres.startswith("gpu"):
                 parts = gres.split(":")
-                gpus = float(parts[-1]) if parts[-1].isdigit() else 1.0
+                if len(parts) > 1 and not parts[-1].isdigit():
+                    raise InputError(f"sim_gres {gres!r}: the GPU count is not a whole number",
+                                     file=file, line=n, field="sim_gres", hint="e.g. gpu:2")
+                gpus = float(parts[-1]) if len(parts) > 1 else 1.0
             wcl = _opt_num(col(row, "sim_wclimit"), file=file, line=n, fld="sim_wclimit")
             jobs.append(TraceJob(col(row, "sim_job_id"), ts - t0,
                                  _num(col(row, "sim_duration"), file=file, line=n, fld="sim_duration"),

@@ -159,6 +159,8 @@ class EventLoop(Simulation):
         self._heap: list[tuple] = []
         self._order = 0
         self._woken = False
+        #: called with 1 each time a job ends (a progress bar's ``update``), or None
+        self.progress = None
 
     @property
     def now(self) -> float:
@@ -199,6 +201,8 @@ class EventLoop(Simulation):
                 run, (cancelled, began) = payload[0], payload[1]
                 if not cancelled:
                     end_training(self, run, began)
+                    if self.progress is not None:
+                        self.progress(1)
             elif what == self.CYCLE:
                 cycle(self)
             elif what == self.WAKE:
@@ -319,17 +323,20 @@ def default_horizon(workload: Workload) -> float:
 
 
 def simulate(workload: Workload, policy: str, horizon: float | None = None, seed: int = 0,
-             check: bool = False, reference: bool = False, **policy_options) -> Result:
+             check: bool = False, reference: bool = False, progress=None, **policy_options) -> Result:
     """Run ``workload`` under ``policy`` until nothing can change or ``horizon`` (seconds).
 
     ``reference=True`` runs the straightforward path (every cycle rescans every job and pod) that
     the default fast path (incremental indexes and counters) must reproduce exactly: same trace,
     same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
+    ``progress``, if given, is called with 1 each time a job ends (the default path only).
     """
     pol = make_policy(policy, workload, seed=seed, **policy_options)
     pol.reference = reference
     sim = Simulation(workload, pol, check=check, reference=True) if reference else \
         EventLoop(workload, pol, check=check)
+    if not reference:
+        sim.progress = progress
     h = default_horizon(workload) if horizon is None else float(horizon)
     quiescent = sim.run(h)
     state = sim.state
