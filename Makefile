@@ -67,6 +67,8 @@ site-test: book book-student
 # Unit, property, CLI, book-execution, site and real-system tests, then every playground and
 # solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).
 test: setup
+	@if command -v go >/dev/null 2>&1; then k8s/build.sh; \
+	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi
 	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env
 
 test-fast: setup

@@ -79,8 +79,11 @@ def _replay(args) -> int:
     from courselib.live import kube, kube_replay
 
     workload = load_workload(args.workload)
-    plan = kube_replay.plan_replay(workload, policy=args.policy, file=args.workload)
     cp = kube.running()
+    gang = cp.shape.gang if cp is not None else None
+    if args.policy is not None:
+        gang = args.policy == "kube-gang"
+    plan = kube_replay.plan_replay(workload, policy=args.policy, gang=gang, file=args.workload)
     if cp is None:
         kube.check_available()
         from courselib.errors import CourseError
@@ -120,6 +123,8 @@ def _validate(args) -> int:
         raise CourseError("no local Kubernetes control plane is up",
                           hint="start one with `courselib kube up` (validate asks its API server)")
     findings = kube_validate.validate_files(cp, args.files)
+    if args.record:
+        _say(f"recorded to {kube_validate.record(args.record, findings, cp.versions)}")
     if args.json:
         from courselib.cli.main import print_json
         print_json({"files": args.files, "kubernetes": kube.KUBERNETES_VERSION,
@@ -201,6 +206,8 @@ def register(subparsers) -> None:
     va = sub.add_parser("validate", help="server-side dry run of manifests against the real API server")
     va.add_argument("files", nargs="+", help="YAML manifests")
     va.add_argument("--json", action="store_true", help="machine-readable output")
+    va.add_argument("--record", metavar="FILE.json", default=None,
+                    help="also write the findings as JSON (how the chapter's recorded runs are made)")
     va.set_defaults(func=_validate)
 
     ga = sub.add_parser("gates", help="the pinned version's feature gates the course discusses, read "

@@ -642,7 +642,34 @@ def node_body(shape: KubeShape, k: int) -> dict:
                                     "kernelVersion": "", "osImage": "fake", "containerRuntimeVersion": ""}}}
 
 
-def register_nodes(api, shape: KubeShape) -> None:
+def reshape(cp: ControlPlane, shape: KubeShape, *, say=lambda msg: None) -> ControlPlane:
+    """Make the running control plane's fake nodes those of ``shape`` (nodes, GPUs, feature labels),
+    adding, changing and deleting Node objects; the processes stay. Native gang scheduling is a
+    feature gate of the running binaries, so a different ``gang`` setting needs `down` and `up`."""
+    if shape.gang != cp.shape.gang:
+        raise CourseError("the workload needs native gang scheduling " + ("on" if shape.gang else "off")
+                          + ", the running control plane has it " + ("on" if cp.shape.gang else "off"),
+                          hint="run `courselib kube down`, then `courselib kube up " + shape.cli_args() + "`")
+    if cp.shape.same_nodes(shape):
+        return cp
+    from kubernetes import client
+    api = cp.api()
+    core = client.CoreV1Api(api)
+    keep = {node_name(k) for k in range(1, shape.nodes + 1)}
+    for n in core.list_node().items:
+        if n.metadata.name not in keep:
+            core.delete_node(n.metadata.name)
+    new = KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=cp.shape.gang,
+                    cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
+                    base_port=cp.shape.base_port, with_=cp.shape.with_)
+    register_nodes(api, new, relabel=True)
+    say(f"reshaped the fake nodes: {cp.shape.describe()} -> {new.describe()}")
+    cp.shape = new
+    cp.save()
+    return cp
+
+
+def register_nodes(api, shape: KubeShape, *, relabel: bool = False) -> None:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     core = client.CoreV1Api(api)
@@ -653,6 +680,11 @@ def register_nodes(api, shape: KubeShape) -> None:
         except ApiException as err:
             if err.status != 409:
                 raise
+            if relabel:  # an existing node: its labels become exactly the shape's
+                old = core.read_node(node_name(k)).metadata.labels or {}
+                labels = {key: None for key in old if key.startswith(FEATURE_PREFIX)}
+                labels.update(body["metadata"]["labels"])
+                core.patch_node(node_name(k), {"metadata": {"labels": labels}})
         # The API server drops status on create: set it through the status subresource.
         core.patch_node_status(node_name(k), {"status": body["status"]})
         # Admission (TaintNodesByCondition) gives a new node the taint not-ready:NoSchedule; the

@@ -24,6 +24,7 @@ how two Jobs' pods interleave in the scheduler's queue. :func:`compare` gives th
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import math
 import re
@@ -42,6 +43,9 @@ JOB_LABEL = "batch.kubernetes.io/job-name"
 IMAGE = "registry.invalid/allornothing/train:stand-in"  # never pulled: there is no kubelet
 QUIET = 1.0  # s without any change before the control plane counts as settled
 SETTLE_TIMEOUT = 300.0
+#: With native gang scheduling: how long a quiet control plane is watched for a waiting PodGroup's
+#: retry before its failure counts as final (it is retried from the backoff queue, v1.37).
+GANG_PATIENCE = 30.0
 
 
 # ----------------------------------------------------------------------------- planning
@@ -378,20 +382,23 @@ class FakeKubelet:
         return n
 
     def succeed(self, names: list[str]) -> None:
-        """The job trained to its end: its pods exit 0."""
+        """The job trained to its end: its pods exit 0 — all at once, as far as HTTP allows (the
+        requests go out in parallel), so the scheduler sees the GPUs come back together."""
+        from concurrent.futures import ThreadPoolExecutor
         now = _now_rfc3339()
-        for name in names:
-            if name in self.marked_done:
-                continue
-            self._patch_status(name, {
-                "phase": "Succeeded",
-                "conditions": [{"type": t, "status": "False", "reason": "PodCompleted",
-                                "lastTransitionTime": now} for t in ("Ready", "ContainersReady")],
-                "containerStatuses": [{"name": "train", "image": IMAGE, "imageID": "", "ready": False,
-                                       "started": False, "restartCount": 0,
-                                       "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                                "startedAt": now, "finishedAt": now}}}]})
-            self.marked_done.add(name)
+        status = {
+            "phase": "Succeeded",
+            "conditions": [{"type": t, "status": "False", "reason": "PodCompleted",
+                            "lastTransitionTime": now} for t in ("Ready", "ContainersReady")],
+            "containerStatuses": [{"name": "train", "image": IMAGE, "imageID": "", "ready": False,
+                                   "started": False, "restartCount": 0,
+                                   "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                                            "startedAt": now, "finishedAt": now}}}]}
+        todo = [n for n in names if n not in self.marked_done]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for _ in pool.map(lambda n: self._patch_status(n, status), todo):
+                pass
+        self.marked_done.update(todo)
 
 
 def _metric(text: str, name: str, **labels) -> float:
@@ -483,10 +490,11 @@ def clear(api: Api, timeout: float = 120.0, *, gang: bool = False) -> None:
 def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                timeout: float | None = None) -> ReplayResult:
     """Submit ``plan`` to the running control plane, advancing the workload's clock as it settles."""
+    from courselib.live.kube import reshape
+    api = Api(cp)
     if not cp.shape.same_nodes(plan.shape):
-        raise CourseError(f"the local control plane is {cp.shape.describe()}, the workload needs "
-                          f"{plan.shape.describe()}",
-                          hint=f"run `courselib kube down` then `courselib kube up {plan.shape.cli_args()}`")
+        clear(api, gang=cp.shape.gang)
+        reshape(cp, plan.shape, say=say)  # fake nodes are only objects: make them the workload's
     api = Api(cp)
     gang = plan.shape.gang
     clear(api, gang=gang)
@@ -644,6 +652,7 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
     quiet period (twice the one used otherwise, so several retries have come and gone)."""
     last = None
     since = time.monotonic()
+    group_attempts_at_change = None
     while True:
         watch.check()
         dead = [p.role for p in cp.procs if not is_ours(p)]
@@ -671,16 +680,25 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
             active = _metric(metrics, "scheduler_pending_pods", queue="active")
             backoff = _metric(metrics, "scheduler_pending_pods", queue="backoff")
             attempts = _metric(metrics, "scheduler_schedule_attempts_total")
-        except OSError:
-            active = backoff = attempts = -1
+            group_attempts = _metric(metrics, "scheduler_podgroup_schedule_attempts_total")
+        except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
+            active = backoff = attempts = group_attempts = -1
         fp = (events, active) if gang else (events, active, backoff, attempts)
         calm = all_created and running_ok and active == 0 and unbound_untried == 0 and \
             (gang or backoff == 0)
         t = time.monotonic()
         if fp != last:
             last, since = fp, t
-        elif calm and t - since >= (2 * QUIET if gang else QUIET):
-            return pods
+            group_attempts_at_change = group_attempts
+        elif calm and t - since >= QUIET:
+            if not gang:
+                return pods
+            # every gang still waiting has been tried again since the last change, and failed
+            waiting = {job_of(p) for p in pods.values() if not p.get("spec", {}).get("nodeName")
+                       and _phase(p) == "Pending" and not p["metadata"].get("deletionTimestamp")}
+            retried = group_attempts - (group_attempts_at_change or 0)
+            if retried >= 2 * len(waiting) or t - since >= GANG_PATIENCE:
+                return pods
         if t > deadline:
             raise CourseError("the control plane did not settle in time "
                               f"(pods created per job {counts}, scheduler active {active:g}, "
@@ -753,13 +771,34 @@ class Comparison:
         return d
 
 
-def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False):
+def quorum_order(workload: Workload, pod_order: list[str], batches: list[list[str]]) -> list[str]:
+    """Jobs in the order they reached ``min_member`` created pods, batch by batch: the order in which
+    their PodGroups passed PreEnqueue and entered the scheduling queue."""
+    need = {j.name: j.min_member or j.pods for j in workload.jobs}
+    out: list[str] = []
+    pos = 0
+    for batch in batches:
+        total = sum(next(j.pods for j in workload.jobs if j.name == n) for n in batch)
+        seen: dict[str, int] = {}
+        for name in pod_order[pos:pos + total]:
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] == need[name]:
+                out.append(name)
+        out += [n for n in batch if n not in out]
+        pos += total
+    return out
+
+
+def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False,
+              batches=None):
     from courselib.sim.gang import simulate
     opts = {}
     if policy == "kube-default":
         opts["preemption"] = preemption
         if pod_order is not None:
             opts["pod_order"] = tuple(pod_order)
+    elif policy == "kube-gang" and pod_order is not None and batches is not None:
+        opts["group_order"] = tuple(quorum_order(workload, list(pod_order), batches))
     return simulate(workload, policy, **opts)
 
 
@@ -772,7 +811,7 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     """
     plan = result.plan
     wl = plan.workload
-    model = model_run(wl, plan.policy, result.pod_order, plan.preemption)
+    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches)
     rr = model_run(wl, plan.policy, None, plan.preemption)
     rows = []
     for job in wl.jobs:
@@ -802,7 +841,10 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
 def format_comparison(c: Comparison) -> str:
     def t(x):
         return "-" if x is None else _fmt(x)
-    lines = [f"model: courselib {c.policy}, given the pod order the real Job controller created",
+    given = ("the order in which the real PodGroups reached their quorum" if c.policy == "kube-gang"
+             else "the pod order the real Job controller created")
+    lines = [f"model: courselib {c.policy}, given {given}; in brackets, with its own assumption "
+             "(round-robin pods, groups in workload order)",
              f"{'job':<12} {'complete: real':>14} {'model':>6}  {'pods bound at end: real':>23} "
              f"{'model':>6} {'(round-robin)':>13}  {'start: real':>11} {'model':>8}  agree"]
     for r in c.jobs:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from courselib.errors import CourseError, InputError
+from courselib.errors import CourseError
 from courselib.io.yamlfile import load_all_text, read_text
 from courselib.live.kube import NAMESPACE, ControlPlane
 from courselib.live.kube_replay import Api, ApiError
@@ -228,6 +228,32 @@ def validate_files(cp: ControlPlane, files: list[str]) -> list[Finding]:
     return out
 
 
-def require_file(path: str) -> None:
-    if not Path(path).exists():
-        raise InputError("no such file", file=path)
+RECORDED_BY = "courselib kube validate --record"
+
+
+def record(path, findings: list[Finding], versions: dict) -> Path:
+    """Write a validation as JSON (the chapter's recorded run); never overwrites a file."""
+    from courselib.live.cleanup import machine_note, write_recorded
+    return write_recorded(path, {"recorded_by": RECORDED_BY, "recorded_on": machine_note(),
+                                 "recorded_at": time.strftime("%Y-%m-%d", time.gmtime()),
+                                 "versions": versions, "findings": [f.to_dict() for f in findings]})
+
+
+def load_recorded(name: str) -> tuple[list[Finding], dict]:
+    data = json.loads(resources.files("courselib.data").joinpath(f"recorded/kube-validate-{name}.json").read_text())
+    return [Finding(**f) for f in data["findings"]], data
+
+
+def live_or_recorded(name: str, files: list[str]) -> tuple[list[Finding], str | None]:
+    """Validate ``files`` on the local control plane if one is up; else the recording ``name``
+    (``courselib/data/recorded/kube-validate-NAME.json``) and the label to show."""
+    from courselib.live import kube
+    why = kube.unavailable_reason()
+    if why is None:
+        cp = kube.running()
+        if cp is not None:
+            return validate_files(cp, files), None
+        why = "no local control plane is up (`courselib kube up` starts one)"
+    findings, data = load_recorded(name)
+    return findings, (f"RECORDED run (Kubernetes {data['versions'].get('kubernetes')}, {data['recorded_on']}, "
+                      f"{data['recorded_at']}), shown because {why}")
