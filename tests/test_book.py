@@ -4,6 +4,7 @@ Run one chapter: ``pytest tests/test_book.py -k 03``.
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -127,3 +128,186 @@ def test_no_page_shows_the_fact_sheet():
     pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "labs").glob("*.ipynb")]
     offenders = [p.relative_to(ROOT).as_posix() for p in pages if "FACTS §" in p.read_text()]
     assert not offenders, f"'FACTS §' on a page: {offenders}"
+
+
+def test_the_course_table_names_every_chapter_and_lab_of_the_toc():
+    """courselib.course (times, prerequisites, the learning path) and _toc.yml describe the same course."""
+    from courselib import course
+
+    toc = toc_files()
+    assert [c.doc for c in course.CHAPTERS] == [f for f in toc if re.match(r"book/\d\d-", f)]
+    assert sorted(lab.doc for lab in course.LABS) == sorted(f for f in toc if f.startswith("labs/"))
+    docs = {c.doc for c in course.CHAPTERS}
+    for c in course.CHAPTERS:
+        assert set(c.needs) <= docs and c.doc not in c.needs and c.read_min > 0 and c.exercises_min > 0
+        assert all(docs_before.doc != c.doc for docs_before in course.CHAPTERS[course.CHAPTERS.index(c):]
+                   if docs_before.doc in c.needs), f"{c.doc} needs a later chapter"
+    assert all(lab.chapter in docs and lab.minutes > 0 for lab in course.LABS)
+    keys = _bib_keys()
+    assert all(p.where in keys for p in course.PREREQUISITES if p.where)
+
+
+@pytest.mark.parametrize("entry", CHAPTERS)
+def test_a_chapter_practises_its_own_topic(entry):
+    """Chapter 1 practises namespaces and chapter 2 CPU limits, not the OOM killer that chapter 3 teaches."""
+    from courselib import course
+
+    text = page_path(entry).read_text()
+    used = set(re.findall(r'render\.practice(?:_solution)?\("(\w+)"', text))
+    used |= set(re.findall(r"courselib problem (\w+) --seed", text))
+    assert used, "a chapter ends with a practice problem"
+    assert used <= set(course.chapter(entry).practice), f"{entry} practises {used - set(course.chapter(entry).practice)}"
+
+
+# ---- self-checks: answered by courselib at build time, recomputed here a second way ------------------
+
+def _expected_self_check_answers() -> dict:
+    """Each self-check's answer, recomputed from the rule by hand or through another courselib path."""
+    import math
+
+    from courselib.model import checkpoint, cost, cpu, nccl
+    from courselib.model.badness import Task, select_victim
+    from courselib.sim.gang import simulate
+    from courselib.widgets.gang import default_workload
+
+    pages_2g = 2 * 2 ** 30 // 4096
+    w512, w2048 = (cpu.shares_to_weight(cpu.milli_cpu_to_shares(m)) for m in (500, 2000))
+    return {
+        "ch1-pid-inside": "1 and 0",
+        "ch1-ps-inside": 3,
+        "ch1-initial-ns": "the host's initial PID namespace",
+        "ch2-cpu-max": "25000 100000",
+        "ch2-burst": 100_000 / 4 / 1000,
+        "ch2-weight": round(w512 / (w512 + w2048), 3),
+        "ch3-adj-unit": pages_2g // 1000,
+        "ch3-victim": "AB"[select_victim([Task("A", 300_000), Task("B", 100_000, oom_score_adj=350)], pages_2g).victim],
+        "ch3-evicted": "exporter",            # exceeds its (zero) request, priority 0 < trainer's 1000
+        "ch4-rebuild": 4,                     # COPY requirements, RUN pip, COPY src, CMD
+        "ch4-code-edit": 2,                   # COPY src, CMD
+        "ch4-driver": "the kernel and the GPU driver (its kernel module and its user-space libcuda)",
+        "ch5-backfill": "short",              # ends at 7 h, before big's reservation at 8 h; long would end at 10 h
+        "ch5-reason": "big: Resources; long: Priority",
+        "ch5-timeout": 3600 + 30,             # --time=60 min, KillWait 30 s
+        "ch6-deadlock": min(j.gpus_held for j in simulate(default_workload(nodes=75), "kube-default",
+                                                          horizon=3 * 3600).jobs),
+        "ch6-overcommit": "it stays Pending: 512 GPUs exceed the idle budget",   # 512 > 512 × 1.2 − 112
+        "ch6-annotation": "on each pod: in the Job's pod template's metadata",
+        "ch7-silent": 30 + 600,               # the rest of the step, then the watchdog
+        "ch7-error": round(30 + 4.096e-6 * 2 ** 20 * 8, 1),
+        "ch7-rendezvous": f"in torchrun's rendezvous, {nccl.RENDEZVOUS_JOIN_TIMEOUT_S / 60:g} min (its join_timeout)",
+        "ch8-waste": round(400 * 25 / 60, 2),
+        "ch8-job-mtbf": round(16_384 * 54 / 419 / 512, 2),
+        "ch8-young": round(math.sqrt(2 * 60 * 7200) / 60, 2),
+        "ch9-level": "quota: a workload is admitted only if quota for all its pods is free",
+        "ch9-zero-waste": "volcano, kueue and slurm",
+        "_uses": (checkpoint, cost),
+    }
+
+
+def test_every_self_check_is_answered_the_same_way_twice():
+    from courselib.static import selfchecks
+
+    expected = _expected_self_check_answers()
+    assert set(selfchecks.ids()) == set(expected) - {"_uses"}
+    for cid in selfchecks.ids():
+        c = selfchecks.get(cid)
+        if c.kind == "choice":
+            assert len(set(c.choices)) == len(c.choices) >= 2 and 0 <= c.answer < len(c.choices), cid
+            assert c.answer_text == expected[cid], cid
+        else:
+            assert c.kind == "number" and math.isfinite(c.answer), cid
+            assert abs(c.answer - expected[cid]) <= max(c.tolerance, 1e-9), (cid, c.answer, expected[cid])
+        assert c.question.strip() and c.why.strip(), cid
+
+
+@pytest.mark.parametrize("entry", CHAPTERS)
+def test_a_chapter_has_two_or_three_self_checks_that_work_without_a_kernel(entry):
+    import importlib.util
+    import sys
+
+    from courselib.static import selfchecks
+
+    text = page_path(entry).read_text()
+    used = re.findall(r"^```\{self-check\} ([\w-]+)\s*$", text, flags=re.M)
+    assert 2 <= len(used) <= 3, f"{entry}: {len(used)} self-checks"
+    spec = importlib.util.spec_from_file_location("course_checks", ROOT / "book" / "_ext" / "course_checks.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("course_checks", mod)
+    spec.loader.exec_module(mod)
+    for cid in used:
+        c = selfchecks.get(cid)
+        assert c.chapter == Path(entry).name[:2], f"{cid} belongs to chapter {c.chapter}"
+        page = mod.self_check_html(c)
+        assert f'data-answer="{int(c.answer) if c.kind == "choice" else repr(c.answer)}"' in page
+        assert "<details" in page and "Show the answer" in page      # readable with JavaScript off
+
+
+def test_no_self_check_is_used_twice():
+    used = [cid for f in CHAPTERS for cid in re.findall(r"^```\{self-check\} ([\w-]+)", page_path(f).read_text(), flags=re.M)]
+    assert len(used) == len(set(used))
+
+
+# ---- the shape of a chapter: at a glance, takeaways, further reading ------------------------------
+
+@pytest.mark.parametrize("entry", CHAPTERS)
+def test_a_chapter_opens_with_its_time_and_closes_with_takeaways_and_further_reading(entry):
+    text = page_path(entry).read_text()
+    glance, crux = text.find("```{chapter-glance}"), text.find("**The crux.**")
+    assert 0 <= glance < crux, "the {chapter-glance} box (time, what to read first) comes before the crux"
+    practice = text.find("\n## Practice")
+    takeaways = [m.start() for m in re.finditer(r"^```\{admonition\} Key takeaways$", text, flags=re.M)]
+    assert len(takeaways) == 1 and takeaways[0] > practice > 0, "one Key takeaways box, after the practice problem"
+    box = text[takeaways[0]:text.index("\n```\n", takeaways[0])]
+    assert ":class: important" in box and len(re.findall(r"^- ", box, flags=re.M)) >= 3, "three or more takeaways"
+    reading = text.find("\n## Further reading")
+    assert reading > takeaways[0], "a Further reading section closes the chapter"
+    section = text[reading:]
+    keys = re.findall(r"\{cite:t\}`([^`]+)`", section)
+    assert len(keys) >= 2, "at least two further readings, each a bibliography entry"
+    assert {k.strip() for g in keys for k in g.split(",")} <= _bib_keys()
+
+
+def _myths(text: str) -> list[str]:
+    i = text.find("## Where the popular account is imprecise")
+    if i < 0:
+        return []
+    j = text.find("\n## ", i + 5)
+    return re.findall(r'^\s*[-*]?\s*\*\*"([^"]+)"\*\*', text[i:j if j > 0 else None], flags=re.M)
+
+
+def test_each_imprecise_popular_claim_is_answered_in_one_place():
+    """A myth is debunked once, where it belongs; other chapters link to it instead of repeating it."""
+    seen: dict[str, str] = {}
+    for entry in CHAPTERS:
+        for myth in _myths(page_path(entry).read_text()):
+            key = re.sub(r"\W+", " ", myth.lower()).strip()
+            assert key not in seen, f'"{myth}" is answered in both {seen[key]} and {entry}: link instead'
+            seen[key] = entry
+    assert len(seen) >= 9
+
+
+def test_the_intro_page_shows_the_learning_path_prerequisites_and_times():
+    text = (ROOT / "book" / "intro.md").read_text()
+    assert "## Before you start" in text and "course.PREREQUISITES" in text
+    assert "learning_path()" in text and "{glue:figure} intro_path" in text and ":alt:" in text
+    assert "course.CHAPTERS" in text and "course.labs_for" in text     # time per chapter and per lab
+
+
+def _solution_prose(text: str) -> list[str]:
+    blocks = re.findall(r"```\{solution-start\}.*?```\{solution-end\}", text, flags=re.S)
+    blocks += re.findall(r"````\{solution\}.*?\n````", text, flags=re.S)
+    out = []
+    for b in blocks:
+        b = re.sub(r"```\{code-cell\}.*?\n```", "", b, flags=re.S)
+        b = re.sub(r"```\w*\n.*?\n```", "", b, flags=re.S)
+        out.append(re.sub(r"\{glue:text\}`[^`]+`", "G", b))
+    return out
+
+
+@pytest.mark.parametrize("entry", CHAPTERS)
+def test_worked_solutions_compute_their_results(entry):
+    """'Nothing is typed in by hand': a solution's arithmetic ends in a glued value, not a typed one."""
+    arithmetic = re.compile(r"\d[\d.,]*\s*(?:[A-Za-zµ%]{1,6}\s*)?[×+−*/]\s*\d[\d.,]*\s*(?:[A-Za-zµ%]{1,6}\s*)?"
+                            r"(?:[×+−*/]\s*\d[\d.,]*\s*(?:[A-Za-zµ%]{1,6}\s*)?)*=\s*\d")
+    typed = [m.group(0) for prose in _solution_prose(page_path(entry).read_text()) for m in arithmetic.finditer(prose)]
+    assert not typed, f"{entry}: typed results {typed}; compute them in the solution's cell and glue them"

@@ -9,6 +9,7 @@ from courselib.model.cluster import Cluster, alternatives, parse_constraint
 from courselib.model.policies import make_policy, policy_names
 from courselib.model.policies.kueue import requeue_delay
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
+from courselib.io.workload import load_workload
 from courselib.sim.gang import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workloads"
@@ -381,3 +382,26 @@ def test_kube_gang_replays_which_gang_met_its_quorum_first():
 def test_a_recorded_group_order_is_checked(value):
     with pytest.raises(ValueError, match="which is not a job"):
         make_policy("kube-gang", two_512_jobs(), group_order=value)
+
+def test_volcano_podgroup_without_min_resources_passes_enqueue_and_waits_at_allocate():
+    """enqueue.go L95-97: no minResources means Inqueue at once; allocate.go discards a partial placement."""
+    from courselib.model.workload import ClusterSpec, Job, Workload
+    w = Workload(ClusterSpec(64, 8), [Job("finetune", 14, 8, 0, 1500.0), Job("pretrain", 64, 8, 1, 7200.0)])
+    with_mr = simulate(w, "volcano")
+    without = simulate(w, "volcano", min_resources=False)
+    said = lambda r: [e.what for e in r.trace if e.job == "pretrain"]
+    assert any("overused (overcommit)" in x for x in said(with_mr))          # held back at enqueue
+    assert not any("overused" in x for x in said(without))
+    assert any("Inqueue at once" in x for x in said(without))
+    assert any("tasks in gang unschedulable" in x for x in said(without))   # allocate discards it
+    assert without.job("pretrain").start == with_mr.job("pretrain").start == 1500.0
+    assert without.wasted_gpu_hours == with_mr.wasted_gpu_hours == 0.0      # nothing bound either way
+
+
+def test_kueue_says_in_every_admission_whether_wait_for_pods_ready_is_on():
+    w = load_workload(EXAMPLES / "kueue-quota-not-placement.yaml")
+    on, off = simulate(w, "kueue"), simulate(w, "kueue", wait_for_pods_ready=False, horizon=6 * 3600)
+    admitted = lambda r: [e.what for e in r.trace if e.what.startswith("admitted")]
+    assert admitted(on) and all("waitForPodsReady on" in x for x in admitted(on))
+    assert admitted(off) and all("waitForPodsReady off (Kueue's default)" in x for x in admitted(off))
+    assert on.job("big").evictions >= 1 and off.job("big").evictions == 0

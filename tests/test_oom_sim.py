@@ -152,3 +152,42 @@ def test_static_scenario_victim_is_the_models(specs, limit):
     out = summary(simulate(OomScenario("memcg", limit, procs)))
     choice = select_victim([p.task for p in procs], limit)
     assert out["victim"] == (None if choice.victim is None else procs[choice.victim].name)
+
+
+def test_restart_is_per_container_and_only_when_its_pid1_exits():
+    """k8s-docs-pod-lifecycle: the kubelet restarts a container when its PID 1 exits — not one process."""
+    from courselib.widgets.oom import default_scenario
+
+    plain = simulate(default_scenario(high_mib=448, restart="Always"))          # web is PID 1
+    assert plain.kills and not plain.restarts                                   # cache and leaky die, web runs on
+    out = summary(plain)
+    assert out["status"]["web"] == "Running" and out["status"]["cache"].startswith("Killed")
+    group = simulate(default_scenario(high_mib=448, restart="Always", oom_group=True))
+    assert [name for _t, name, _d in group.restarts][:2] == ["web", "web"]     # the container, via its PID 1
+    assert [d for _t, _n, d in group.restarts][:2] == [0.0, 10.0]
+    assert all(set(k.oom.killed) == {"web", "cache", "leaky"} for k in group.kills)
+
+
+def test_no_process_is_killed_twice_at_the_same_instant():
+    from courselib.widgets.oom import default_scenario
+
+    for og in (False, True):
+        for restart in ("Always", "OnFailure", "Never"):
+            tl = simulate(default_scenario(high_mib=448, restart=restart, oom_group=og))
+            seen = [(round(k.time, 9), name) for k in tl.kills for name in k.oom.killed]
+            assert len(seen) == len(set(seen)), (og, restart, seen)
+
+
+def test_when_pid1_dies_its_namespace_goes_with_it_but_is_not_counted_as_oom_kills():
+    out = run("""
+scope: memcg
+limit: 100Mi
+cgroup: v2
+duration: 10s
+step: 0.5s
+processes:
+  - {name: main, rss: 10Mi, grow: 20Mi/s}
+  - {name: helper, rss: 20Mi}
+""")
+    assert out["killed"] == ["main"] and out["events"]["oom_kill"] == 1
+    assert out["exit_codes"]["helper"] == 137 and out["status"]["helper"] == "OOMKilled"

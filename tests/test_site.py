@@ -456,6 +456,32 @@ def test_gang_race_works_without_a_kernel(crawl, browser):
     assert not _out(browser, root, "verdict").startswith("DEADLOCK")
 
 
+def test_self_checks_answer_in_the_page_without_a_kernel(crawl, browser):
+    """A chapter's self-checks say right and wrong in the browser, from the answer courselib computed."""
+    from courselib.static import selfchecks
+
+    browser.viewport(*DESKTOP, False)
+    browser.goto(browser.base + "book/07-nccl-barrier.html")
+    said = lambda root: browser.js(f"document.querySelector('{root} .course-check__feedback').textContent")
+    choice = selfchecks.get("ch7-rendezvous")
+    root = "#check-ch7-rendezvous"
+    browser.click(f"{root} .course-check__button")
+    assert said(root) == "Pick one first."
+    browser.click(f"{root} input[value=\"{(int(choice.answer) + 1) % len(choice.choices)}\"]")
+    browser.click(f"{root} .course-check__button")
+    assert said(root).startswith("Not quite")
+    browser.click(f"{root} input[value=\"{int(choice.answer)}\"]")
+    browser.click(f"{root} .course-check__button")
+    assert said(root) == "Right."
+    number = selfchecks.get("ch7-silent")
+    root = "#check-ch7-silent"
+    for typed, verdict in ((str(number.answer + 60), "Not quite"), (f"{number.answer:g}", "Right.")):
+        browser.js(f"document.querySelector('{root} input').value = {json.dumps(typed)}")
+        browser.click(f"{root} .course-check__button")
+        assert said(root).startswith(verdict), (typed, said(root))
+    browser.screenshot(SHOTS / "views" / "self-check.png", clip_selector=root)
+
+
 # ---- the student edition -------------------------------------------------------------------------
 
 def test_student_edition_hides_every_solution(site, tmp_path):

@@ -12,7 +12,8 @@ pydata-sphinx-theme writes ``localStorage.getItem("mode") || "{{ default_mode }}
 Resetting to auto." on every page (found the same way). We give it the mode it falls back to:
 ``auto`` (follow the reader's system), so nothing changes but the error.
 
-It also loads ``course_views`` (the website's kernel-free cost calculator and gang race).
+It also loads ``course_views`` (the website's kernel-free cost calculator and gang race) and
+``course_checks`` (the chapters' self-checks and "at a glance" boxes).
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def _default_mode(app, config):
 
 def setup(app):
     app.setup_extension("course_views")
+    app.setup_extension("course_checks")
     app.connect("config-inited", _default_mode)
     app.connect("source-read", _strip_gated_solutions)
     app.connect("html-page-context", _dedupe_scripts, priority=1000)  # after every other handler

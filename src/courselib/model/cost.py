@@ -196,6 +196,33 @@ def job_mtbf(component_mtbf_s: float, components: int) -> float:
 
 
 @dataclass(frozen=True)
+class InterruptionReport:
+    """A reported run: ``interruptions`` of a job on ``gpus`` GPUs over ``days`` days."""
+
+    gpus: int
+    days: float
+    interruptions: int
+    source: str
+
+    @property
+    def job_mtbf_s(self) -> float:
+        """Mean time between the job's interruptions."""
+        return self.days * SECONDS_PER_DAY / self.interruptions
+
+    @property
+    def gpu_mtbf_s(self) -> float:
+        """[derived] Per-GPU mean time between interruptions, treating every interruption as one GPU's
+        (or its host's) failure and every GPU as running the whole time: ``gpus × days / interruptions``.
+        An upper-end estimate, since the report says "up to" 16K GPUs."""
+        return self.gpus * self.job_mtbf_s
+
+
+# The Llama 3 report, section 3.3.4: "During a 54-day snapshot period of pre-training, we experienced a
+# total of 466 job interruptions ... 419 were unexpected", on up to 16,384 H100 GPUs (``llama3-2024``).
+LLAMA3 = InterruptionReport(gpus=16_384, days=54.0, interruptions=419, source="llama3-2024")
+
+
+@dataclass(frozen=True)
 class FailureCost:
     """Expected cost of rank failures for a job checkpointing every ``interval_s``."""
 
@@ -216,8 +243,9 @@ def expected_failure_cost(gpus: int, interval_s: float, mtbf_s: float, *,
 
     A failure falls, on average, half an interval after the last checkpoint, so each failure costs
     every GPU ``interval/2 + detection + restart``; failures arrive ``86400 / MTBF`` times a day.
-    ``detection_s`` defaults to PyTorch's 10-minute NCCL timeout (FACTS §4.2): a lost peer hangs
-    the collective rather than raising an error.
+    ``detection_s`` defaults to PyTorch's 10-minute NCCL timeout (``pytorch-distributed-init``), the
+    upper bound: a peer that hangs without an error is noticed only then; one whose process is gone is
+    usually noticed sooner, by NCCL's own error (:mod:`courselib.model.nccl`).
     """
     _check_count(gpus, "gpus")
     _check_seconds(interval_s, "interval", positive=True)

@@ -111,3 +111,56 @@ def parse_cfs(quota_text: str, period_text: str) -> CpuLimit:
     """Read cgroup v1 ``cpu.cfs_quota_us`` (-1 = no limit) and ``cpu.cfs_period_us``."""
     quota = int(quota_text)
     return CpuLimit(None if quota < 0 else quota, int(period_text))
+
+
+def shares_to_weight(shares: int) -> int:
+    """cgroup v2 ``cpu.weight`` for a v1 ``cpu.shares`` value, as the runtime converts it.
+
+    opencontainers/cgroups v0.0.7 ``ConvertCPUSharesToCgroupV2Value`` (the version Kubernetes v1.37.2's
+    go.mod pins; bibliography ``opencontainers-cgroups-weight``): a quadratic in log2(shares) that maps
+    2 -> 1, 1024 -> 100 (both defaults) and 262144 -> 10000. Older runtimes used the straight line
+    ``1 + (shares - 2) * 9999 / 262142``, which turned the default 1024 shares into weight 39.
+    """
+    import math
+
+    if shares == 0:
+        return 0
+    if shares <= MIN_SHARES:
+        return 1
+    if shares >= MAX_SHARES:
+        return 10_000
+    lg = math.log2(shares)
+    return math.ceil(10 ** ((lg * lg + 125 * lg) / 612.0 - 7.0 / 34.0))
+
+
+def shares_to_weight_linear(shares: int) -> int:
+    """The older linear conversion (runc before opencontainers/cgroups v0.0.6): 1024 shares -> weight 39."""
+    return 0 if shares == 0 else 1 + (shares - 2) * 9999 // 262142
+
+
+def contended_cpus(demand: dict[str, float], weight: dict[str, int], cap: dict[str, float | None],
+                   cpus: float) -> dict[str, float]:
+    """CPUs each busy cgroup gets when they compete for ``cpus`` CPUs.
+
+    cgroup-v2.rst: a parent's CPU "is distributed by adding up the weights of all active children and
+    giving each the fraction matching the ratio of its weight against the sum" (``kernel-cgroup-v2``);
+    a cgroup also never gets more than its ``cpu.max`` (``cap``) or than it asks for (``demand``), and
+    what it cannot use goes to the others ([derived]: the scheduler is work-conserving). Solved by
+    handing out shares in rounds until every cgroup is either satisfied or at its share.
+    """
+    want = {k: min(demand[k], cap[k]) if cap.get(k) is not None else demand[k] for k in demand}
+    got = {k: 0.0 for k in demand}
+    left, active = float(cpus), {k for k in demand if want[k] > 0}
+    while active and left > 1e-12:
+        total = sum(weight[k] for k in active)
+        share = {k: left * weight[k] / total for k in active}
+        done = {k for k in active if want[k] - got[k] <= share[k] + 1e-12}
+        if not done:
+            for k in active:
+                got[k] += share[k]
+            break
+        for k in done:
+            left -= want[k] - got[k]
+            got[k] = want[k]
+        active -= done
+    return got

@@ -1,24 +1,25 @@
 """Cost problems: wasted GPU-hours and dollars, with the unit traps people fall into.
 
 The solver prices the problem with :mod:`courselib.model.cost` (``wasted = GPUs held × wait``,
-DESIGN §3; a gang admission check holds nothing while pending, FACTS §3.1; a lost rank costs every
-GPU of the job the time since the last checkpoint + detection + restart, FACTS §4.2–4.3, §5).
+DESIGN §3; a gang admission check holds nothing while pending, volcano-allocate; a lost rank costs every
+GPU of the job the time since the last checkpoint + detection + restart: pytorch-distributed-init,
+torchrun-elastic).
 Difficulty changes the traps: *easy* states the GPUs held, the wait in minutes and one price per
 GPU-hour; *medium* states how many GPUs are *missing* (held = gang − missing), the wait in minutes
 past the hour or in seconds, and a price range; *hard* gives the wait as clock times, the price per
-*node*-hour, and adds a lost rank later in the run whose detection delay is PyTorch's default NCCL
-timeout (10 min, not stated: a trap of knowledge, FACTS §4.2).
+*node*-hour, and adds a hung rank later in the run whose detection delay is PyTorch's default NCCL
+timeout (10 min, not stated: a trap of knowledge, pytorch-distributed-init).
 """
 from __future__ import annotations
 
 from courselib.model import cost
-from courselib.problems.base import Problem, Solution, rng
+from courselib.problems.base import Problem, Solution, cite, rng
 from courselib.units import format_duration, format_usd
 
 TOPIC = "cost"
 SUMMARY = "wasted GPU-hours and dollars of a partial gang and a lost rank (minutes vs hours, per-GPU vs total)"
 
-TIMEOUT_S = 600.0  # PyTorch's default NCCL timeout (FACTS §4.2)
+TIMEOUT_S = 600.0  # PyTorch's default NCCL timeout (pytorch-distributed-init): the bound for a hung rank
 
 
 def _clock(minutes: int) -> str:
@@ -94,8 +95,9 @@ def generate(seed: int, difficulty: str) -> Problem:
          "What would the same wait cost with a gang admission check (Volcano minMember)?"]
     if "lost_rank" in data:
         lr = data["lost_rank"]
-        lines.append(f"Later, one rank dies {lr['since_checkpoint_min']} minutes after the last checkpoint. "
-                     "The other ranks hang in their collective until PyTorch's default NCCL timeout fires; "
+        lines.append(f"Later, one rank's GPU hangs {lr['since_checkpoint_min']} minutes after the last checkpoint "
+                     "(no error reaches the others). The other ranks wait in their collective until PyTorch's "
+                     "default NCCL timeout fires; "
                      f"then every rank restarts from the checkpoint, which takes {lr['restart_min']} minutes.")
         q.append("How many GPU-hours does the lost rank cost, in dollars, and what is the total bill?")
     question = " ".join(q)
@@ -145,8 +147,9 @@ def solve(problem: Problem) -> Solution:
         since, restart = lr["since_checkpoint_min"] * 60.0, lr["restart_min"] * 60.0
         gh = cost.lost_rank_gpu_hours(gang, since, TIMEOUT_S, restart)
         lost_usd = pr.times(gh)
-        steps.append(f"Lost rank: PyTorch's default NCCL timeout is 10 min (init_process_group's default for NCCL), "
-                     f"and every rank restarts (torchrun stops and restarts all workers), so ALL {gang} GPUs lose "
+        steps.append(f"Lost rank: nothing reports a hung rank, so detection waits for PyTorch's default NCCL "
+                     f"timeout, 10 min (init_process_group's default for NCCL) {cite('pytorch-distributed-init')}, "
+                     f"and every rank restarts (torchrun stops and restarts all workers) {cite('torchrun-elastic')}, so ALL {gang} GPUs lose "
                      f"{lr['since_checkpoint_min']} + 10 + {lr['restart_min']} = "
                      f"{lr['since_checkpoint_min'] + 10 + lr['restart_min']} min: {gang} x "
                      f"{(since + TIMEOUT_S + restart) / 3600:.4f} h = {gh:,.2f} GPU-h, {format_usd(lost_usd)} "

@@ -24,18 +24,19 @@ NAMES = ("llm-a", "llm-b", "vision", "speech", "moe", "rl", "embed", "finetune",
 DURATIONS = (30 * 60, 3600, 90 * 60, 2 * 3600, 3 * 3600, 4 * 3600)
 POD_GPUS = (1, 2, 4, 8)
 
-# Each rule as the book states it (FACTS §3.3 kube-default and kube-gang, §3.1 Volcano, §3.2 Kueue,
-# §3.4 Slurm; kube-gang: courselib.model.policies.kube_gang).
+# Each rule as the book states it (k8s-gang-scheduling and kube-gang, volcano-allocate, kueue-all-or-nothing,
+# slurm-quickstart; kube-gang: courselib.model.policies.kube_gang).
 RULES = {
     "kube-default": "the default kube-scheduler: no gang scheduling; pods of jobs submitted together are "
                     "created round-robin and bound one at a time, each to the node with the most free "
                     "GPUs",
-    "volcano": "Volcano: a PodGroup is enqueued only if its minResources fit (overcommit factor 1.2), "
+    "volcano": "Volcano: a PodGroup (each pod names it in its scheduling.k8s.io/group-name annotation) with "
+               "minResources is enqueued only if they fit (overcommit factor 1.2), "
                "then allocated all-or-nothing: no pod is bound unless min_member pods fit at once",
     "kueue": "Kueue: a workload is admitted when its whole GPU count fits the ClusterQueue's unused "
              "quota (placement is NOT checked); admitted pods are bound one at a time by the default "
-             "scheduler; waitForPodsReady evicts a workload not ready after the timeout and re-queues "
-             "it after 60 s, 120 s, ...",
+             "scheduler; this cluster enables waitForPodsReady (off in Kueue unless configured), which "
+             "evicts a workload not ready after the timeout and re-queues it after 60 s, 120 s, ...",
     "slurm": "Slurm: each job is one allocation of all its tasks, started in priority order; backfill "
              "starts lower-priority jobs that delay no reservation",
     "kube-gang": "Kubernetes v1.37 with GenericWorkload on: each job is a PodGroup with gang minCount = "

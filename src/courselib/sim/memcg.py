@@ -4,8 +4,15 @@ Each process is a small simpy generator: it waits for its start, then every ``st
 kernel for more pages. The kernel object charges the pages to the process's cgroup and every
 ancestor; a charge that would pass a ``memory.max`` fills the cgroup to the limit and invokes
 the OOM killer in that cgroup (the lowest one over its limit), and on the node when RAM runs out.
-A killed container may come back after the CrashLoopBackOff delay.
-Sources: FACTS §1.2-1.6 (through :mod:`courselib.model.memcg`), §2.5 (restart delays).
+
+Restarts are per **container**, as the kubelet does them (``k8s-docs-pod-lifecycle``): the processes of
+one cgroup are one container, and the first one listed is its PID 1. A container is restarted — all of
+its processes, at their starting sizes, after the CrashLoopBackOff delay — only when its PID 1 has
+exited; when PID 1 dies, the kernel kills the rest of its PID namespace with it (``man-pid-namespaces``).
+A process other than PID 1 that the OOM killer picks is simply gone, and the container runs on. With
+``memory.oom.group`` (cgroup v2; the kubelet sets it since Kubernetes 1.28, ``k8s-pr-117793``) the
+kernel kills the whole container at once, so it always restarts. Sources for the kernel side:
+``linux-oom-kill``, ``kernel-cgroup-v2`` (through :mod:`courselib.model.memcg`).
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ class _Live:
     carry: int = 0          # bytes of growth not yet a whole page
     restarts: int = 0
     killed: int = 0
+    pid1: bool = False      # the first process of its container (cgroup)
     stalled: bool = False   # its allocation can never succeed (no eligible victim)
 
 
@@ -79,6 +87,12 @@ class Kernel:
         self.sc = scenario
         self.tree = {c.path: c for c in scenario.tree()}
         self.procs = {p.name: _Live(p, p.task) for p in scenario.processes}
+        self.containers: dict[str, list[_Live]] = {}
+        for live in self.procs.values():
+            self.containers.setdefault(live.spec.cgroup, []).append(live)
+        for members in self.containers.values():
+            members[0].pid1 = True
+        self.container_restarts: dict[str, int] = {c: 0 for c in self.containers}
         self.out = Timeline(scenario, rss={p.name: [] for p in scenario.processes},
                             events={path: Counters() for path in self.tree})
         self.out.final = self.procs
@@ -159,19 +173,40 @@ class Kernel:
         return kill
 
     def _die(self, live: _Live) -> None:
+        """SIGKILL for ``live``. If it was its container's PID 1 the container has exited: the rest of
+        its PID namespace is killed with it, and the kubelet may restart the whole container."""
+        if not live.alive:
+            return
         live.alive = False
         live.killed += 1
+        if not live.pid1:
+            return
+        container = live.spec.cgroup
+        for other in self.containers[container]:
+            if other.alive:                 # PID 1 gone: the kernel SIGKILLs its namespace
+                other.alive = False
+                other.killed += 1
         if self.sc.restart in ("Always", "OnFailure"):  # exit 137 is a failure: both restart
-            live.restarts += 1
-            delay = restart_delay(live.restarts)
+            n = self.container_restarts[container] = self.container_restarts[container] + 1
+            for member in self.containers[container]:
+                member.restarts = n
+            delay = restart_delay(n)
             self.out.restarts.append((self.env.now, live.spec.name, delay))
-            self.env.process(self._restart(live, delay))
+            self.env.process(self._restart(container, delay))
 
-    def _restart(self, live: _Live, delay: float):
+    def _restart(self, container: str, delay: float):
         yield self.env.timeout(delay)
-        if self.out.panic is None:  # the new container charges its memory like any other
+        if self.out.panic is not None:
+            return
+        for live in self.containers[container]:     # every process of the container starts again
+            if live.spec.start > 0 and not live.killed:
+                continue                            # not started yet in the first life either
             live.task, live.grown, live.carry, live.alive = replace(live.spec.task, rss=0), 0, 0, True
-            self.charge(live, live.spec.task.rss)
+            live.stalled = False
+        for live in self.containers[container]:
+            if live.alive:
+                self.charge(live, live.spec.task.rss)
+        for live in self.containers[container]:
             if live.alive:
                 self.env.process(grow(self.env, self, live))
 
@@ -293,9 +328,12 @@ def summary(timeline: Timeline) -> dict:
     for name, live in timeline.final.items():
         exit_codes[name] = 137 if live.killed else None
         restarts[name] = live.restarts
+        pid1_alive = any(o.alive and o.pid1 and o.spec.cgroup == live.spec.cgroup for o in timeline.final.values())
         if live.alive:
             status[name] = "Running"
-        elif live.killed and sc.restart != "Never":
+        elif live.killed and pid1_alive:
+            status[name] = "Killed (its container runs on: its PID 1 is alive)"
+        elif live.killed and sc.restart != "Never" and live.restarts:
             status[name] = "CrashLoopBackOff"
         elif live.killed:
             status[name] = "OOMKilled"

@@ -10,7 +10,11 @@
 - **No placement check**: an admitted workload's pods are created and bound one by one by the
   default scheduler (``kube-default``); quota is not placement (``all_or_nothing.md`` L35–37),
   so an admitted workload can hold part of its GPUs and wait.
-- **waitForPodsReady**: if an admitted workload's pods are not all ready ``timeout`` after
+- **waitForPodsReady** is *off* in Kueue unless configured (``waitForPodsReady.enable``,
+  ``setup_wait_for_pods_ready.md``). The course's ``kueue`` policy runs it *on*, because that is the
+  configuration the all-or-nothing documentation recommends; pass ``wait_for_pods_ready=False`` for
+  Kueue's default. Every admission line of the trace says which. When it is on:
+  if an admitted workload's pods are not all ready ``timeout`` after
   admission, the admission is cancelled (reason ``PodsReadyTimeout``), its pods are deleted,
   and the workload is re-queued after ``backoff_base × 2^(n−1)`` s, capped at ``backoff_max``
   (``setup_wait_for_pods_ready.md`` L64–70, L101, L112–118). Defaults follow the config API:
@@ -198,8 +202,10 @@ class Kueue(Policy):
             self._set_admitted(run, state.now)
             blocked = True  # the workload just admitted is not ready yet
             state.set_reason(run, None)
+            ready = (f"waitForPodsReady on: evicted unless all pods are ready within {self.timeout / 60:g} min"
+                     if self.wait_for_pods_ready else "waitForPodsReady off (Kueue's default): no timeout")
             state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
-                                f"(placement not checked)")
+                                f"(placement not checked; {ready})")
             self.pods.create_pods([run], {run.name: run.job.pods})
             if self.wait_for_pods_ready:
                 wake.append(state.now + self.timeout)

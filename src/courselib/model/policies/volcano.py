@@ -12,7 +12,12 @@ One scheduling session per cycle, with the default actions ``enqueue, allocate``
      capability`` of the job's queue (the whole cluster unless the queue has a quota):
      "queue resource quota insufficient".
 
-   ``minReq`` is the PodGroup's minResources: ``min_member × gpus_per_pod`` GPUs.
+   ``minReq`` is the PodGroup's minResources: ``min_member × gpus_per_pod`` GPUs. A PodGroup
+   *without* minResources (``min_resources=False``) skips the plugins altogether: "if
+   job.PodGroup.Spec.MinResources == nil || ssn.JobEnqueueable(job)" (``enqueue.go`` L95–97), so it
+   is Inqueue at once and only allocate keeps it from binding (bibliography ``volcano-podgroup-api``).
+   Volcano finds a pod's PodGroup through the pod's own ``scheduling.k8s.io/group-name``
+   annotation (``job_info.go`` L179–186): on the Job or its metadata it joins nothing.
 2. **allocate** — pop the first Inqueue job (the session's ``JobOrderFn``), place its tasks on
    nodes inside a Statement; ``stmt.Commit()`` only ``if ssn.JobReady(job)``, i.e. at least
    ``minMember`` tasks placed (``allocate.go`` L343); otherwise ``stmt.Discard()`` (L865):
@@ -49,17 +54,19 @@ from courselib.model.workload import Workload
 PENDING_PG, INQUEUE_PG, RUNNING_PG = "Pending", "Inqueue", "Running"
 #: overcommit.go ``defaultOverCommitFactor`` (FACTS §3.1); also what Volcano uses for a factor below 1.
 DEFAULT_OVERCOMMIT_FACTOR = 1.2
+_NO_MIN_RESOURCES = "PodGroup Inqueue at once (no minResources: enqueue lets it through; allocate decides)"
 
 
 class Volcano(Policy):
     name = "volcano"
 
     def __init__(self, workload: Workload, seed: int = 0, overcommit_factor: float = DEFAULT_OVERCOMMIT_FACTOR,
-                 enqueue: bool = True):
+                 enqueue: bool = True, min_resources: bool = True):
         super().__init__(workload, seed)
         # overcommit.go OnSessionOpen: a factor below 1 is logged as invalid and replaced by the default
         self.overcommit_factor = overcommit_factor if overcommit_factor >= 1.0 else DEFAULT_OVERCOMMIT_FACTOR
         self.enqueue = enqueue
+        self.min_resources = min_resources   # False: PodGroups without minResources (enqueue waves them on)
         self.phase: dict[str, str] = {}
         self.jobs: list[JobRun] = []
         # fast path: (order key..., run) lists, and the Inqueue minResources as running totals
@@ -95,7 +102,7 @@ class Volcano(Policy):
 
     def _inqueue_req(self, state: SchedState, queue: str | None = None) -> int:
         """minReq of Inqueue PodGroups not yet ready (their resources are promised, not used)."""
-        return sum(r.job.min_gpus for r in self.jobs if self.phase.get(r.name) == INQUEUE_PG
+        return sum(self._min_req(r) for r in self.jobs if self.phase.get(r.name) == INQUEUE_PG
                    and not r.finished and (queue is None or r.job.queue == queue))
 
     def _enqueue(self, state: SchedState, order: list[JobRun]) -> None:
@@ -105,6 +112,11 @@ class Volcano(Policy):
                 continue
             if not self.enqueue:  # allocate flips Pending to Inqueue itself (allocate.go ≈L153–162)
                 self.phase[run.name] = INQUEUE_PG
+                continue
+            if not self.min_resources:
+                self.phase[run.name] = INQUEUE_PG
+                state.set_reason(run, None)
+                state.log(run.name, _NO_MIN_RESOURCES)
                 continue
             min_req = run.job.min_gpus
             used = cluster.total_gpus - cluster.free_gpus
@@ -168,12 +180,16 @@ class Volcano(Policy):
             turns += 1                              # ... or equal, and created earlier
         return max(1, min(left, turns))
 
+    def _min_req(self, run: JobRun) -> int:
+        """The PodGroup's minResources in GPUs (0 when it declares none)."""
+        return run.job.min_gpus if self.min_resources else 0
+
     def _set_phase(self, run: JobRun, phase: str) -> None:
         """Change a PodGroup's phase, keeping the Inqueue minResources totals."""
         sign = (phase == INQUEUE_PG) - (self.phase[run.name] == INQUEUE_PG)
         if sign:
-            self._inq_total += sign * run.job.min_gpus
-            self._inq[run.job.queue] = self._inq.get(run.job.queue, 0) + sign * run.job.min_gpus
+            self._inq_total += sign * self._min_req(run)
+            self._inq[run.job.queue] = self._inq.get(run.job.queue, 0) + sign * self._min_req(run)
         self.phase[run.name] = phase
 
     # ---- the fast path: the same decisions from running totals and ordered lists --------------
@@ -181,14 +197,15 @@ class Volcano(Policy):
         still = []
         for entry in self._pending:
             run = entry[-1]
-            if self.enqueue and not self._enqueueable(state, run):
+            if self.enqueue and self.min_resources and not self._enqueueable(state, run):
                 still.append(entry)
                 continue
             self._set_phase(run, INQUEUE_PG)
             insort(self._placing, entry)
             if self.enqueue:
                 state.set_reason(run, None)
-                state.log(run.name, f"PodGroup Inqueue (minResources {run.job.min_gpus} GPUs)")
+                state.log(run.name, f"PodGroup Inqueue (minResources {run.job.min_gpus} GPUs)"
+                          if self.min_resources else _NO_MIN_RESOURCES)
         self._pending = still
 
     def _enqueueable(self, state: SchedState, run: JobRun) -> bool:
