@@ -59,8 +59,8 @@ def _ours_running(state_dir: Path) -> list[int]:
 
 
 def _ports_free(shape: kube.KubeShape) -> bool:
-    from courselib.live.slurm import _port_free
-    return all(_port_free(p) for p in list(shape.ports.values())[:5])
+    from courselib.live.nodes import port_free
+    return all(port_free(p) for p in list(shape.ports.values())[:5])
 
 
 @pytest.fixture(scope="module")

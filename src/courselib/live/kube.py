@@ -36,7 +36,8 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
 from courselib.live.cleanup import alive, cleanup_on_signals, reap, signals_held, stop_pids
-from courselib.live.slurm import _port_free, parse_features
+from courselib.live.nodes import (check_features, cli_features, describe_where, features_from_json,
+                                  features_json, features_of, parse_features, port_free)
 from courselib.live.state import ProcessStamp, StateFile, make_owned_dir, new_token, remove_owned_dir
 
 #: The versions pinned in k8s/kube/go.mod and k8s/etcd/go.mod (a test keeps them in step).
@@ -148,25 +149,12 @@ class KubeShape:
                              field="--gpus-per-node")
         if not 1024 <= self.base_port <= 65535 - 16:
             raise InputError(f"port {self.base_port}: choose 1024 to 65519", field="--port")
-        norm = []
-        for name, where in self.features:
-            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?", name) or len(name) > 63:
-                raise InputError(f"{name!r} is not a label name (letters, digits, _ . -; at most 63)",
-                                 field="--features")
-            if isinstance(where, (list, tuple)):
-                where = tuple(sorted(set(int(k) for k in where)))
-                if not where or not all(1 <= k <= self.nodes for k in where):
-                    raise InputError(f"{name}: node numbers must be 1 to {self.nodes}",
-                                     field="--features")
-            elif where is not None and not 1 <= where <= self.nodes:
-                raise InputError(f"{name}:{where}: a feature can be on 1 to {self.nodes} nodes",
-                                 field="--features")
-            norm.append((name, where))
-        object.__setattr__(self, "features", tuple(norm))
+        object.__setattr__(self, "features", check_features(
+            self.features, self.nodes, r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?",
+            "a label name (letters, digits, _ . -; at most 63)"))
 
     def features_of(self, k: int) -> tuple[str, ...]:
-        return tuple(name for name, where in self.features
-                     if where is None or (k in where if isinstance(where, tuple) else k <= where))
+        return features_of(self.features, k)
 
     @property
     def ports(self) -> dict[str, int]:
@@ -175,18 +163,15 @@ class KubeShape:
                 "kube-controller-manager": b + 4, "extra": b + 5}
 
     def describe(self) -> str:
-        feats = ", ".join(f"{n} on " + ("all nodes" if w is None else
-                                        f"nodes {','.join(map(str, w))}" if isinstance(w, tuple)
-                                        else f"{w} node{'s' if w != 1 else ''}")
-                          for n, w in self.features)
+        feats = ", ".join(f"{n} on {describe_where(w)}" for n, w in self.features)
         return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
                 + (f" ({feats})" if feats else "")
                 + ("; native gang scheduling on" if self.gang else ""))
 
     def cli_args(self) -> str:
         out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
-        if self.features and all(not isinstance(w, tuple) for _, w in self.features):
-            out += " --features " + ",".join(n if w is None else f"{n}:{w}" for n, w in self.features)
+        if self.features and cli_features(self.features):
+            out += " --features " + cli_features(self.features)
         if self.gang:
             out += " --gang"
         if self.base_port != BASE_PORT:
@@ -195,7 +180,7 @@ class KubeShape:
 
     def to_json(self) -> dict:
         return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                "features": [[n, list(w) if isinstance(w, tuple) else w] for n, w in self.features],
+                "features": features_json(self.features),
                 "gang": self.gang, "cpus_per_node": self.cpus_per_node,
                 "memory_per_node": self.memory_per_node, "base_port": self.base_port,
                 "with": list(self.with_)}
@@ -203,8 +188,7 @@ class KubeShape:
     @classmethod
     def from_json(cls, d: dict) -> "KubeShape":
         return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
-                   features=tuple((n, tuple(w) if isinstance(w, list) else w)
-                                  for n, w in d.get("features", [])),
+                   features=features_from_json(d.get("features", [])),
                    gang=d.get("gang", False), cpus_per_node=d.get("cpus_per_node", 64),
                    memory_per_node=d.get("memory_per_node", "1024Gi"),
                    base_port=d.get("base_port", BASE_PORT), with_=tuple(d.get("with", ())))
@@ -538,7 +522,7 @@ def up(shape: KubeShape, *, timeout: float = 90.0, say=lambda msg: None) -> Cont
             return existing
         say("found a stale record of a control plane; cleaning it up")
         down(existing)
-    busy = [p for p in list(shape.ports.values())[:5] if not _port_free(p)]
+    busy = [p for p in list(shape.ports.values())[:5] if not port_free(p)]
     if busy:
         raise CourseError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} "
                           f"already in use on 127.0.0.1",
@@ -742,6 +726,4 @@ def down(cp: ControlPlane | None = None, *, say=lambda msg: None) -> dict:
     return {"stopped": stopped, "left": left}
 
 
-def parse_shape_features(text: str | None):
-    """``--features nvlink:2,ib`` as for Slurm."""
-    return parse_features(text)
+parse_shape_features = parse_features  # ``--features nvlink:2,ib``, as for Slurm

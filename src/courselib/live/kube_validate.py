@@ -23,7 +23,7 @@ from pathlib import Path
 from courselib.errors import CourseError
 from courselib.io.yamlfile import load_all_text, read_text
 from courselib.live.kube import NAMESPACE, ControlPlane
-from courselib.live.kube_replay import Api, ApiError
+from courselib.live.kube_api import Api, ApiError
 
 #: API groups whose kinds come from courselib's stand-in CRDs.
 STANDIN_GROUPS = {"scheduling.volcano.sh", "batch.volcano.sh"}

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -29,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
+from courselib.live.nodes import (check_features, cli_features, describe_where, features_from_json,
+                                  features_json, features_of, parse_features, port_free)
 from courselib.live.cleanup import alive as _alive
 from courselib.live.cleanup import cleanup_on_signals, reap as _reap, signals_held, stop_pids
 from courselib.live.state import (ProcessStamp, StateFile, make_owned_dir, new_token, owns_dir,
@@ -96,26 +96,13 @@ class ClusterShape:
                              field="--gpus-per-node")
         if not 1024 <= self.base_port <= 65535 - 65:
             raise InputError(f"port {self.base_port}: choose 1024 to 65470", field="--port")
-        norm = []
-        for name, where in self.features:
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
-                raise InputError(f"{name!r} is not a feature name (letters, digits, _ . -)",
-                                 field="--features")
-            if isinstance(where, (list, tuple)):
-                where = tuple(sorted(set(int(k) for k in where)))
-                if not where or not all(1 <= k <= self.nodes for k in where):
-                    raise InputError(f"{name}: node numbers must be 1 to {self.nodes}",
-                                     field="--features")
-            elif where is not None and not 1 <= where <= self.nodes:
-                raise InputError(f"{name}:{where}: a feature can be on 1 to {self.nodes} nodes",
-                                 field="--features")
-            norm.append((name, where))
-        object.__setattr__(self, "features", tuple(norm))
+        object.__setattr__(self, "features", check_features(
+            self.features, self.nodes, r"[A-Za-z][A-Za-z0-9_.-]*",
+            "a feature name (letters, digits, _ . -)"))
 
     def features_of(self, k: int) -> tuple[str, ...]:
         """Features of node ``k`` (1-based)."""
-        return tuple(name for name, where in self.features
-                     if where is None or (k in where if isinstance(where, tuple) else k <= where))
+        return features_of(self.features, k)
 
     def node_shapes(self) -> list[NodeShape]:
         return [NodeShape(f"node{k}", self.base_port + k, self.gpus_per_node, self.features_of(k))
@@ -126,62 +113,34 @@ class ClusterShape:
         return self.base_port
 
     def describe(self) -> str:
-        def where_text(where):
-            if where is None:
-                return "all nodes"
-            if isinstance(where, tuple):
-                return "node" + ",".join(map(str, where)) if len(where) == 1 else \
-                    "nodes " + ",".join(map(str, where))
-            return f"{where} node{'s' if where != 1 else ''}"
-        feats = ", ".join(f"{n} on {where_text(w)}" for n, w in self.features)
+        feats = ", ".join(f"{n} on {describe_where(w)}" for n, w in self.features)
         return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
                 + (f" ({feats})" if feats else ""))
 
     def cli_args(self) -> str:
         """The ``courselib slurm up`` arguments that build this shape (where expressible)."""
         out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
-        if self.features and all(not isinstance(w, tuple) for _, w in self.features):
-            out += " --features " + ",".join(n if w is None else f"{n}:{w}" for n, w in self.features)
+        if self.features and cli_features(self.features):
+            out += " --features " + cli_features(self.features)
         if self.base_port != BASE_PORT:
             out += f" --port {self.base_port}"
         return out
 
     def to_json(self) -> dict:
         return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                "features": [[n, list(w) if isinstance(w, tuple) else w] for n, w in self.features],
+                "features": features_json(self.features),
                 "cpus_per_node": self.cpus_per_node, "base_port": self.base_port}
 
     @classmethod
     def from_json(cls, d: dict) -> "ClusterShape":
         return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
-                   features=tuple((n, tuple(w) if isinstance(w, list) else w)
-                                  for n, w in d.get("features", [])),
+                   features=features_from_json(d.get("features", [])),
                    cpus_per_node=d.get("cpus_per_node", 64), base_port=d.get("base_port", BASE_PORT))
 
     def same_nodes(self, other: "ClusterShape") -> bool:
         """Same nodes, GPUs and per-node features (ports and how features are written aside)."""
         return (self.nodes, self.gpus_per_node) == (other.nodes, other.gpus_per_node) and all(
             set(self.features_of(k)) == set(other.features_of(k)) for k in range(1, self.nodes + 1))
-
-
-def parse_features(text: str | None) -> tuple[tuple[str, int | None], ...]:
-    """``"nvlink:2,ib"`` -> ``(("nvlink", 2), ("ib", None))``: nvlink on node1-2, ib on all."""
-    if not text:
-        return ()
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, _, count = item.partition(":")
-        if count:
-            if not count.isdigit():
-                raise InputError(f"{item!r}: the count after ':' must be a number of nodes",
-                                 field="--features", hint="e.g. --features nvlink:2,ib")
-            out.append((name, int(count)))
-        else:
-            out.append((name, None))
-    return tuple(out)
 
 
 def render_slurm_conf(shape: ClusterShape, state_dir: Path) -> str:
@@ -461,14 +420,7 @@ def _comm(pid: int) -> str:
         return "job"
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+_port_free = port_free  # the name the Slurm code and its tests use
 
 
 def _wait_for(predicate, timeout: float, what: str, cluster: Cluster, interval: float = 0.1):
