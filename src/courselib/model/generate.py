@@ -78,3 +78,24 @@ def scale_workload(seed: int, *, nodes: int = 100, jobs: int = 1000, gpus_per_no
                        duration=duration, time_limit=limit, priority=rng.randint(0, 3),
                        queue=f"q{i % queues}" if queues > 1 else "default"))
     return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
+
+
+def overloaded_workload(seed: int, *, nodes: int = 75, jobs: int = 10_000, gpus_per_node: int = 8,
+                        gap_s: float = 60.0) -> Workload:
+    """A cluster that cannot keep up, and jobs of growing size of which about half never fit.
+
+    Job ``i`` asks for ``gpus_per_node × (1 + i mod 2·nodes)`` GPUs as whole-node pods: sizes
+    grow from one node to twice the cluster and start over, so about half the jobs are larger
+    than the cluster and wait forever, and the rest queue behind each other. One submission
+    every ``gap_s`` seconds; durations are seeded, 10 min to 2 h. The case where a scheduler's
+    cycle must not cost more with every job that waits and cannot change (issue 23).
+    """
+    if nodes < 1 or gpus_per_node < 1 or jobs < 1 or gap_s <= 0:
+        raise ValueError("nodes, gpus_per_node and jobs must be >= 1 and gap_s > 0")
+    rng = random.Random(seed)
+    out = []
+    for i in range(jobs):
+        pods = 1 + i % (2 * nodes)
+        out.append(Job(name=f"o{i}", pods=pods, gpus_per_pod=gpus_per_node, submit=i * gap_s,
+                       duration=float(rng.randint(10, 120) * 60)))
+    return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
