@@ -165,3 +165,24 @@ def test_the_figure_draws_both_panels(tmp_path):
     assert ax1.get_xscale() == "log" and "GPU-hours" in ax2.get_ylabel()
     assert len(ax1.lines) == 1  # kube-default deadlocked: no job started, no CDF drawn
     assert ax2.lines[0].get_ydata()[-1] > 0 and ax2.lines[1].get_ydata()[-1] == 0
+
+
+def test_the_chapter_falls_back_to_a_recorded_run_of_the_same_code(tmp_path, monkeypatch):
+    """Chapter 9 replays the corpus trace where it is; elsewhere it shows the run courselib ships,
+    which must be what the same code gives today (regenerate it with record_chapter_comparison)."""
+    import json
+    from importlib import resources
+
+    from courselib.sim.traces import CHAPTER_TRACE, RECORDED, chapter_comparison, series
+    monkeypatch.chdir(tmp_path)  # no ../shared here
+    rows, ser, live = chapter_comparison()
+    assert not live and [r["policy"] for r in rows][:2] == ["kube-default", "volcano"]
+    path = _corpus(CHAPTER_TRACE)
+    rec = json.loads(resources.files("courselib.data").joinpath("recorded", RECORDED).read_text())
+    reading = read_trace(path)
+    for row in rec["rows"]:
+        rep = replay(reading, row["policy"])
+        now = rep.summary()
+        now["file"] = row["file"]
+        assert now == row, f"{row['policy']}: the recorded run is stale; run record_chapter_comparison"
+        assert json.loads(json.dumps(series(rep.result))) == rec["series"][row["policy"]]

@@ -11,22 +11,23 @@ def trace_comparison(replays: dict, title: str):
     """Left: CDF of queueing delay (submit → training starts) per policy, log time axis; right:
     GPU-hours held idle at the barrier so far, over the trace's time. ``replays``: policy →
     :class:`courselib.sim.traces.TraceReplay`."""
-    import matplotlib.pyplot as plt
+    from courselib.sim.traces import series
+    return trace_comparison_of({p: series(rep.result) for p, rep in replays.items()}, title)
 
-    from courselib.sim.traces import idle_over_time, waits
+
+def trace_comparison_of(data: dict, title: str):
+    """:func:`trace_comparison` from :func:`courselib.sim.traces.series` data (a recorded run)."""
+    import matplotlib.pyplot as plt
 
     plots.use_style()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for policy, rep in replays.items():
-        w = waits(rep.result)
-        n = len(rep.result.jobs)
+    for policy, d in data.items():
+        w, n = d["waits"], d["jobs"]
         if w:  # jobs that never started keep the curve below 1
-            xs = [max(x, 1.0) / 60 for x in w]
-            ax1.step(xs, [(k + 1) / n for k in range(len(w))], where="post", label=policy,
-                     color=COLOURS.get(policy), linestyle=STYLES.get(policy, "-"))
-        t, idle = idle_over_time(rep.result)
-        ax2.step([x / 86400 for x in t], idle, where="post", label=policy, color=COLOURS.get(policy),
-                 linestyle=STYLES.get(policy, "-"))
+            ax1.step([max(x, 1.0) / 60 for x in w], [(k + 1) / n for k in range(len(w))], where="post",
+                     label=policy, color=COLOURS.get(policy), linestyle=STYLES.get(policy, "-"))
+        ax2.step([x / 86400 for x in d["idle_t"]], d["idle"], where="post", label=policy,
+                 color=COLOURS.get(policy), linestyle=STYLES.get(policy, "-"))
     ax1.set_xscale("log")
     ax1.set_xlabel("queueing delay (minutes, log scale; under 1 s drawn at 1 s)")
     ax1.set_ylabel("fraction of jobs started")

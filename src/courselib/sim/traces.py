@@ -159,3 +159,59 @@ def idle_over_time(result) -> tuple[list[float], list[float]]:
         times.append(end)
         total.append(acc + idle * (end - last) / 3600)
     return times, total
+
+
+def series(result) -> dict:
+    """What the figure draws, as plain data (for a recorded run): the sorted queueing delays, the
+    number of jobs, and the idle GPU-hours over time."""
+    t, idle = idle_over_time(result)
+    return {"jobs": len(result.jobs), "waits": waits(result), "idle_t": t, "idle": idle}
+
+
+CHAPTER_TRACE = "erangvee__slurm_sim_vanilla__slurm_sim_tools__tutorials__micro_cluster__test_trace.csv"
+
+
+def chapter_comparison(name: str = CHAPTER_TRACE) -> tuple[list[dict], dict, bool]:
+    """(summary rows, figure series, live?) for chapter 9: every policy replaying the corpus trace
+    ``name`` when ``../shared/corpus/traces`` is there (from a chapter or the repository root),
+    else the recorded run of the same code that courselib ships (``data/recorded``)."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    from courselib.io.traces import read_trace
+    from courselib.model.policies import policy_names
+
+    for base in (Path("..") / ".." / "shared", Path("..") / "shared"):
+        path = base / "corpus" / "traces" / name
+        if path.is_file():
+            reading = read_trace(path)
+            reps = {p: replay(reading, p) for p in policy_names()}
+            return [r.summary() for r in reps.values()], {p: series(r.result) for p, r in reps.items()}, True
+    rec = json.loads(resources.files("courselib.data").joinpath("recorded", RECORDED).read_text())
+    return rec["rows"], rec["series"], False
+
+
+RECORDED = "trace-replay-slurm-sim.json"
+
+
+def record_chapter_comparison(corpus_traces, out) -> None:
+    """Write the recorded run that :func:`chapter_comparison` falls back to (run from the repository
+    root: ``python -c "from courselib.sim.traces import *; record_chapter_comparison(
+    '../shared/corpus/traces', 'src/courselib/data/recorded/trace-replay-slurm-sim.json')"``)."""
+    import json
+    from pathlib import Path
+
+    from courselib.io.traces import read_trace
+    from courselib.model.policies import policy_names
+
+    reading = read_trace(Path(corpus_traces) / CHAPTER_TRACE)
+    rows, ser = [], {}
+    for p in policy_names():
+        rep = replay(reading, p)
+        row = rep.summary()
+        row["file"] = f"../shared/corpus/traces/{CHAPTER_TRACE}"
+        rows.append(row)
+        ser[p] = series(rep.result)
+    Path(out).write_text(json.dumps({"recorded_by": "courselib.sim.traces.record_chapter_comparison",
+                                     "rows": rows, "series": ser}, separators=(",", ":")) + "\n")
