@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if not (ROOT / "solutions").is_dir():
     pytest.skip("no solutions/ here (the student template): the attacks are graded against solutions/",
                 allow_module_level=True)
-TARGET = "02-gang-cost"          # the lab every attack is written against (it has function answers)
+TARGET = "08-gang-cost"          # the lab every attack is written against (it has function answers)
 SOLUTION = ROOT / "solutions" / f"{TARGET}.ipynb"
 
 
@@ -93,9 +93,9 @@ def test_an_attack_earns_nothing_it_did_not_solve(lab, attack, tmp_path):
         assert elapsed < 60, f"the SIGINT-ignoring answer held the grader {elapsed:.0f} s"
         assert "ignored the interrupt and was killed" in report["questions"][0]["feedback"]
     if attack in ("edited_checks", "deleted_checks"):
-        assert all("earns nothing until you restore" in q["feedback"] for q in report["questions"])
+        assert all("earns nothing until you restore" in q["feedback"] for q in report["questions"] if q["kind"] == "auto")
     if attack == "fake_check_cell":
-        assert [q["question"] for q in report["questions"]] == list(points)
+        assert [q["question"] for q in report["questions"] if q["kind"] == "auto"] == list(points)
         assert any("claims to be part of question 'q99'" in n for n in report["notes"])
 
 

@@ -1,13 +1,17 @@
-"""Labs, proven both ways (DESIGN §5): every solution scores full marks, every untouched lab scores
-zero on every question and fails on its check cells and nothing else, one correct answer earns exactly
-its own question's points, a wrong answer costs only its own question (no cascade), a partly solved lab
-gets partial credit with specific feedback, labs/ is in step with solutions/, the grader never writes
-the graded file, and bad input is one located line. The Slurm lab's answers are also checked against
-the real local Slurm where one can run.
+"""Labs, proven both ways (DESIGN §5): every solution scores full auto marks with its written answers
+reported as needing manual grading, every untouched lab scores zero on every auto-graded question and
+fails on its check cells and nothing else, one correct answer earns exactly its own question's points,
+a wrong answer costs only its own question (no cascade), a partly solved lab gets partial credit with
+specific feedback, labs/ is in step with solutions/, the grader never writes the graded file, and bad
+input is one located line. Also: one lab per chapter with rising levels; Lab 7 Q2's stub shows the whole
+region to write; the capstone's checks follow the student's own configuration; the instructor's hidden
+checks run from a folder the student template does not have. The Slurm lab's answers are also checked
+against the real local Slurm where one can run.
 
-Each grading starts a kernel (1-3 s): 5 solutions, 5 untouched labs (run twice: cells, then the CLI),
-one run per question with only that answer filled in (22, slow), one wrong first answer per lab (5, slow),
-one with one answer left out, a partly solved lab, a hung answer, a killed kernel, a tampered check.
+Each grading starts the student's process (1-3 s): 8 solutions, 8 untouched labs (run twice: cells,
+then the CLI), one run per question with only that answer filled in (slow), one wrong first answer per
+lab (slow), one with one answer left out, a partly solved lab, a hung answer, a killed process, a
+tampered check, the capstone under four configurations, the hidden checks.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import json
 import keyword
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -109,12 +114,32 @@ def graft(lab: Path, solution: Path, questions: set[str], dest: Path, wrong: dic
 
 # --- the lab format --------------------------------------------------------------------------
 
-def test_there_are_five_labs_with_three_to_five_questions_each():
-    assert NAMES == ["01-gang-deadlock", "02-gang-cost", "03-barrier", "04-oom-killer", "05-slurm"]
+LEVELS = ["beginner", "intermediate", "advanced", "capstone"]
+
+
+def test_one_lab_per_chapter_in_the_chapters_order_with_rising_levels_and_a_written_answer():
+    """Labs follow the chapters (Lab 1 covers chapters 1-2), state level and time, never get easier."""
+    assert NAMES == ["01-namespaces-cgroups", "03-oom-killer", "04-images", "05-slurm", "06-gang-deadlock",
+                     "07-barrier", "08-gang-cost", "09-capstone"]
+    chapters = {p.name[:2] for p in (ROOT / "book").glob("0*.md")}
+    assert {n[:2] for n in NAMES} | {"02"} == chapters          # every chapter has a lab (1-2 share one)
+    toc = (ROOT / "_toc.yml").read_text()
+    assert [ln.strip()[len("- file: labs/"):] for ln in toc.splitlines() if "- file: labs/" in ln] == NAMES
+    levels = []
     for path in SOLUTIONS:
-        _, questions = build.build_lab(nbformat.read(path, 4), str(path))
-        assert 3 <= len(questions) <= 5, path.name
-        assert all(q.points > 0 and q.answers for q in questions)
+        nb = nbformat.read(path, 4)
+        title = nb.cells[0].source.splitlines()[0]
+        m = re.match(r"# Lab (\d) \((beginner|intermediate|advanced|capstone)[^,]*, about (\d+ minutes|\d+ hours?)\): ",
+                     title)
+        assert m and int(m.group(1)) == int(path.name[:2]), title
+        assert f"../book/{path.name[:2]}-" in nb.cells[0].source, "the lab links its chapter"
+        levels.append(LEVELS.index(m.group(2)))
+        _, questions = build.build_lab(nb, str(path))
+        assert 4 <= len(questions) <= 6, path.name
+        assert all(q.points > 0 for q in questions)
+        assert any(q.manual for q in questions), f"{path.name} has no written answer"
+        assert all(q.answers for q in questions if not q.manual)
+    assert levels == sorted(levels), "the labs must not get easier as the course goes on"
 
 
 def test_stub_keeps_the_answer_names_and_drops_scratch_and_the_solution():
@@ -208,7 +233,9 @@ def test_generated_labs_hold_no_answer_and_no_output(labs):
         lab = nbformat.reads(lab_text, 4)
         assert "BEGIN SOLUTION" not in lab_text and "END SOLUTION" not in lab_text
         sol = nbformat.read(path, 4)
-        solution_lines, given_hints = set(), set()
+        solution_lines, given_hints, regions = set(), set(), []
+        given_text = "\n".join(c.source for c in sol.cells if not markers.has_markers(c.source)
+                                and markers.SOLUTION_TAG not in markers.tags(c) and not markers.course_meta(c).get("manual"))
         for cell in sol.cells:
             if cell.cell_type == "code" and markers.has_markers(cell.source):
                 region = markers.solution_source(cell.source, "x")
@@ -216,10 +243,19 @@ def test_generated_labs_hold_no_answer_and_no_output(labs):
                 solution_lines |= {ln.strip() for ln in region.splitlines() if ln.strip()} - \
                                   {ln.strip() for ln in stub.splitlines()}
                 given_hints.add(stub)
-        # a line of the answer may appear in the lab only where the instructor's stub says it (lab 3's
-        # `event.succeed()`, named in the stub so that the whole region to write is visible)
-        leaked = [ln for ln in solution_lines if len(ln) > 8 and ln in lab_text and not any(ln in h for h in given_hints)]
+                regions.append("\n".join(ln for ln in region.splitlines() if ln not in stub.splitlines()))
+        # a line of the answer may appear in the lab only where the lab gives it (lab 4's instructions,
+        # whose order is the answer) or where the instructor's stub says it (lab 7's `event.succeed()`,
+        # named in the stub so that the whole region to write is visible)
+        leaked = [ln for ln in solution_lines if len(ln) > 8 and ln in lab_text
+                  and ln not in given_text and not any(ln in h for h in given_hints)]
         assert solution_lines and not leaked, leaked
+        assert not any(r.strip() and r.strip() in lab_text for r in regions), "a whole answer is in the lab"
+        for cell in sol.cells:
+            if markers.course_meta(cell).get("manual"):
+                model, rubric = markers.rubric(cell.source)
+                assert rubric and model, f"{path.name}: a written answer needs a model answer and a mark scheme"
+                assert rubric not in lab_text and model[:60] not in lab_text
         assert not any(markers.SOLUTION_TAG in markers.tags(c) for c in lab.cells)
         for cell in lab.cells:
             if cell.cell_type == "code":
@@ -263,11 +299,16 @@ def test_build_refuses_to_overwrite_a_students_work_but_replaces_an_untouched_la
 
 
 def test_the_classroom_workflow_reports_every_question_with_its_points():
-    """classroom.yml: one Classroom test per lab question, worth its points, all sent to the reporter."""
+    """classroom.yml: one Classroom test per auto-graded question, worth its points, all sent to the
+    reporter; and it is exactly what `grades.py workflow labs/manifest.json` writes."""
     import yaml
 
-    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "classroom.yml").read_text())["jobs"][
-        "run-autograding-tests"]["steps"]
+    done = subprocess.run([sys.executable, str(ROOT / ".github/classroom/grades.py"), "workflow",
+                           str(ROOT / "labs/manifest.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (ROOT / ".github/workflows/classroom.yml").read_text() == done.stdout, \
+        "run: python3 .github/classroom/grades.py workflow labs/manifest.json > .github/workflows/classroom.yml"
+    steps = yaml.safe_load(done.stdout)["jobs"]["run-autograding-tests"]["steps"]
     tests = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
     expected = []
     for path in SOLUTIONS:
@@ -284,7 +325,8 @@ def test_the_classroom_workflow_reports_every_question_with_its_points():
     assert reporter["with"]["runners"].split(",") == ids
     assert reporter["env"] == {f"{i.upper()}_RESULTS": "${{steps.%s.outputs.result}}" % i for i in ids}
     grading = next(s for s in steps if s.get("name") == "Grade every lab once")["run"]
-    assert "courselib grade" in grading and "--json-file" in grading
+    assert "sudo .venv/bin/courselib grade" in grading and "--json-file" in grading
+    assert next(s for s in steps if s.get("uses", "").startswith("actions/checkout"))["with"]["persist-credentials"] is False
 
 
 def test_the_student_template_has_the_labs_and_no_solutions(tmp_path):
@@ -356,15 +398,23 @@ def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys, t
     report = json.loads(capsys.readouterr().out)
     assert sha(path) == before
     assert json.loads((tmp_path / f"{name}.json").read_text()) == report
-    assert report["total"] == 0 and report["max"] > 0
+    assert report["total"] == 0 and report["max"] > 0 and report["manual"] > 0
     for q in report["questions"]:
-        assert q["points"] == 0 and not q["passed"]
+        if q["kind"] == "manual":   # a written answer is never 0: it waits for the instructor
+            assert (q["status"], q["points"], q["passed"]) == ("needs manual grading", None, None)
+            assert "not answered yet" in q["feedback"], q
+            continue
+        assert q["points"] == 0 and not q["passed"] and q["status"] == "failed"
         assert "not answered yet" in q["feedback"], q
     # what each GitHub Classroom test and the workflow summary show
     done = run_grades_script("question", tmp_path, name, "q1")
     assert done.returncode == 1 and "0/" in done.stdout and "not answered yet" in done.stdout
     table = run_grades_script("summary", tmp_path).stdout
-    assert table.startswith(f"## Lab grades: 0/{report['max']} auto-graded") and f"| {name} | q1 | auto | 0/" in table
+    assert table.startswith(f"## Lab grades: 0/{report['max']} auto-graded; {report['manual']} more point(s) need "
+                            f"manual grading") and f"| {name} | q1 | auto | 0/" in table
+    manual = next(q for q in report["questions"] if q["kind"] == "manual")
+    assert f"| {name} | {manual['question']} | by hand | ?/{manual['max_points']} |" in table
+    assert run_grades_script("check", tmp_path).returncode == 1
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -381,75 +431,90 @@ def test_an_untouched_lab_fails_on_every_check_cell_and_nothing_else(labs, name,
 
 
 def _questions(path: Path) -> list[str]:
-    return [q.name for q in build.build_lab(nbformat.read(path, 4), str(path))[1]]
+    return [q.name for q in build.build_lab(nbformat.read(path, 4), str(path))[1] if not q.manual]
 
 
-# Every question of every lab, alone: its check must pass with every other answer left as a stub.
-# This is the whole independence proof (a check that read another question's answer would fail here).
+def _needs(path: Path, question: str) -> set[str]:
+    """The question, and the earlier questions whose answers its check reads ("uses": the capstone's config)."""
+    qs = build.build_lab(nbformat.read(path, 4), str(path))[1]
+    uses = next(q.uses for q in qs if q.name == question)
+    return {question} | {q.name for q in qs if set(q.answers) & set(uses)}
+
+
+# Every auto-graded question of every lab, alone: its check must pass with every other answer left as
+# a stub (except what its check declares it uses). This is the whole independence proof.
 EACH = [(p.stem, q) for p in SOLUTIONS for q in _questions(p)]
 
 
-@pytest.mark.slow  # 22 kernels, about 60 s: `make test` runs it, `make test-fast` does not
+@pytest.mark.slow  # one grading each, about 3 min in all: `make test` runs it, `make test-fast` does not
 @pytest.mark.parametrize("name, question", EACH, ids=[f"{n}-{q}" for n, q in EACH])
 def test_one_correct_answer_earns_exactly_its_points(labs, name, question, tmp_path):
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
-    report = grade(graft(lab, solution, {question}, tmp_path / lab.name))
-    points = {r.question: r.points for r in report.questions}
+    needs = _needs(solution, question)
+    report = grade(graft(lab, solution, needs, tmp_path / lab.name))
+    points = {r.question: r.points for r in report.questions if r.kind == "auto"}
     maxima = {r.question: r.max_points for r in report.questions}
-    assert points == {q: (maxima[q] if q == question else 0) for q in points}
+    assert points == {q: (maxima[q] if q in needs else 0) for q in points}
 
 
 # A plausible wrong first answer per lab, and the specific feedback it must get. Every other answer is
 # the solution's: only question 1 may lose points (no cascade), even where a later answer calls it.
 WRONG_FIRST = {
-    "01-gang-deadlock": ('other_jobs = [Job("rival", pods=200, gpus_per_pod=1, duration=2 * HOUR)]',
-                         "a delay, not a deadlock"),
-    "02-gang-cost": ("def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):\n"
-                     "    return gpus_held * wait_minutes * usd_per_gpu_hour",
-                     "used 40 hours, not 40 minutes"),
-    "03-barrier": ('why = "A"', "you chose A, but in the model no all-reduce"),
-    "04-oom-killer": ("dataloader_points = 180_000 + 1024 * 1024 // PAGE_SIZE",
+    "01-namespaces-cgroups": ("serve_pid, serve_ppid, worker_pids, listed_inside = 1, 1, {2, 3}, 3",
+                              "serve.py is PID 1 itself"),
+    "03-oom-killer": ("dataloader_points = 150_000 + 1536 * 1024 // PAGE_SIZE",
                       "the oom_score_adj term (oom_score_adj × totalpages/1000) is missing"),
+    "04-images": ("rebuilt_steps = {5}", "what happens to every step after it?"),
     "05-slurm": ("smoke_nodes, smoke_time_limit_minutes = 2, 120", "sbatch never reads it"),
+    "06-gang-deadlock": ('other_jobs = [Job("rival", pods=100, gpus_per_pod=1, duration=3 * HOUR)]',
+                         "a delay, not a deadlock"),
+    "07-barrier": ('why = "A"', "you chose A, but in the model no all-reduce"),
+    "08-gang-cost": ("def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):\n"
+                     "    return gpus_held * wait_minutes * usd_per_gpu_hour",
+                     "used 52 hours, not 52 minutes"),
+    "09-capstone": ('config = {"policy": "kube-default", "options": {}, "checkpoint_every_minutes": 45}',
+                    "over the budget of 50"),
 }
 
 
-@pytest.mark.slow  # 5 kernels
+@pytest.mark.slow  # one grading per lab
 @pytest.mark.parametrize("name", NAMES)
 def test_a_wrong_first_answer_costs_only_its_own_points_with_specific_feedback(labs, name, tmp_path):
     assert set(WRONG_FIRST) == set(NAMES)
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
     source, feedback = WRONG_FIRST[name]
     report = grade(graft(lab, solution, set(_questions(solution)), tmp_path / lab.name, wrong={"q1": source}))
-    assert [r.question for r in report.questions if not r.passed] == ["q1"], format_report(report)
+    assert [r.question for r in report.questions if r.kind == "auto" and not r.passed] == ["q1"], format_report(report)
     assert feedback in report.questions[0].feedback, report.questions[0].feedback
     assert report.total == report.max_points - report.questions[0].max_points
 
 
 def test_a_partly_solved_lab_gets_partial_credit_and_feedback_per_question(labs, tmp_path, capsys):
-    """Question 1 wrong by a unit, 2 and 3 right (3 calls the wrong function from 1), 4 untouched."""
-    name = "02-gang-cost"
+    """Question 1 wrong by a unit, 2 and 3 right (3 calls the wrong function from 1), 4 and 5 untouched,
+    6 a written answer."""
+    name = "08-gang-cost"
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
     path = graft(lab, solution, {"q2", "q3"}, tmp_path / lab.name, wrong={"q1": WRONG_FIRST[name][0]})
     assert main(["grade", str(path), "--source", str(solution)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^  q1  FAIL  0/3  idle_cost\(480, 40, 3\) gave 57600: your function used 40 hours, "
-                     r"not 40 minutes", out, re.M), out
+    assert re.search(r"^  q1  FAIL  0/3  idle_cost\(448, 52, 2.4\) gave [0-9.]+: your function used 52 hours, "
+                     r"not 52 minutes", out, re.M), out
     assert re.search(r"^  q2  ok    2/2$", out, re.M) and re.search(r"^  q3  ok    3/3$", out, re.M), out
     assert re.search(r"^  q4  FAIL  0/2  `kube_idle_gpu_hours` is still `...`: not answered yet", out, re.M), out
-    assert re.search(r"^  total 5/10$", out, re.M), out
+    assert re.search(r"^  q6  HAND  \?/3  needs manual grading \(not answered yet", out, re.M), out
+    assert re.search(r"^  total 5/12 auto-graded; 3 more point\(s\) need manual grading$", out, re.M), out
 
 
 def test_one_unanswered_question_costs_only_its_points(labs, tmp_path):
-    name, left_out = "02-gang-cost", "q2"
+    name, left_out = "08-gang-cost", "q2"
     lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
     report = grade(graft(lab, solution, set(_questions(solution)) - {left_out}, tmp_path / lab.name))
-    assert [r.question for r in report.questions if not r.passed] == [left_out]
+    assert [r.question for r in report.questions if r.kind == "auto" and not r.passed] == [left_out]
     assert report.total == report.max_points - 2
 
 
 def test_a_hung_answer_is_stopped_and_costs_only_its_question(labs, tmp_path, capsys):
-    name = "04-oom-killer"
+    name = "03-oom-killer"
     path = graft(labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb", {"q1", "q2", "q3", "q4", "q5"},
                  tmp_path / "hung.ipynb")
     nb = nbformat.read(path, 4)
@@ -458,26 +523,27 @@ def test_a_hung_answer_is_stopped_and_costs_only_its_question(labs, tmp_path, ca
     assert main(["grade", str(path), "--source", str(ROOT / "solutions" / f"{name}.ipynb"), "--timeout", "5"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^  q3  FAIL  0/2  your answer cell was stopped at the 5 s time limit", out, re.M), out
-    assert re.search(r"^  total 7/9$", out, re.M), out
+    assert re.search(r"^  total 7/9 auto-graded", out, re.M), out
 
 
 def test_a_kernel_killed_mid_lab_keeps_the_points_already_earned(tmp_path):
     """An answer that takes the kernel down (an OOM kill, say) costs the checks after it, not before."""
-    solution = nbformat.read(ROOT / "solutions" / "04-oom-killer.ipynb", 4)
+    solution = nbformat.read(ROOT / "solutions" / "03-oom-killer.ipynb", 4)
     last = [c for c in solution.cells if c.cell_type == "code" and markers.has_markers(c.source)][-1]
     last.source = "import os\nos._exit(137)"
     path = tmp_path / "killed.ipynb"
     nbformat.write(solution, path)
-    report = grade(path, lab="04-oom-killer")
+    report = grade(path, lab="03-oom-killer")
     assert [(r.question, r.points) for r in report.questions] == [("q1", 2), ("q2", 2), ("q3", 2), ("q4", 1),
-                                                                  ("q5", 0)]
-    assert "stopped the grading process" in report.questions[-1].feedback, report.questions[-1].feedback
-    assert "exit status 137" in report.questions[-1].feedback and report.notes
+                                                                  ("q5", 0), ("q6", None)]
+    q5 = report.questions[4]
+    assert "stopped the grading process" in q5.feedback and "exit status 137" in q5.feedback, q5.feedback
+    assert report.notes
 
 
 def test_an_edited_or_deleted_check_cell_earns_nothing_and_says_so(labs, tmp_path, capsys):
     """Even with every answer right: the question whose check was edited (or deleted) earns 0."""
-    name = "04-oom-killer"
+    name = "03-oom-killer"
     solution = ROOT / "solutions" / f"{name}.ipynb"
     path = graft(labs / f"{name}.ipynb", solution, set(_questions(solution)), tmp_path / f"{name}.ipynb")
     nb = nbformat.read(path, 4)
@@ -489,7 +555,7 @@ def test_an_edited_or_deleted_check_cell_earns_nothing_and_says_so(labs, tmp_pat
     out = capsys.readouterr().out
     assert re.search(r"^  q1  FAIL  0/2  its check cell was edited: this question earns nothing", out, re.M), out
     assert re.search(r"^  q2  FAIL  0/2  its check cell is missing from your notebook", out, re.M), out
-    assert re.search(r"^  total 5/9$", out, re.M), out
+    assert re.search(r"^  total 5/9 auto-graded", out, re.M), out
 
 
 @pytest.mark.parametrize("content, expect", [
@@ -510,13 +576,166 @@ def test_unreadable_input_is_one_located_line_and_exit_2(tmp_path, capsys, conte
         assert path.read_text() == content
 
 
+# --- Lab 7 Q2: the stub shows the whole region, and a correct answer written there scores 3/3 ------
+
+def _with_region(lab: Path, dest: Path, body: list[str]) -> Path:
+    """Lab 7 with the lines between the stub's fences in AllReduce.arrive replaced by ``body``."""
+    nb = nbformat.read(lab, 4)
+    (cell,) = answer_cells(nb)["q2"]
+    lines = cell.source.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == markers.STUB_OPEN)
+    end = next(i for i, ln in enumerate(lines) if ln.strip() == markers.STUB_CLOSE)
+    indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    cell.source = "\n".join(lines[:start + 1] + [indent + b for b in body] + lines[end:])
+    nbformat.write(nb, dest)
+    return dest
+
+
+def test_lab7_q2s_stub_shows_the_whole_region_to_write(labs):
+    (cell,) = answer_cells(nbformat.read(labs / "07-barrier.ipynb", 4))["q2"]
+    region = cell.source.split(markers.STUB_OPEN, 1)[1].split(markers.STUB_CLOSE, 1)[0]
+    assert "count = ..." in region and "event.succeed()" in region      # both parts are named
+    question = next(c.source for c in nbformat.read(labs / "07-barrier.ipynb", 4).cells
+                    if c.cell_type == "markdown" and "Question 2" in c.source)
+    assert "whole region" in question and "A correct `count` alone completes nothing" in question
+
+
+@pytest.mark.slow
+def test_a_correct_lab7_q2_answer_written_in_the_stubs_region_scores_3_of_3(labs, tmp_path):
+    right = ["count = self.arrived.get(step, 0) + 1",
+             "if count == self.nranks:",
+             "    event.succeed()"]
+    report = grade(_with_region(labs / "07-barrier.ipynb", tmp_path / "07-barrier.ipynb", right),
+                   hidden=ROOT / "solutions")
+    assert {r.question: r.points for r in report.questions if r.kind == "auto"} == {"q1": 0, "q2": 3, "q3": 0, "q4": 0}
+    # the old stub's trap: a correct `count` alone completes no collective, and says so
+    (tmp_path / "only-count").mkdir()
+    only_count = _with_region(labs / "07-barrier.ipynb", tmp_path / "only-count" / "07-barrier.ipynb",
+                              ["count = self.arrived.get(step, 0) + 1"])
+    q2 = grade(only_count).questions[1]
+    assert q2.points == 0 and "every rank should complete all 6 steps" in q2.feedback, q2.feedback
+
+
+# --- the capstone: its checks compute the consequences of the student's own configuration -----------
+
+CAPSTONE_CONFIGS = {
+    # policy and options: (meets both constraints, the deadline or budget feedback when it does not)
+    "volcano": ({"policy": "volcano", "options": {}, "checkpoint_every_minutes": 45}, True, None),
+    "kueue, 5-minute waitForPodsReady": ({"policy": "kueue", "options": {"timeout": 300.0},
+                                          "checkpoint_every_minutes": 30}, True, None),
+    "kube-default": ({"policy": "kube-default", "options": {}, "checkpoint_every_minutes": 60}, False,
+                     "over the budget of 50"),
+    "slurm without backfill": ({"policy": "slurm", "options": {"backfill": False},
+                                "checkpoint_every_minutes": 100}, False, "after the 13:00 deadline"),
+}
+
+
+@pytest.mark.slow
+def test_the_capstones_checks_follow_the_students_configuration(labs, tmp_path):
+    """Four configurations: question 1 passes exactly for those that meet the constraints; questions 2-4,
+    answered by the solution's own computation, pass for every one of them, and the consequences differ."""
+    ns = _lab_namespace("09-capstone", answers=False)
+    consequences = {}
+    for label, (config, meets, why) in CAPSTONE_CONFIGS.items():
+        r = ns["simulate"](ns["MIX"], config["policy"], horizon=ns["HORIZON"], **config["options"])
+        f = ns["simulate_barrier"](ns["pretrain_with_oom"](config["checkpoint_every_minutes"])).failures[0]
+        consequences[label] = (round(max(r.job(n).end for n in ns["FINETUNES"]) / 3600, 6),
+                               round(r.wasted_gpu_hours, 6), round(f.lost_gpu_hours, 6))
+        dest = tmp_path / label.replace(" ", "_").replace(",", "") / "09-capstone.ipynb"
+        dest.parent.mkdir()
+        lab, solution = labs / "09-capstone.ipynb", ROOT / "solutions" / "09-capstone.ipynb"
+        graft(lab, solution, set(_questions(solution)), dest, wrong={"q1": f"config = {config!r}"})
+        report = grade(dest)
+        q = {r.question: r for r in report.questions}
+        assert q["q1"].passed is meets, (label, q["q1"].feedback)
+        if why:
+            assert why in q["q1"].feedback, q["q1"].feedback
+        assert all(q[n].passed for n in ("q2", "q3", "q4")), (label, format_report(report))
+    # three or more configurations with different consequences, each checked as right above
+    assert len({c[0] for c in consequences.values()}) >= 3, consequences
+    assert len({c[1] for c in consequences.values()}) >= 2 and len({c[2] for c in consequences.values()}) >= 3
+
+
+@pytest.mark.slow
+def test_a_capstone_prediction_copied_from_another_configuration_fails(labs, tmp_path):
+    """Predictions made for Volcano, handed in with a Kueue configuration, are wrong for it."""
+    ns = _lab_namespace("09-capstone", answers=False)
+    r = ns["simulate"](ns["MIX"], "volcano", horizon=ns["HORIZON"])
+    volcano = {"pretrain_start_hours": r.job("pretrain").start / 3600,
+               "last_finetune_end_hours": max(r.job(n).end for n in ns["FINETUNES"]) / 3600}
+    kueue = CAPSTONE_CONFIGS["kueue, 5-minute waitForPodsReady"][0]
+    lab, solution = labs / "09-capstone.ipynb", ROOT / "solutions" / "09-capstone.ipynb"
+    path = graft(lab, solution, {"q1"}, tmp_path / "09-capstone.ipynb",
+                 wrong={"q1": f"config = {kueue!r}", "q2": f"predicted = {volcano!r}"})
+    q2 = grade(path).questions[1]
+    assert not q2.passed and "the last fine-tune does not end at" in q2.feedback, q2.feedback
+
+
+# --- hidden checks: in the instructor's folder, never in the student template ----------------------
+
+def _student_template(dest: Path) -> Path:
+    """What `make student-template` gives students: the committed course without solutions/ (here:
+    the working tree's labs/ and .github/, which is what grading needs)."""
+    for part in ("labs", ".github"):
+        shutil.copytree(ROOT / part, dest / part)
+    return dest
+
+
+def test_hidden_checks_are_absent_from_the_student_template(tmp_path):
+    template = _student_template(tmp_path / "template")
+    hidden = []
+    for path in SOLUTIONS:
+        for cell in nbformat.read(path, 4).cells:
+            if markers.HIDDEN_TAG in markers.tags(cell):
+                hidden.append((path.stem, cell.source))
+    assert len({name for name, _ in hidden}) >= 4, "several labs carry hidden checks"
+    text = "\n".join(p.read_text(errors="replace") for p in template.rglob("*") if p.is_file())
+    for name, source in hidden:
+        body = [ln for ln in source.splitlines() if ln.strip().startswith("def _hidden")]
+        assert body and not any(ln in text for ln in body), (name, body)
+    assert "MARK SCHEME" not in text                                    # nor are the rubrics
+
+
+@pytest.mark.slow
+def test_hidden_checks_run_from_a_folder_the_student_template_does_not_have(labs, tmp_path):
+    """In the template (no solutions/), graded against labs/manifest.json: a function right on the
+    visible cases only earns its points without --hidden, and nothing with the instructor's folder."""
+    template = _student_template(tmp_path / "template")
+    instructor = tmp_path / "instructor"                                # e.g. a private repository
+    shutil.copytree(ROOT / "solutions", instructor)
+    name = "08-gang-cost"
+    lab = template / "labs" / f"{name}.ipynb"
+    nb = nbformat.read(lab, 4)
+    cells = answer_cells(nb)
+    cells["q1"][0].source = ("def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):\n"
+                             "    return max(gpus_held, 1) * wait_minutes / 60 * usd_per_gpu_hour   # wrong for 0 GPUs\n")
+    secret = next(ln for ln in (instructor / f"{name}.ipynb").read_text().splitlines() if "def _hidden_q1" in ln)
+    cells["q2"][0].source = f"story_cost_usd = open({str(instructor / (name + '.ipynb'))!r}).read()[:4000]\n"
+    nbformat.write(nb, lab)
+    run = [sys.executable, "-m", "courselib", "grade", f"labs/{name}.ipynb", "--json"]
+    plain = subprocess.run(run, cwd=template, capture_output=True, text=True)
+    with_hidden = subprocess.run(run + ["--hidden", str(instructor)], cwd=template, capture_output=True, text=True)
+    assert plain.returncode == with_hidden.returncode == 0, plain.stderr + with_hidden.stderr
+    before, after = json.loads(plain.stdout), json.loads(with_hidden.stdout)
+    assert before["source"].endswith(f"labs/manifest.json [{name}]")   # the student's notebook is no source
+    assert before["questions"][0]["passed"] is True
+    assert after["questions"][0]["passed"] is False and "hidden check" in after["questions"][0]["feedback"]
+    assert "hidden checks from" in after["source"]
+    # the student's code could not read the instructor's folder while the hidden checks were loaded
+    assert secret.strip() not in with_hidden.stdout and not after["questions"][1]["passed"]
+
+
 # --- the Slurm lab against the real Slurm ---------------------------------------------------------
 
-def _lab_namespace(name: str) -> dict:
-    """Run the solution's given cells and answer cells (not its checks) in a namespace, without a kernel."""
+def _lab_namespace(name: str, answers: bool = True) -> dict:
+    """Run the solution's given cells and (unless ``answers`` is False) its answer cells, not its checks,
+    in a namespace, without a kernel."""
     ns: dict = {}
     for cell in nbformat.read(ROOT / "solutions" / f"{name}.ipynb", 4).cells:
-        if cell.cell_type == "code" and not markers.is_check(cell) and markers.SOLUTION_TAG not in markers.tags(cell):
+        skip = {markers.SOLUTION_TAG, markers.HIDDEN_TAG, markers.DEMO_TAG}
+        if not answers and markers.has_markers(cell.source):
+            continue
+        if cell.cell_type == "code" and not markers.is_check(cell) and not skip & set(markers.tags(cell)):
             code = markers.solution_source(cell.source, name)
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(code, f"{name}.ipynb", "exec"), ns)  # noqa: S102 (our own notebook)
@@ -526,7 +745,7 @@ def _lab_namespace(name: str) -> dict:
 @pytest.mark.real
 @pytest.mark.slow
 def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch):
-    """The answers of labs/05-slurm, checked in the lab against the model, hold on a real Slurm too."""
+    """The answers of labs/05-slurm (questions 2-4), checked in the lab against the model, hold on a real Slurm too."""
     from courselib.live import slurm
     from courselib.live import slurm_replay as replay
 

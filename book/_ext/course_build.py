@@ -13,11 +13,16 @@ Resetting to auto." on every page (found the same way). We give it the mode it f
 ``auto`` (follow the reader's system), so nothing changes but the error.
 
 It also loads ``course_views`` (the website's kernel-free cost calculator and gang race) and
-``course_checks`` (the chapters' self-checks and "at a glance" boxes).
+``course_checks`` (the chapters' self-checks and "at a glance" boxes), and writes a redirect page for
+every page that moved (``course_redirects`` in ``_config.yml``: old page -> new page), so that old
+links to a lab keep working after the labs were renumbered to follow the chapters.
 """
 from __future__ import annotations
 
+import html
+import os
 import re
+from pathlib import Path
 
 # sphinx-exercise 1.2 drops a gated solution's start node under ``hide_solutions`` but keeps its end
 # node and everything between them (code cells included), and the HTML writer then fails on the
@@ -50,7 +55,40 @@ def _default_mode(app, config):
     config.html_context.setdefault("default_mode", "auto")
 
 
+def redirect_page(old: str, new: str) -> str:
+    """The HTML written at ``old``.html that sends the reader (and search engines) to ``new``.html."""
+    target = os.path.relpath(new + ".html", os.path.dirname(old) or ".").replace(os.sep, "/")
+    t = html.escape(target, quote=True)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>Moved to {t}</title><link rel=\"canonical\" href=\"{t}\">"
+            f"<meta http-equiv=\"refresh\" content=\"0; url={t}\"><meta name=\"robots\" content=\"noindex\">"
+            f"</head><body><p>This page moved to <a href=\"{t}\">{t}</a>.</p></body></html>\n")
+
+
+def write_redirects(outdir, redirects: dict) -> list[Path]:
+    """Write one redirect page per moved page into the built site; never over a real page."""
+    written = []
+    for old, new in sorted(redirects.items()):
+        path = Path(outdir) / (old + ".html")
+        if path.exists() and "This page moved to" not in path.read_text(encoding="utf-8", errors="replace"):
+            raise RuntimeError(f"course_redirects: {old} is a page of the book; it cannot also redirect to {new}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(redirect_page(old, new), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _redirects(app, exception):
+    if exception is None and app.builder.format == "html":
+        missing = [new for new in app.config.course_redirects.values() if new not in app.env.all_docs]
+        if missing:
+            raise RuntimeError(f"course_redirects: no such page {missing}")
+        write_redirects(app.outdir, app.config.course_redirects)
+
+
 def setup(app):
+    app.add_config_value("course_redirects", {}, "html")
+    app.connect("build-finished", _redirects)
     app.setup_extension("course_views")
     app.setup_extension("course_checks")
     app.connect("config-inited", _default_mode)

@@ -125,6 +125,7 @@ class Question:
     points: int
     answers: tuple[str, ...]  # the answer variables its answer cells stub
     manual: bool = False      # a written answer, graded by hand
+    uses: tuple[str, ...] = ()  # earlier questions' answers its check also reads (the capstone's config)
 
 
 def _where(source: str, index: int) -> str:
@@ -214,10 +215,19 @@ def compile_lab(solution, source: str = "solution"):
             for cell_, _, step in pending:
                 cell_["metadata"]["course"]["question"] = q
                 step["question"] = q
-            questions[q] = Question(q, pts, tuple(pending_names))
+            uses = meta.get("uses", [])
+            if not isinstance(uses, list) or not all(isinstance(u, str) for u in uses):
+                raise InputError(f"uses {uses!r} is not a list of answer names", file=where, field="course.uses")
+            for u in uses:
+                if u not in seen_names or u in pending_names:
+                    raise InputError(f"the check for {q} uses `{u}`, which is not an answer of an earlier question",
+                                     file=where, field="course.uses",
+                                     hint="list only answer names of questions before this one")
+            questions[q] = Question(q, pts, tuple(pending_names), uses=tuple(uses))
             pending, pending_names = [], []
             new = _cell("code", src)
-            new["metadata"] = {"course": {"check": markers.checksum(src), "points": pts, "question": q},
+            new["metadata"] = {"course": {"check": markers.checksum(src), "points": pts, "question": q,
+                                          **({"uses": list(uses)} if uses else {})},
                             "tags": sorted(set(tags) | {markers.CHECK_TAG})}
             plan.append({"id": cid, "role": "check", "question": q, "source": src})
         elif markers.has_markers(src):

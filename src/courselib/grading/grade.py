@@ -166,7 +166,8 @@ class _Submission:
         checks_ = {s.id for s in manifest.steps if s.role == "check"}
         for n, cell in enumerate(nb.cells, start=1):
             meta = markers.course_meta(cell)
-            if ("question" in meta or "points" in meta) and cell.get("id") not in ids | checks_:
+            if ("question" in meta or "points" in meta) and cell.get("id") not in ids | checks_ \
+                    and markers.HIDDEN_TAG not in markers.tags(cell):        # an instructor's notebook's own
                 self.notes.append(f"cell {n} claims to be part of question {meta.get('question')!r}: ignored "
                                   f"(questions and checks come from the instructor's source)")
 
@@ -280,7 +281,8 @@ class _Run:
             raise _student_error("ValueError", f"your code returned something the grader cannot read ({err})") from None
 
     def _answers(self, q) -> dict:
-        names = list(self.m.question(q).answers)
+        spec = self.m.question(q)
+        names = list(spec.answers) + [u for u in spec.uses if u not in spec.answers]
         if not names:
             return {}
         try:
@@ -312,10 +314,8 @@ class _Run:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             exec(code, ns)  # noqa: S102 — the instructor's code, from the trusted source
 
-    def _check(self, step: Step, answers: dict) -> str | None:
-        """Run one check (or hidden check); None when it passes, else its feedback."""
-        ns = dict(self.trusted)
-        ns.update(answers)
+    def _check(self, step: Step, ns: dict) -> str | None:
+        """Run one check (or hidden check) in ``ns``; None when it passes, else its feedback."""
         checks._REMOTE = self._remote
         try:
             with _alarm(self.deadline):
@@ -332,6 +332,7 @@ class _Run:
 
     def run(self) -> dict[str, QuestionResult]:
         results: dict[str, QuestionResult] = {}
+        scopes: dict[str, dict] = {}
         out_of_time = False
         try:
             with _alarm(self.deadline):
@@ -360,8 +361,11 @@ class _Run:
                     if step.role == "hidden" and q in results and not results[q].passed:
                         continue
                     try:
-                        answers = self._answers(q)
-                        feedback = self._check(step, answers)
+                        if step.role == "check" or q not in scopes:
+                            # the lab's given names and this question's answers only (as in the
+                            # notebook, a hidden check also sees what the visible check defined)
+                            scopes[q] = {**self.trusted, **self._answers(q)}
+                        feedback = self._check(step, scopes[q])
                     except StudentError as err:
                         feedback = f"{err}"
                     if feedback is not None:

@@ -41,6 +41,7 @@ class QuestionSpec:
     manual: bool = False
     answers: tuple[str, ...] = ()
     rubric: str = ""          # instructor edition only
+    uses: tuple[str, ...] = ()  # earlier questions' answers its check also reads
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class Manifest:
     @classmethod
     def from_plan(cls, lab, source, questions, plan, rubrics) -> "Manifest":
         return cls(lab, source,
-                   tuple(QuestionSpec(q.name, q.points, q.manual, tuple(q.answers), rubrics.get(q.name, ""))
-                         for q in questions),
+                   tuple(QuestionSpec(q.name, q.points, q.manual, tuple(q.answers), rubrics.get(q.name, ""),
+                                      tuple(q.uses)) for q in questions),
                    tuple(Step(p["id"], p["role"], p["source"], p.get("question")) for p in plan))
 
     def question(self, name: str) -> QuestionSpec:
@@ -91,6 +92,7 @@ class Manifest:
     def to_dict(self) -> dict:
         return {"lab": self.lab, "source": self.source,
                 "questions": [{"name": q.name, "points": q.points, "manual": q.manual, "answers": list(q.answers),
+                               **({"uses": list(q.uses)} if q.uses else {}),
                                **({"rubric": q.rubric} if q.rubric else {})} for q in self.questions],
                 "cells": [{"id": s.id, "role": s.role, "source": s.source,
                            **({"question": s.question} if s.question else {})} for s in self.steps]}
@@ -99,7 +101,8 @@ class Manifest:
     def from_dict(cls, data, where: str) -> "Manifest":
         try:
             questions = tuple(QuestionSpec(str(q["name"]), _points(q["points"]), bool(q.get("manual", False)),
-                                           tuple(str(a) for a in q.get("answers", ())), str(q.get("rubric", "")))
+                                           tuple(str(a) for a in q.get("answers", ())), str(q.get("rubric", "")),
+                                           tuple(str(u) for u in q.get("uses", ())))
                               for q in data["questions"])
             steps = tuple(Step(str(c["id"]), _role(c["role"]), str(c["source"]),
                                None if c.get("question") is None else str(c["question"])) for c in data["cells"])

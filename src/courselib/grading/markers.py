@@ -7,10 +7,12 @@ still *runs* (an ``Ellipsis`` is a value) while its check fails with "not answer
 Names starting with ``_`` are the solution's scratch work and get no stub.
 
 A **check cell** carries ``{"course": {"question": "q1", "points": 2}}`` in its metadata and the
-tag ``check``; it raises ``AssertionError`` with feedback when the answer is wrong.
+tag ``check``; it raises ``AssertionError`` with feedback when the answer is wrong. A check that must
+also read an earlier question's answer says so with ``"uses": ["config"]`` (the capstone, whose
+predictions are the consequences of the student's own configuration): nothing else crosses questions.
 A cell tagged ``solution`` (an explanation, a worked alternative) exists only in the solution.
 
-When a region's work is more than assigning names (lab 3's ``AllReduce.arrive`` must also complete
+When a region's work is more than assigning names (lab 7's ``AllReduce.arrive`` must also complete
 the collective), the instructor writes the stub the student sees as ``# STUB`` lines inside the
 region: in the lab the region becomes those lines (without ``# STUB ``), fenced by
 ``# YOUR ANSWER HERE …`` and ``# END OF YOUR ANSWER``, so the whole region to write is visible.

@@ -16,10 +16,19 @@ import sys
 from courselib.errors import PrivilegeError
 from courselib.live.cleanup import load_recorded
 
-# Runs inside the new namespaces: report what the process sees, as JSON.
+# Runs inside the new namespaces: start WORKERS children (argv[1]), report what the process sees, as JSON.
 _INSIDE = r"""
-import json, os, socket
+import json, os, socket, sys
 socket.sethostname("inside-demo")
+hold_r, hold_w = os.pipe()
+workers = []
+for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 0):
+    pid = os.fork()
+    if pid == 0:                      # a worker: wait until the first process has looked, then leave
+        os.close(hold_w)
+        os.read(hold_r, 1)
+        os._exit(0)
+    workers.append(pid)
 procs = []
 for d in sorted(os.listdir("/proc"), key=lambda x: (len(x), x)):
     if d.isdigit():
@@ -30,10 +39,12 @@ for d in sorted(os.listdir("/proc"), key=lambda x: (len(x), x)):
         procs.append({"pid": int(d), "comm": comm})
 nspid = [l.split()[1:] for l in open("/proc/self/status") if l.startswith("NSpid")][0]
 print(json.dumps({"kernel": os.uname().release, "pid": os.getpid(), "ppid": os.getppid(), "hostname": socket.gethostname(),
-                  "pid_ns": os.readlink("/proc/self/ns/pid"), "visible_processes": procs,
+                  "pid_ns": os.readlink("/proc/self/ns/pid"), "visible_processes": procs, "workers": workers,
                   "nspid_inside": [int(x) for x in nspid]}), flush=True)
-import sys
 sys.stdin.read()  # stay alive until the outside has looked at us
+os.close(hold_w)
+for pid in workers:
+    os.waitpid(pid, 0)
 """
 
 
@@ -51,11 +62,13 @@ def _outside_view(unshare_pid: int) -> dict:
                 "host_pid_ns": None}
 
 
-def run_in_new_pid_namespace(*, timeout: float = 20.0) -> dict:
+def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0) -> dict:
     """Start a Python process in fresh PID, mount and UTS namespaces and return what it saw.
 
-    Raises PrivilegeError (nothing touched) where unshare is missing or not permitted. Tries the
-    privileged form first, then an unprivileged user namespace.
+    With ``workers`` it first forks that many children (they wait, then exit with it), so the listing
+    shows a namespace of ``1 + workers`` processes. Raises PrivilegeError (nothing touched) where
+    unshare is missing or not permitted. Tries the privileged form first, then an unprivileged user
+    namespace.
     """
     unshare = shutil.which("unshare")
     if unshare is None:
@@ -68,7 +81,7 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0) -> dict:
     errors = []
     for cmd in attempts:
         try:
-            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE], stdin=subprocess.PIPE,
+            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE, str(int(workers))], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except OSError as err:
             errors.append(str(err))

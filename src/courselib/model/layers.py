@@ -294,3 +294,52 @@ def rebuild_plan(steps: tuple[Step, ...] | list[Step], change: Change,
 def rebuilt_count(plan) -> int:
     """How many steps run again."""
     return sum(1 for r in plan if r.rebuilt)
+
+
+def history_rebuilds(steps, history) -> int:
+    """Steps rebuilt over an edit history: the sum of ``times × rebuilt_count(plan)`` over
+    ``history``, a sequence of ``(Change, times)`` pairs (each edit built once)."""
+    return sum(times * rebuilt_count(rebuild_plan(steps, change)) for change, times in history)
+
+
+def reorder(steps, order) -> tuple[Step, ...]:
+    """A one-stage Dockerfile's steps in another order (``order`` lists old indexes), renumbered.
+
+    Each step keeps its instruction text and sources; its index and (one-line) position become the
+    new ones, so ``rebuild_plan`` reads the reordered file as a builder would.
+    """
+    steps = sorted(steps, key=lambda s: s.index)
+    if sorted(order) != list(range(len(steps))):
+        raise ValueError(f"order {order!r} is not a permutation of 0..{len(steps) - 1}")
+    if any(s.stage != 0 or s.from_stage is not None for s in steps):
+        raise ValueError("reorder handles one stage without --from references")
+    return tuple(Step(i, 0, steps[o].instruction, i + 1, i + 1, steps[o].text, steps[o].sources)
+                 for i, o in enumerate(order))
+
+
+def fewest_rebuilds(steps, history, *, fixed_first: int = 1, fixed_last: int = 1,
+                    before: tuple[tuple[int, int], ...] = ()) -> tuple[int, tuple[int, ...]]:
+    """The fewest steps rebuilt over ``history`` by any order of a one-stage Dockerfile's steps.
+
+    The first ``fixed_first`` and last ``fixed_last`` steps stay where they are (``FROM``; ``CMD``);
+    every ``(a, b)`` in ``before`` (old indexes) keeps step ``a`` before step ``b`` (a file is copied
+    before the ``RUN`` that reads it). Returns the minimum and one order reaching it. Exhaustive over
+    the orders that keep the constraints (fine for the dozen steps of a lab's Dockerfile).
+    """
+    from itertools import permutations
+
+    n = len(steps)
+    head, middle, tail = list(range(fixed_first)), list(range(fixed_first, n - fixed_last)), \
+        list(range(n - fixed_last, n))
+    best: tuple[int, tuple[int, ...]] | None = None
+    for perm in permutations(middle):
+        pos = {o: i for i, o in enumerate(perm)}
+        if any(a in pos and b in pos and pos[a] > pos[b] for a, b in before):
+            continue
+        order = tuple(head + list(perm) + tail)
+        total = history_rebuilds(reorder(steps, order), history)
+        if best is None or total < best[0]:
+            best = (total, order)
+    if best is None:
+        raise ValueError("no order keeps every constraint in `before`")
+    return best
