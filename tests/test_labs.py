@@ -623,6 +623,7 @@ CAPSTONE_CONFIGS = {
     "volcano": ({"policy": "volcano", "options": {}, "checkpoint_every_minutes": 45}, True, None),
     "kueue, 5-minute waitForPodsReady": ({"policy": "kueue", "options": {"timeout": 300.0},
                                           "checkpoint_every_minutes": 30}, True, None),
+    "kube-gang": ({"policy": "kube-gang", "options": {}, "checkpoint_every_minutes": 75}, True, None),
     "kube-default": ({"policy": "kube-default", "options": {}, "checkpoint_every_minutes": 60}, False,
                      "over the budget of 50"),
     "slurm without backfill": ({"policy": "slurm", "options": {"backfill": False},
@@ -723,6 +724,38 @@ def test_hidden_checks_run_from_a_folder_the_student_template_does_not_have(labs
     assert "hidden checks from" in after["source"]
     # the student's code could not read the instructor's folder while the hidden checks were loaded
     assert secret.strip() not in with_hidden.stdout and not after["questions"][1]["passed"]
+
+
+# --- the images lab against a real builder ----------------------------------------------------------
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_the_images_labs_answer_holds_on_a_real_builder(tmp_path):
+    """Lab 4's best order, built with buildah and edited as HISTORY says: the builder reruns exactly
+    the steps courselib's layer model predicts, and the week costs the optimum the check computes."""
+    import shlex
+
+    from courselib.errors import CourseError
+    from courselib.live.container import check_builder
+    from courselib.live.rebuild import Edit, rebuild
+
+    try:
+        check_builder()
+    except CourseError as err:
+        pytest.skip(f"no real builder here: {err}")
+    ns = _lab_namespace("04-images")
+    text = "".join(f"RUN echo {shlex.quote(ln[4:])}\n" if ln.startswith("RUN ") else ln + "\n"
+                   for ln in ns["dockerfile"].splitlines())
+    files = {"src/trainer/loop.py": "x\n", "configs/base.yaml": "y\n", "requirements.lock": "z\n",
+             "vocab/tokens.txt": "w\n", "Dockerfile": text}
+    for name, body in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body)
+    real = rebuild(tmp_path, edits=[Edit((c.path,)) for c, _ in ns["HISTORY"]])
+    assert real.agreement == 1.0, [c.as_dict() for c in real.comparisons]
+    week = sum(times * sum(r["real"] == "rebuild" for r in c.rows) for c, (_, times) in zip(real.comparisons, ns["HISTORY"]))
+    before = ((1, 6), (5, 6), (2, 3), (2, 4), (2, 5), (2, 7))
+    assert week == ns["fewest_rebuilds"](ns["given"].steps, ns["HISTORY"], before=before)[0]
 
 
 # --- the Slurm lab against the real Slurm ---------------------------------------------------------

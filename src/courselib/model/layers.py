@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace, field
 
 
 @dataclass(frozen=True)
@@ -313,8 +313,7 @@ def reorder(steps, order) -> tuple[Step, ...]:
         raise ValueError(f"order {order!r} is not a permutation of 0..{len(steps) - 1}")
     if any(s.stage != 0 or s.from_stage is not None for s in steps):
         raise ValueError("reorder handles one stage without --from references")
-    return tuple(Step(i, 0, steps[o].instruction, i + 1, i + 1, steps[o].text, steps[o].sources)
-                 for i, o in enumerate(order))
+    return tuple(replace(steps[o], index=i, line=i + 1, end_line=i + 1) for i, o in enumerate(order))
 
 
 def fewest_rebuilds(steps, history, *, fixed_first: int = 1, fixed_last: int = 1,
