@@ -14,7 +14,7 @@ from hostile import HUGE, run_cli, write_corpus
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 WL = str(EX / "workloads" / "seed-400-of-512-25min.yaml")
-LAB = str(ROOT / "labs" / "01-gang-deadlock.ipynb")
+LAB = str(ROOT / "labs" / "06-gang-deadlock.ipynb")
 
 
 @pytest.fixture(scope="module")

@@ -274,21 +274,22 @@ def _lab_ns():
 
 
 def test_the_gang_deadlock_lab_holds_on_the_real_control_plane(lab):
-    """The lab's answers, checked in the lab against the model, hold on the real scheduler: the
-    rival jobs the solution writes keep `llm` from ever training under the default scheduler, and
-    with Kubernetes' own gang scheduling nothing is held idle and the second job starts when the
-    first ends (the lab's Volcano answer; Volcano itself cannot be built here)."""
+    """The lab's answers (labs/06-gang-deadlock), checked in the lab against the model, hold on the
+    real scheduler: the rival jobs the solution writes keep `llm` from ever training under the default
+    scheduler, and with Kubernetes' own gang scheduling the lab's PAIR holds nothing idle and
+    `finetune` starts when `pretrain` ends (the lab's Volcano answer; Volcano itself cannot be built
+    here)."""
     from courselib.model.workload import Workload
     ns = _lab_ns()
     mine = Workload(ns["CLUSTER"], [ns["LLM"], *ns["other_jobs"]])
     result, c = _replay(lab, None, workload=mine)
     assert c.agreement == 1.0, _report(c)
     assert result.job("llm").start is None, replay.format_replay(result)
-    seed, cg = _replay(lab, SEED / "seed-600-free-deadlock.yaml", gang=True)
-    held_idle = [rj.name for rj in seed.jobs if any(0 < n < rj.pods for _, n in rj.timeline)]
+    pair, cg = _replay(lab, None, gang=True, workload=ns["PAIR"])
+    held_idle = [rj.name for rj in pair.jobs if any(0 < n < rj.pods for _, n in rj.timeline)]
     assert held_idle == [] and ns["volcano_idle_gpu_hours"] == 0
-    second = max(j.start for j in seed.jobs)
-    assert second / 3600 == ns["llm_b_start_hours"], replay.format_replay(seed)
+    second = max(j.start for j in pair.jobs)
+    assert second / 3600 == ns["finetune_start_hours"], replay.format_replay(pair)
 
 
 # ----------------------------------------------------------------------------- validate
