@@ -119,6 +119,8 @@ LEVELS = ["beginner", "intermediate", "advanced", "capstone"]
 
 def test_one_lab_per_chapter_in_the_chapters_order_with_rising_levels_and_a_written_answer():
     """Labs follow the chapters (Lab 1 covers chapters 1-2), state level and time, never get easier."""
+    from courselib import course
+
     assert NAMES == ["01-namespaces-cgroups", "03-oom-killer", "04-images", "05-slurm", "06-gang-deadlock",
                      "07-barrier", "08-gang-cost", "09-capstone"]
     chapters = {p.name[:2] for p in (ROOT / "book").glob("0*.md")}
@@ -132,6 +134,9 @@ def test_one_lab_per_chapter_in_the_chapters_order_with_rising_levels_and_a_writ
         m = re.match(r"# Lab (\d) \((beginner|intermediate|advanced|capstone)[^,]*, about (\d+ minutes|\d+ hours?)\): ",
                      title)
         assert m and int(m.group(1)) == int(path.name[:2]), title
+        minutes = int(m.group(3).split()[0]) * (60 if "hour" in m.group(3) else 1)
+        assert minutes == {lab.doc: lab.minutes for lab in course.LABS}[f"labs/{path.stem}"], \
+            f"{path.name}: the title's time differs from courselib.course.LABS"
         assert f"../book/{path.name[:2]}-" in nb.cells[0].source, "the lab links its chapter"
         levels.append(LEVELS.index(m.group(2)))
         _, questions = build.build_lab(nb, str(path))
