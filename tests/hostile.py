@@ -40,6 +40,7 @@ class Outcome:
     seconds: float
     stdout: str
     stderr: str
+    budget_s: float = TIME_BUDGET_S
 
     @property
     def traceback(self) -> bool:
@@ -52,7 +53,7 @@ class Outcome:
     def problem(self) -> str | None:
         """Why this outcome breaks the promise (None if it keeps it)."""
         if self.timed_out:
-            return f"ran past its {TIME_BUDGET_S:g} s budget"
+            return f"ran past its {self.budget_s:g} s budget"
         if self.traceback:
             tail = self.stderr.strip().splitlines()[-1:] or ["?"]
             return f"ended in a traceback: {tail[0][:300]}"
@@ -95,7 +96,12 @@ def _vm_size() -> int:
     return 0
 
 
-def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int, memory: int) -> int:
+def _courselib_main(argv: list[str]) -> int:
+    from courselib.cli.main import main
+    return main(argv)
+
+
+def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int, memory: int, entry) -> int:
     os.setpgid(0, 0)                  # its own process group: a budget kill takes its children too
     os.chdir(cwd)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -109,9 +115,8 @@ def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int, memory: int) ->
         signal.signal(sig, signal.SIG_DFL)
     limit = _vm_size() + memory
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from courselib.cli.main import main
     try:
-        status = main(argv)
+        status = entry(argv)
     except SystemExit as exc:       # argparse: 2 for a usage error, 0 for --help
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except BaseException:           # anything else is what the suite exists to find
@@ -123,8 +128,9 @@ def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int, memory: int) ->
 
 
 def run_cli(argv: list[str], *, cwd: Path, budget_s: float = TIME_BUDGET_S,
-            memory: int = MEMORY_BUDGET) -> Outcome:
-    """``courselib ARGV`` in a forked child, within ``budget_s`` seconds and ``memory`` bytes."""
+            memory: int = MEMORY_BUDGET, entry=_courselib_main) -> Outcome:
+    """``courselib ARGV`` in a forked child, within ``budget_s`` seconds and ``memory`` bytes
+    (``entry`` replaces courselib's ``main`` only to test the harness itself)."""
     if not _warmed:
         warm()
         _warmed.append(True)
@@ -134,7 +140,7 @@ def run_cli(argv: list[str], *, cwd: Path, budget_s: float = TIME_BUDGET_S,
         if pid == 0:  # pragma: no cover - the child
             status = UNCAUGHT
             try:
-                status = _child(argv, cwd, out.fileno(), err.fileno(), memory)
+                status = _child(argv, cwd, out.fileno(), err.fileno(), memory, entry)
             finally:
                 os._exit(status)
         status: int | None = None
@@ -157,7 +163,7 @@ def run_cli(argv: list[str], *, cwd: Path, budget_s: float = TIME_BUDGET_S,
         out.seek(0)
         err.seek(0)
         return Outcome(list(argv), status, seconds, out.read().decode("utf-8", "replace"),
-                       err.read().decode("utf-8", "replace"))
+                       err.read().decode("utf-8", "replace"), budget_s)
 
 
 # ------------------------------------------------------------------------------ the corpus

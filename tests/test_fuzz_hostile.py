@@ -92,6 +92,34 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
     return bytes(data)
 
 
+def _sleeps(argv):
+    import time
+    time.sleep(30)
+    return 0
+
+
+def _hogs(argv):
+    return len(bytearray(4 << 30))  # more than the 1 GiB budget
+
+
+def _raises(argv):
+    raise ValueError("a bug")
+
+
+def _exits_3(argv):
+    return 3
+
+
+@pytest.mark.parametrize("entry,problem", [(_sleeps, "ran past its 2 s budget"),
+                                           (_hogs, "ended in a traceback: MemoryError"),
+                                           (_raises, "ended in a traceback: ValueError: a bug"),
+                                           (_exits_3, "exit status 3")])
+def test_the_harness_catches_what_it_promises_to(entry, problem):
+    out = run_cli([], cwd=WORK, budget_s=2.0, entry=entry)
+    assert out.problem() is not None and out.problem().startswith(problem), out.describe()
+    assert out.seconds < 10
+
+
 def _check(out, what: str) -> None:
     problem = out.problem()
     if problem:
