@@ -284,7 +284,10 @@ def test_the_gang_deadlock_lab_holds_on_the_real_control_plane(lab):
     mine = Workload(ns["CLUSTER"], [ns["LLM"], *ns["other_jobs"]])
     result, c = _replay(lab, None, workload=mine)
     assert c.agreement == 1.0, _report(c)
-    assert result.job("llm").start is None, replay.format_replay(result)
+    # llm never trains unless the Job controller happened to create nearly all of its pods first
+    # (the race chapter 6 shows): then the model, given that order, says so too (agreement above)
+    first = result.pod_order[:mine.cluster.total_gpus]
+    assert result.job("llm").start is None or first.count("llm") >= ns["LLM"].pods, replay.format_replay(result)
     pair, cg = _replay(lab, None, gang=True, workload=ns["PAIR"])
     held_idle = [rj.name for rj in pair.jobs if any(0 < n < rj.pods for _, n in rj.timeline)]
     assert held_idle == [] and ns["volcano_idle_gpu_hours"] == 0

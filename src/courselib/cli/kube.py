@@ -118,7 +118,7 @@ def _validate(args) -> int:
     from courselib.live import kube, kube_validate
     cp = kube.running()
     if cp is None:
-        kube.check_available()
+        kube.check_available(client=False)  # quick: the binaries, not the (slow to import) client
         from courselib.errors import CourseError
         raise CourseError("no local Kubernetes control plane is up",
                           hint="start one with `courselib kube up` (validate asks its API server)")
@@ -176,7 +176,7 @@ def register(subparsers) -> None:
                     help="node feature labels: NAME (every node) or NAME:K (node1..nodeK), "
                          "comma-separated, e.g. nvlink:2")
     up.add_argument("--gang", action="store_true",
-                    help="turn on native gang scheduling (feature gates GenericWorkload, WorkloadWithJob)")
+                    help="turn on native gang scheduling (feature gate GenericWorkload, API scheduling.k8s.io/v1beta1)")
     up.add_argument("--port", type=int, default=BASE_PORT,
                     help=f"first of the ports used (default {BASE_PORT}: etcd, +1 etcd peer, +2 API "
                          "server, +3 scheduler, +4 controller manager)")

@@ -53,10 +53,12 @@ MARKER = "COURSELIB_KUBE_DIR"
 #: The record of the running control plane, in courselib's private state directory.
 STATE = StateFile("kube")
 
-#: Native gang scheduling in v1.37 (pkg/features/kube_features.go): the Workload/PodGroup API
-#: (GenericWorkload, beta, off by default) and the Job controller's integration (WorkloadWithJob,
-#: alpha, off by default). ``kube up --gang`` turns them on.
-GANG_FEATURE_GATES = ("GenericWorkload", "WorkloadWithJob")
+#: Native gang scheduling in v1.37 (pkg/features/kube_features.go): the Workload/PodGroup API and
+#: the scheduler's GangScheduling plugin (GenericWorkload, beta, off by default). ``kube up --gang``
+#: turns it on. The Job controller's own integration (WorkloadWithJob, alpha, off) stays off: with it,
+#: every new Job would get a PodGroup of its own (a "basic" one unless the Job asks for a gang,
+#: pkg/api/job/util.go), while a replay gives each job its PodGroup explicitly.
+GANG_FEATURE_GATES = ("GenericWorkload",)
 GANG_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
 
 
@@ -92,8 +94,9 @@ def missing_binaries() -> list[str]:
     return [name for name in BINARIES if not os.access(binary(name), os.X_OK)]
 
 
-def check_available() -> None:
-    """Raise :class:`KubeUnavailable` naming what is missing and how to get it."""
+def check_available(client: bool = True) -> None:
+    """Raise :class:`KubeUnavailable` naming what is missing and how to get it (``client``: also
+    the Kubernetes Python client, whose import takes a second or two)."""
     missing = missing_binaries()
     if missing:
         raise KubeUnavailable(
@@ -103,6 +106,8 @@ def check_available() -> None:
     if shutil.which("openssl") is None:
         raise KubeUnavailable("openssl is not installed (it makes the control plane's certificates)",
                               hint="apt-get install openssl")
+    if not client:
+        return
     try:
         import kubernetes  # noqa: F401
     except ImportError:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import math
 import re
 import threading
@@ -40,6 +41,8 @@ from courselib.live.kube_api import Api, ApiError
 from courselib.model.workload import ClusterSpec, Job, Workload
 
 REPLAY_LABEL = "courselib/replay"
+#: The chapter replays live only when this is "1" (and a control plane of the right shape is up).
+LIVE_ENV = "COURSELIB_LIVE"
 JOB_LABEL = "batch.kubernetes.io/job-name"
 IMAGE = "registry.invalid/allornothing/train:stand-in"  # never pulled: there is no kubelet
 QUIET = 1.0  # s without any change before the control plane counts as settled
@@ -47,6 +50,8 @@ SETTLE_TIMEOUT = 300.0
 #: With native gang scheduling: how long a quiet control plane is watched for a waiting PodGroup's
 #: retry before its failure counts as final (it is retried from the backoff queue, v1.37).
 GANG_PATIENCE = 30.0
+#: How long the Job controller may take to create the first pod of a submitted Job.
+NO_PODS_PATIENCE = 120.0
 
 
 # ----------------------------------------------------------------------------- planning
@@ -367,6 +372,9 @@ class RealJob:
     nodes: dict = field(default_factory=dict)  # node -> pods at the end (or at the start)
     reason: str | None = None  # the scheduler's message on a pending pod, at the end
     state: str = "PENDING"
+    # what `kubectl describe` shows of it while it waits (first seen): a pending pod's events and,
+    # with native gang scheduling, its PodGroup's conditions
+    describe: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -483,6 +491,9 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                 rj.nodes = dict(sorted(nodes.items(), key=lambda kv: _node_key(kv[0])))
                 waiting = [p for p in live if not p.get("spec", {}).get("nodeName")]
                 rj.reason = _pending_message(waiting[0]) if waiting else None
+                if waiting and not rj.describe:
+                    rj.describe = describe_waiting(api, t, min(p["metadata"]["name"] for p in waiting),
+                                                   name if gang else None)
                 need = min_member[name] or rj.pods
                 if rj.start is None and len(bound) >= need:
                     rj.start = t
@@ -542,6 +553,45 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                         round(time.monotonic() - t0, 2), settles, deadlock,
                         {"kubernetes": KUBERNETES_VERSION, **cp.versions},
                         time.strftime("%Y-%m-%d", time.gmtime()))
+
+
+def describe_waiting(api: Api, t: float, pod: str, pod_group: str | None) -> dict:
+    """What `kubectl describe` would show of a waiting job at workload time ``t``: the events of one
+    of its pending pods (the scheduler's FailedScheduling) and its PodGroup's status conditions."""
+    out: dict = {"t": t, "pod": pod, "events": [], "podgroup": []}
+    with contextlib.suppress(ApiError):
+        evs = api.raw("GET", f"/api/v1/namespaces/{NAMESPACE}/events",
+                      query={"fieldSelector": f"involvedObject.name={pod}"}).get("items", [])
+        evs.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        for e in evs:
+            row = {"type": e.get("type"), "reason": e.get("reason"),
+                   "from": (e.get("source") or {}).get("component") or e.get("reportingComponent"),
+                   "message": e.get("message")}
+            if row not in out["events"]:  # the same warning again is one line, as kubectl shows it
+                out["events"].append(row)
+        out["events"] = out["events"][-3:]
+    if pod_group:
+        with contextlib.suppress(ApiError):
+            pg = api.raw("GET", f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups/{pod_group}")
+            out["podgroup"] = [{"type": c.get("type"), "status": c.get("status"), "reason": c.get("reason"),
+                                "message": c.get("message")}
+                               for c in (pg.get("status") or {}).get("conditions", [])]
+    return out
+
+
+def format_describe(result: "ReplayResult") -> str:
+    """The waiting jobs as `kubectl describe pod` / `describe podgroup` would show them."""
+    lines = []
+    for rj in result.jobs:
+        d = rj.describe
+        if not d:
+            continue
+        lines.append(f"{rj.name}: waiting at t={_fmt(d['t'])}; pod {d['pod']}")
+        for e in d["events"]:
+            lines.append(f"  Events:   {e['type']:<8} {e['reason']:<17} {e['from'] or '':<18} {e['message']}")
+        for c in d["podgroup"]:
+            lines.append(f"  PodGroup {rj.name}: {c['type']}={c['status']} ({c['reason']}): {c['message']}")
+    return "\n".join(lines) if lines else "(no job waited)"
 
 
 def _job_from_pod_name(pod: str, real: dict) -> str:
@@ -635,10 +685,12 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
             retried = group_attempts - (group_attempts_at_change or 0)
             if retried >= 2 * len(waiting) or t - since >= GANG_PATIENCE:
                 return pods
-        if t > deadline:
-            raise CourseError("the control plane did not settle in time "
-                              f"(pods created per job {counts}, scheduler active {active:g}, "
-                              f"backoff {backoff:g})",
+        if t > deadline or (not counts and submitted and t - since > NO_PODS_PATIENCE):
+            from courselib.live.kube import _log_tail
+            why = "no pod of any submitted Job appeared" if not counts else \
+                f"pods created per job {counts}, scheduler active {active:g}, backoff {backoff:g}"
+            raise CourseError(f"the control plane did not settle in time ({why}; the controller "
+                              f"manager's last error: {_log_tail(cp, 'kube-controller-manager') or 'none'})",
                               hint=f"see the logs in {cp.state_dir}/log")
         time.sleep(0.15)
 
@@ -876,7 +928,8 @@ def record(result: ReplayResult, path, *, workload_text: str, workload_file: str
     path = Path(path)
     if path.exists():
         try:
-            ours = json.loads(path.read_text()).get("recorded_by") == RECORDED_BY
+            from courselib.io.policy import read_text as read_policy
+            ours = json.loads(read_policy(path, "record")).get("recorded_by") == RECORDED_BY
         except ValueError:
             ours = False
         if not ours:
@@ -909,7 +962,8 @@ def load_recorded(name_or_path) -> Recorded:
     from courselib.io.workload import parse_workload
     from courselib.io.yamlfile import load_all_text
     p = Path(str(name_or_path))
-    text = p.read_text() if p.suffix == ".json" else \
+    from courselib.io.policy import read_text as read_policy
+    text = read_policy(p, "record") if p.suffix == ".json" else \
         resources.files("courselib.data").joinpath(f"recorded/kube-{name_or_path}.json").read_text()
     data = json.loads(text)
     workload = parse_workload(load_all_text(data["workload_text"], file=data["workload_file"])[0],
@@ -929,7 +983,11 @@ def live_or_recorded(name: str, workload_path, *, gang: bool = False) -> tuple[R
     from courselib.live import kube
     plan = plan_replay(load_workload(workload_path), gang=gang,
                        policy="kube-gang" if gang else "kube-default")
-    why = kube.unavailable_reason()
+    if os.environ.get(LIVE_ENV) != "1":
+        why = (f"{LIVE_ENV} is not 1 (a replay this size takes minutes; with `courselib kube up "
+               f"{plan.shape.cli_args()}` running, set {LIVE_ENV}=1 to run it live)")
+    else:
+        why = kube.unavailable_reason()
     if why is None:
         cp = kube.running()
         if cp is not None and cp.shape.same_nodes(plan.shape):
