@@ -4,7 +4,7 @@
 #   ${COURSELIB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/allornothing}/<component>-<version>/bin/
 # A component whose folder holds a stamp for the same go.sum is skipped, so a warm machine returns at
 # once. `make setup-k8s` and .ci/run call this; courselib finds the binaries in the same place.
-#   k8s/build.sh            every component (etcd, kube; kueue when its module is pinned)
+#   k8s/build.sh            every component (etcd, kube, kueue)
 #   k8s/build.sh kube etcd  only those
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,6 +44,10 @@ for entry in "${components[@]}"; do
     ldflags+=" -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
     ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z"
   fi
+  if [ "$name" = kueue ]; then
+    # What the manager logs at start (sigs.k8s.io/kueue/pkg/version), as Kueue's Makefile sets it.
+    ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version"
+  fi
   echo "k8s/build.sh: building $name $version into $out/bin (first time: minutes on 2 cores)"
   start=$(date +%s)
   mkdir -p "$out/bin"
@@ -51,6 +55,15 @@ for entry in "${components[@]}"; do
   (cd "$moddir" && go build -trimpath -ldflags "$ldflags" -o "$out/bin/" $pkgs)
   # go names a /vN module's binary after the element before it: etcd's main is "server".
   if [ "$name" = etcd ] && [ -x "$out/bin/server" ]; then mv "$out/bin/server" "$out/bin/etcd"; fi
+  if [ "$name" = kueue ]; then
+    # Kueue's own CRDs and webhook manifests, as the module ships them (courselib kube up --with
+    # kueue applies them): copied next to the binary, never into the repository.
+    src=$(cd "$moddir" && go list -m -f '{{.Dir}}' "$vmod")/config/components
+    rm -rf "$out/config"
+    mkdir -p "$out/config"
+    cp -r "$src/crd" "$src/webhook" "$src/internalcert" "$out/config/"
+    chmod -R u+w "$out/config"
+  fi
   rm -f "$out"/.built-*
   touch "$stamp"
   echo "k8s/build.sh: built $name $version in $(( $(date +%s) - start )) s ($(du -sh "$out/bin" | cut -f1))"
