@@ -18,7 +18,7 @@ help:
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
 	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
 	@echo "make labs    regenerate labs/ from solutions/"
-	@echo "make setup-k8s  build the pinned Kubernetes and etcd once (Go; courselib kube up runs them)"
+	@echo "make setup-k8s  build the pinned Kubernetes, etcd and Kueue once (Go; courselib kube up runs them)"
 	@echo "make bench   run the benchmarks: a table of ratios, also in _build/bench/results.json"
 	@echo "make clean   remove builds and caches (keeps .venv)"
 

@@ -23,6 +23,8 @@ VARIANTS = {
     "volcano": {}, "volcano+no-enqueue": {"enqueue": False},
     "volcano+overcommit-1.0": {"overcommit_factor": 1.0}, "volcano+no-minResources": {"min_resources": False},
     "kueue": {}, "kueue+v1beta1": {"config_api": "v1beta1"}, "kueue+no-waitForPodsReady": {"wait_for_pods_ready": False},
+    "kueue+short-timeout": {"timeout": 120, "backoff_base": 30, "backoff_max": 240},
+    "kueue+requeue-by-creation": {"timeout": 120, "requeuing_timestamp": "Creation"},
     "slurm": {}, "slurm+easy": {"bf_job_part_count_reserve": 1}, "slurm+no-backfill": {"backfill": False},
     "kube-gang": {}, "kube-gang+pod-by-pod": {"pod_group_cycle": False},
     "kube-gang+pod-by-pod-60s": {"pod_group_cycle": False, "permit_timeout": 60, "requeue_after": 0},

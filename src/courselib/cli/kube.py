@@ -1,6 +1,6 @@
 """``courselib kube``: a real Kubernetes control plane on this machine, and replays against the model.
 
-    courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--port P]
+    courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--with kueue] [--port P]
     courselib kube status [--json]
     courselib kube replay WORKLOAD.yaml [--compare] [--json] [--record FILE] [--policy P]
     courselib kube validate FILE...
@@ -23,7 +23,7 @@ def _shape(args):
     from courselib.live import kube
     return kube.KubeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                           features=kube.parse_shape_features(args.features), gang=args.gang,
-                          base_port=args.port)
+                          base_port=args.port, with_=tuple(dict.fromkeys(args.with_ or ())))
 
 
 def _up(args) -> int:
@@ -78,12 +78,14 @@ def _replay(args) -> int:
     from courselib.io.workload import load_workload
     from courselib.live import kube, kube_replay
 
+    from courselib.cli.gang import _option
     workload = load_workload(args.workload)
     cp = kube.running()
     gang = cp.shape.gang if cp is not None else None
     if args.policy is not None:
         gang = args.policy == "kube-gang"
-    plan = kube_replay.plan_replay(workload, policy=args.policy, gang=gang, file=args.workload)
+    plan = kube_replay.plan_replay(workload, policy=args.policy, gang=gang, file=args.workload,
+                                   options=dict(_option(o) for o in args.set))
     if cp is None:
         kube.check_available()
         from courselib.errors import CourseError
@@ -177,9 +179,14 @@ def register(subparsers) -> None:
                          "comma-separated, e.g. nvlink:2")
     up.add_argument("--gang", action="store_true",
                     help="turn on native gang scheduling (feature gate GenericWorkload, API scheduling.k8s.io/v1beta1)")
+    up.add_argument("--with", dest="with_", action="append", choices=["kueue"], default=None,
+                    metavar="kueue",
+                    help="also run Kueue's manager (built by `make setup-k8s`) with its CRDs and "
+                         "webhooks; on a control plane already up, adds it")
     up.add_argument("--port", type=int, default=BASE_PORT,
                     help=f"first of the ports used (default {BASE_PORT}: etcd, +1 etcd peer, +2 API "
-                         "server, +3 scheduler, +4 controller manager)")
+                         "server, +3 scheduler, +4 controller manager, +5..+7 Kueue's webhook, "
+                         "health and metrics)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="stop every process of the control plane, by PID")
@@ -196,8 +203,12 @@ def register(subparsers) -> None:
     rp.add_argument("--compare", action="store_true",
                     help="also run courselib's policy and report the agreement (exit 1 if < 100%%)")
     rp.add_argument("--policy", default=None,
-                    help="the model to compare with (default: kube-gang when the control plane runs "
-                         "with --gang, else kube-default)")
+                    help="the model to compare with: kube-default, kube-gang or kueue (default: "
+                         "kube-gang when the control plane runs with --gang, else kube-default; "
+                         "kueue needs `kube up --with kueue`)")
+    rp.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                    help="a model option of --policy kueue, e.g. timeout=1800, backoff_base=60, "
+                         "wait_for_pods_ready=false (repeatable)")
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--record", metavar="FILE.json", default=None,
                     help="also write the replay as JSON (how the chapter's recorded runs are made)")

@@ -171,7 +171,8 @@ class KubeShape:
         feats = ", ".join(f"{n} on {describe_where(w)}" for n, w in self.features)
         return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
                 + (f" ({feats})" if feats else "")
-                + ("; native gang scheduling on" if self.gang else ""))
+                + ("; native gang scheduling on" if self.gang else "")
+                + "".join(f"; with {w}" for w in self.with_))
 
     def cli_args(self) -> str:
         out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
@@ -179,6 +180,8 @@ class KubeShape:
             out += " --features " + cli_features(self.features)
         if self.gang:
             out += " --gang"
+        for w in self.with_:
+            out += f" --with {w}"
         if self.base_port != BASE_PORT:
             out += f" --port {self.base_port}"
         return out
@@ -523,6 +526,11 @@ def up(shape: KubeShape, *, timeout: float = 90.0, say=lambda msg: None) -> Cont
                 raise CourseError(f"a different local control plane is already up "
                                   f"({existing.shape.describe()})",
                                   hint="run `courselib kube down` first")
+            missing = [w for w in shape.with_ if w not in existing.shape.with_]
+            if missing:  # extras (Kueue) join a control plane that is up
+                with cleanup_on_signals():
+                    _start_extras(existing, missing, timeout=timeout, say=say)
+                return existing
             say(f"already up: {existing.shape.describe()} (state in {existing.state_dir})")
             return existing
         say("found a stale record of a control plane; cleaning it up")
@@ -583,7 +591,25 @@ def _start(cp: ControlPlane, *, timeout: float, say) -> None:
     _ensure_namespace(api)
     say(f"registering {cp.shape.nodes} fake GPU nodes ({cp.shape.gpus_per_node} x {GPU} each)")
     register_nodes(api, cp.shape)
+    _start_extras(cp, cp.shape.with_, timeout=timeout, say=say, fresh=True)
     say(f"up: {cp.shape.describe()}; KUBECONFIG={cp.kubeconfig}")
+
+
+#: What ``kube up --with NAME`` adds to the control plane, and the module that starts it.
+EXTRAS = {"kueue": "courselib.live.kueue"}
+
+
+def _start_extras(cp: ControlPlane, names, *, timeout: float, say, fresh: bool = False) -> None:
+    """Start each extra in ``names`` (its module's ``start(cp)``) and record it in the shape."""
+    import importlib
+    from dataclasses import replace
+    for name in names:
+        if name not in EXTRAS:
+            raise InputError(f"--with {name}: choose from {', '.join(EXTRAS)}", field="--with")
+        importlib.import_module(EXTRAS[name]).start(cp, timeout=timeout, say=say)
+        if not fresh:
+            cp.shape = replace(cp.shape, with_=tuple(cp.shape.with_) + (name,))
+        cp.save()
 
 
 def _http_ok(url: str) -> bool:

@@ -56,7 +56,7 @@ NO_PODS_PATIENCE = 120.0
 
 # ----------------------------------------------------------------------------- planning
 
-def shape_for(spec: ClusterSpec, gang: bool = False) -> KubeShape:
+def shape_for(spec: ClusterSpec, gang: bool = False, with_: tuple[str, ...] = ()) -> KubeShape:
     """The local control plane that emulates ``spec``: same nodes, GPUs and per-node features."""
     by_feature: dict[str, list[int]] = {}
     for node in spec.node_list():
@@ -72,7 +72,7 @@ def shape_for(spec: ClusterSpec, gang: bool = False) -> KubeShape:
             feats.append((name, tuple(ks)))
     mem = f"{spec.memory_per_node // 2**20}Mi" if spec.memory_per_node else "1024Gi"
     return KubeShape(nodes=spec.nodes, gpus_per_node=spec.gpus_per_node, features=tuple(feats),
-                     gang=gang, memory_per_node=mem)
+                     gang=gang, memory_per_node=mem, with_=tuple(with_))
 
 
 def _affinity(constraint: str | None) -> dict | None:
@@ -155,6 +155,8 @@ class ReplayPlan:
     policy: str
     preemption: bool = False
     notes: tuple[str, ...] = ()
+    #: the model's options (``simulate(**dict(options))``), e.g. Kueue's timeout
+    options: tuple[tuple[str, object], ...] = ()
 
     def batches(self) -> list[tuple[float, list[Job]]]:
         out: dict[float, list[Job]] = {}
@@ -163,15 +165,8 @@ class ReplayPlan:
         return sorted(out.items())
 
 
-def plan_replay(workload: Workload, *, policy: str | None = None, preemption: bool = False,
-                gang: bool | None = None, file: str | None = None) -> ReplayPlan:
-    """Check that ``workload`` can be replayed on Kubernetes and choose the model to compare with."""
-    if policy is None:
-        policy = "kube-gang" if gang else "kube-default"
-    if policy not in ("kube-default", "kube-gang"):
-        raise InputError(f"--policy {policy}: a kube replay compares with kube-default or kube-gang",
-                         file=file, hint="the Kueue and Volcano replays need `kube up --with ...`")
-    gang = policy == "kube-gang" if gang is None else gang
+def job_notes(workload: Workload, file: str | None = None) -> list[str]:
+    """Refuse a job Kubernetes cannot express; note what a replay leaves out."""
     notes = []
     for j in workload.jobs:
         if j.exclusive and j.gpus_per_pod != workload.cluster.gpus_per_node:
@@ -182,6 +177,27 @@ def plan_replay(workload: Workload, *, policy: str | None = None, preemption: bo
         if j.time_limit:
             notes.append(f"{j.name}: time_limit is not replayed (a Job's activeDeadlineSeconds "
                          "is not a scheduling input)")
+    return notes
+
+
+def plan_replay(workload: Workload, *, policy: str | None = None, preemption: bool = False,
+                gang: bool | None = None, file: str | None = None,
+                options: dict | None = None) -> ReplayPlan:
+    """Check that ``workload`` can be replayed on Kubernetes and choose the model to compare with."""
+    if policy is None:
+        policy = "kube-gang" if gang else "kube-default"
+    if policy not in ("kube-default", "kube-gang", "kueue"):
+        raise InputError(f"--policy {policy}: a kube replay compares with kube-default, kube-gang "
+                         "or kueue", file=file,
+                         hint="Volcano cannot be built here (the Go module proxy refuses volcano.sh/volcano)")
+    if policy == "kueue":
+        from courselib.live.kueue_replay import plan_kueue_replay
+        return plan_kueue_replay(workload, file=file, options=options or {})
+    if options:
+        raise InputError(f"--set {', '.join(options)}: only a --policy kueue replay takes model "
+                         "options", file=file, field="--set")
+    gang = policy == "kube-gang" if gang is None else gang
+    notes = job_notes(workload, file)
     if workload.queues and any(q.nominal_quota is not None for q in workload.queues):
         notes.append("queues and quotas are not replayed (they are Kueue's)")
     return ReplayPlan(workload, shape_for(workload.cluster, gang=gang), policy, preemption,
@@ -193,9 +209,10 @@ def plan_replay(workload: Workload, *, policy: str | None = None, preemption: bo
 class PodWatch(threading.Thread):
     """Every pod of one replay as the API server's watch delivers it: creation and binding order."""
 
-    def __init__(self, api: Api, replay_id: str):
+    def __init__(self, api: Api, replay_id: str, path: str | None = None):
         super().__init__(daemon=True, name="courselib-kube-pod-watch")
         self.api, self.selector = api, f"{REPLAY_LABEL}={replay_id}"
+        self.path = path or f"/api/v1/namespaces/{NAMESPACE}/pods"  # another kind: subclass _apply
         self.pods: dict[str, dict] = {}
         self.created: list[str] = []  # pod names, in creation order
         self.bound: list[tuple[str, str]] = []  # (pod, node) in binding order
@@ -209,14 +226,14 @@ class PodWatch(threading.Thread):
     def run(self):
         from kubernetes.watch.watch import iter_resp_lines
         try:
-            first = self.api.list_pods(self.selector)
+            first = self.api.raw("GET", self.path, query={"labelSelector": self.selector})
             rv = first["metadata"]["resourceVersion"]
             with self.lock:
                 for pod in first.get("items", []):
                     self._apply("ADDED", pod)
             self._ready.set()
             while not self._stopping.is_set():
-                resp = self.api.raw("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query={
+                resp = self.api.raw("GET", self.path, query={
                     "labelSelector": self.selector, "watch": "true", "resourceVersion": rv,
                     "allowWatchBookmarks": "true", "timeoutSeconds": "30"}, timeout=60, stream=True)
                 self._resp = resp.response  # the urllib3 response, read as it streams
@@ -388,6 +405,7 @@ class ReplayResult:
     deadlock: bool
     versions: dict
     recorded_at: str = ""
+    extra: dict = field(default_factory=dict)  # what an extension recorded (Kueue: its events)
 
     def job(self, name: str) -> RealJob:
         return next(j for j in self.jobs if j.name == name)
@@ -453,7 +471,13 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
     kubelet = FakeKubelet(api)
     batches_done: list[list[str]] = []
     settles = 0
+    ext = None  # what a scheduler in front of kube-scheduler adds (Kueue: courselib.live.kueue_replay)
+    if plan.policy == "kueue":
+        from courselib.live.kueue_replay import KueueReplay
+        ext = KueueReplay(cp, api, plan, replay_id, say)
     try:
+        if ext is not None:
+            ext.prepare()
         for p in priorities:
             body = priority_class_manifest(p, plan.preemption)
             path = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -469,7 +493,8 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
         def settle() -> dict[str, dict]:
             nonlocal settles
             settles += 1
-            return _settle(cp, watch, kubelet, real, submitted, deadline, gang=gang)
+            return _settle(cp, watch, kubelet, real, submitted, deadline, gang=gang,
+                           extra=ext.calm if ext is not None else None)
 
         def observe(pods: dict[str, dict], t: float) -> None:
             by_job: dict[str, list[dict]] = {}
@@ -503,15 +528,23 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                         f"passes, training for {_fmt(durations[name])}")
                 elif rj.start is None:
                     rj.state = "HOLDING" if bound else "PENDING"
+            if ext is not None:
+                ext.observe(t)
 
         while True:
             # the next instant: a training's end or a submission, whichever comes first
             t_end = min(ends.values(), default=math.inf)
             t_sub = pending[0][0] if pending else math.inf
-            t = min(t_end, t_sub)
-            if t == math.inf:
+            # or a timer of Kueue's (PodsReady timeout, requeue backoff), first on a tie
+            t_ext = ext.next_event() if ext is not None else math.inf
+            t = min(t_end, t_sub, t_ext)
+            if t == math.inf or (ext is not None and t > ext.horizon):
                 break
             now = t
+            if t == t_ext:
+                deadline = max(deadline, ext.wait())  # the real manager's timer, in real time
+                observe(settle(), now)
+                continue
             finishing = sorted(n for n, e in ends.items() if e == t)
             if finishing:
                 _, pods = watch.snapshot()
@@ -530,8 +563,10 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                     if gang:
                         api.create(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups",
                                    pod_group_manifest(job, replay_id))
-                    api.create(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
-                                job_manifest(job, plan.workload, replay_id, gang=gang))
+                    body = job_manifest(job, plan.workload, replay_id, gang=gang)
+                    if ext is not None:
+                        body = ext.job_manifest(job, body)
+                    api.create(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", body)
                     submitted[job.name] = t
                     real[job.name].submitted = t
                 batches_done.append([j.name for j in batch])
@@ -541,18 +576,23 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
         # the end: nothing can change any more
         _, pods = watch.snapshot()
         deadlock = any(rj.start is None and rj.bound_at_end > 0 for rj in real.values())
+        if ext is not None and ext.next_event() < math.inf:
+            deadlock = False  # a timer of Kueue's is still to come: not stuck (the model's horizon)
         created = [job_of(pods[n]) if n in pods else _job_from_pod_name(n, real)
                    for n in watch.created]
     finally:
         watch.stop()
         with contextlib.suppress(Exception):
             clear(api, gang=gang)
+        if ext is not None:
+            ext.cleanup()
     # pods recreated after preemption come after their batch: keep the first creations per batch
     order = _batch_order(created, batches_done, real)
     return ReplayResult(plan, [real[j.name] for j in plan.workload.jobs], order, batches_done,
                         round(time.monotonic() - t0, 2), settles, deadlock,
                         {"kubernetes": KUBERNETES_VERSION, **cp.versions},
-                        time.strftime("%Y-%m-%d", time.gmtime()))
+                        time.strftime("%Y-%m-%d", time.gmtime()),
+                        ext.report() if ext is not None else {})
 
 
 def describe_waiting(api: Api, t: float, pod: str, pod_group: str | None) -> dict:
@@ -628,8 +668,11 @@ def _pending_message(pod: dict) -> str | None:
 
 
 def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict, submitted: dict,
-            deadline: float, *, gang: bool = False) -> dict[str, dict]:
+            deadline: float, *, gang: bool = False, extra=None) -> dict[str, dict]:
     """Wait until the control plane has nothing left to do (see the module docstring).
+
+    ``extra(pods)``, if given, adds what settled means for a scheduler in front of kube-scheduler
+    (Kueue): ``(fingerprint, calm, idle)``, ``idle`` the jobs that should have no pods (suspended).
 
     With native gang scheduling, a PodGroup that does not fit goes back to the backoff queue and is
     popped again whenever the scheduler is otherwise idle (SchedulerPopFromBackoffQ, on by default
@@ -657,7 +700,9 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
                 counts[name] = counts.get(name, 0) + 1
             if not pod.get("spec", {}).get("nodeName") and _pending_message(pod) is None:
                 unbound_untried += 1
-        all_created = all(counts.get(n, 0) == real[n].pods for n in submitted if real[n].end is None)
+        ext_fp, ext_calm, idle = extra(pods) if extra is not None else ((), True, frozenset())
+        all_created = all(counts.get(n, 0) == (0 if n in idle else real[n].pods)
+                          for n in submitted if real[n].end is None)
         running_ok = all(n in kubelet.marked_running for n, p in pods.items()
                          if p.get("spec", {}).get("nodeName") and _phase(p) == "Pending"
                          and not p["metadata"].get("deletionTimestamp"))
@@ -669,9 +714,9 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
             group_attempts = _metric(metrics, "scheduler_podgroup_schedule_attempts_total")
         except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
             active = backoff = attempts = group_attempts = -1
-        fp = (events, active) if gang else (events, active, backoff, attempts)
+        fp = ((events, active) if gang else (events, active, backoff, attempts)) + (ext_fp,)
         calm = all_created and running_ok and active == 0 and unbound_untried == 0 and \
-            (gang or backoff == 0)
+            (gang or backoff == 0) and ext_calm
         t = time.monotonic()
         if fp != last:
             last, since = fp, t
@@ -712,10 +757,21 @@ class JobComparison:
     real_start: float | None
     model_start: float | None
     round_robin_bound_end: int  # the model with its own round-robin assumption
+    # Kueue: how often the job's Workload was evicted (PodsReadyTimeout); None: not compared
+    real_evictions: int | None = None
+    model_evictions: int | None = None
 
     @property
     def complete_agrees(self) -> bool:
         return self.real_complete == self.model_complete
+
+    @property
+    def evictions_compared(self) -> bool:
+        return self.real_evictions is not None and self.model_evictions is not None
+
+    @property
+    def evictions_agree(self) -> bool:
+        return not self.evictions_compared or self.real_evictions == self.model_evictions
 
     @property
     def bound_agrees(self) -> bool:
@@ -740,12 +796,13 @@ class Comparison:
 
     @property
     def checks(self) -> int:
-        return 2 * len(self.jobs) + self.order_pairs + 1
+        return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs)
 
     @property
     def agreed(self) -> int:
         return (sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
-                + self.order_agree + (self.real_deadlock == self.model_deadlock))
+                + self.order_agree + (self.real_deadlock == self.model_deadlock)
+                + sum(j.evictions_compared and j.evictions_agree for j in self.jobs))
 
     @property
     def agreement(self) -> float:
@@ -755,6 +812,8 @@ class Comparison:
         d = asdict(self)
         for row, j in zip(d["jobs"], self.jobs):
             row["complete_agrees"], row["bound_agrees"] = j.complete_agrees, j.bound_agrees
+            if j.evictions_compared:
+                row["evictions_agree"] = j.evictions_agree
         d["checks"], d["agreed"], d["agreement"] = self.checks, self.agreed, self.agreement
         return d
 
@@ -778,9 +837,9 @@ def quorum_order(workload: Workload, pod_order: list[str], batches: list[list[st
 
 
 def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False,
-              batches=None):
+              batches=None, options=()):
     from courselib.sim.gang import simulate
-    opts = {}
+    opts = dict(options)
     if policy == "kube-default":
         opts["preemption"] = preemption
         if pod_order is not None:
@@ -799,15 +858,21 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     """
     plan = result.plan
     wl = plan.workload
-    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches)
-    rr = model_run(wl, plan.policy, None, plan.preemption)
+    # what the real run drew where the model needs to be told (Kueue: its UID tie order)
+    recorded = tuple((result.extra or {}).get("model_options", {}).items())
+    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches,
+                      plan.options + recorded)
+    rr = model_run(wl, plan.policy, None, plan.preemption, options=plan.options)
     rows = []
     for job in wl.jobs:
         rj, mj, rrj = result.job(job.name), model.job(job.name), rr.job(job.name)
         per = max(1, job.gpus_per_pod)
+        evicted = result.extra.get("evictions") if result.extra else None
         rows.append(JobComparison(job.name, rj.start is not None, mj.start is not None,
                                   rj.bound_at_end, mj.gpus_held // per if job.gpus_per_pod else 0,
-                                  rj.start, mj.start, rrj.gpus_held // per if job.gpus_per_pod else 0))
+                                  rj.start, mj.start, rrj.gpus_held // per if job.gpus_per_pod else 0,
+                                  None if evicted is None else evicted.get(job.name, 0),
+                                  None if evicted is None else mj.evictions))
     both = [r for r in rows if r.real_start is not None and r.model_start is not None]
     pairs = agree = 0
     bad = []
@@ -829,18 +894,24 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
 def format_comparison(c: Comparison) -> str:
     def t(x):
         return "-" if x is None else _fmt(x)
-    given = ("the order in which the real PodGroups reached their quorum" if c.policy == "kube-gang"
-             else "the pod order the real Job controller created")
+    given = {"kube-gang": "the order in which the real PodGroups reached their quorum",
+             "kueue": "the order the real Kueue drew among Workloads created together (UIDs)"
+             }.get(c.policy, "the pod order the real Job controller created")
     lines = [f"model: courselib {c.policy}, given {given}; in brackets, with its own assumption "
              "(round-robin pods, groups in workload order)",
              f"{'job':<12} {'complete: real':>14} {'model':>6}  {'pods bound at end: real':>23} "
              f"{'model':>6} {'(round-robin)':>13}  {'start: real':>11} {'model':>8}  agree"]
+    evictions = any(r.evictions_compared for r in c.jobs)
+    if evictions:
+        lines[-1] = lines[-1].replace("  agree", "  evicted: real model  agree")
     for r in c.jobs:
-        ok = r.complete_agrees and r.bound_agrees
+        ok = r.complete_agrees and r.bound_agrees and r.evictions_agree
+        ev = f"  {r.real_evictions:>13} {r.model_evictions:>5}" if r.evictions_compared else \
+            ("  " + " " * 19 if evictions else "")
         lines.append(f"{r.name:<12} {'yes' if r.real_complete else 'no':>14} "
                      f"{'yes' if r.model_complete else 'no':>6}  {r.real_bound_end:>23} "
                      f"{r.model_bound_end:>6} {r.round_robin_bound_end:>13}  {t(r.real_start):>11} "
-                     f"{t(r.model_start):>8}  {'yes' if ok else 'NO'}")
+                     f"{t(r.model_start):>8}{ev}  {'yes' if ok else 'NO'}")
     lines.append(f"start order  real: {' '.join(c.real_order) or '-'}")
     lines.append(f"             model: {' '.join(c.model_order) or '-'}")
     if c.order_disagreements:
@@ -851,7 +922,9 @@ def format_comparison(c: Comparison) -> str:
     lines.append(f"agreement: {c.agreed}/{c.checks} checks = {100 * c.agreement:.0f}% "
                  f"(complete {sum(r.complete_agrees for r in c.jobs)}/{len(c.jobs)}, bound at end "
                  f"{sum(r.bound_agrees for r in c.jobs)}/{len(c.jobs)}, order {c.order_agree}/{c.order_pairs}, "
-                 f"verdict {int(c.real_deadlock == c.model_deadlock)}/1)")
+                 f"verdict {int(c.real_deadlock == c.model_deadlock)}/1"
+                 + (f", evictions {sum(r.evictions_agree for r in c.jobs if r.evictions_compared)}"
+                    f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "") + ")")
     return "\n".join(lines)
 
 
@@ -871,6 +944,8 @@ def replay_to_dict(result: ReplayResult) -> dict:
         "pod_order": _compress(result.pod_order),
         "wall_seconds": result.wall_seconds,
         "settles": result.settles,
+        **({"options": [list(kv) for kv in plan.options]} if plan.options else {}),
+        **({"extra": result.extra} if result.extra else {}),
     }
 
 
@@ -937,7 +1012,8 @@ def record(result: ReplayResult, path, *, workload_text: str, workload_file: str
                               hint="choose another file")
     data = {"recorded_by": RECORDED_BY,
             "recorded_on": f"{platform.system()} {platform.release()}, Kubernetes "
-                           f"{result.versions.get('kubernetes')}, etcd {result.versions.get('etcd')}",
+                           f"{result.versions.get('kubernetes')}, etcd {result.versions.get('etcd')}"
+                           + (f", Kueue {result.extra['kueue']}" if "kueue" in result.extra else ""),
             "recorded_at": result.recorded_at, "workload_file": workload_file,
             "workload_text": workload_text, "preemption": result.plan.preemption,
             "replay": replay_to_dict(result)}
@@ -969,20 +1045,23 @@ def load_recorded(name_or_path) -> Recorded:
     workload = parse_workload(load_all_text(data["workload_text"], file=data["workload_file"])[0],
                               file=data["workload_file"])
     rep = data["replay"]
-    plan = plan_replay(workload, policy=rep["policy"], preemption=data.get("preemption", False))
+    plan = plan_replay(workload, policy=rep["policy"], preemption=data.get("preemption", False),
+                       options={k: v for k, v in rep.get("options", [])})
     jobs = [RealJob(**{**j, "timeline": [tuple(x) for x in j["timeline"]]}) for j in rep["jobs"]]
     result = ReplayResult(plan, jobs, _expand(rep["pod_order"]), rep["batches"], rep["wall_seconds"],
-                          rep["settles"], rep["deadlock"], rep["versions"], data["recorded_at"])
+                          rep["settles"], rep["deadlock"], rep["versions"], data["recorded_at"],
+                          rep.get("extra", {}))
     return Recorded(result, data["recorded_on"], data["recorded_at"], data["workload_file"])
 
 
-def live_or_recorded(name: str, workload_path, *, gang: bool = False) -> tuple[ReplayResult, str | None]:
+def live_or_recorded(name: str, workload_path, *, gang: bool = False, policy: str | None = None,
+                     options: dict | None = None) -> tuple[ReplayResult, str | None]:
     """Replay ``workload_path`` on the local control plane if one of the right shape is up; else the
     recorded run ``name``. Returns the result and, for a recorded one, the label to show."""
     from courselib.io.workload import load_workload
     from courselib.live import kube
     plan = plan_replay(load_workload(workload_path), gang=gang,
-                       policy="kube-gang" if gang else "kube-default")
+                       policy=policy or ("kube-gang" if gang else "kube-default"), options=options)
     if os.environ.get(LIVE_ENV) != "1":
         why = (f"{LIVE_ENV} is not 1 (a replay this size takes minutes; with `courselib kube up "
                f"{plan.shape.cli_args()}` running, set {LIVE_ENV}=1 to run it live)")
@@ -990,7 +1069,8 @@ def live_or_recorded(name: str, workload_path, *, gang: bool = False) -> tuple[R
         why = kube.unavailable_reason()
     if why is None:
         cp = kube.running()
-        if cp is not None and cp.shape.same_nodes(plan.shape):
+        if cp is not None and cp.shape.same_nodes(plan.shape) and \
+                set(plan.shape.with_) <= set(cp.shape.with_):
             return run_replay(cp, plan), None
         why = (f"no local control plane of this shape is up (`courselib kube up "
                f"{plan.shape.cli_args()}` starts one)")

@@ -22,9 +22,19 @@
   timeout 5 min, ``block_admission`` true (``apis/config/*/defaults.go``). Backoff 60 s → 3600 s
   in both. After ``backoff_limit`` re-queues the workload is deactivated (None = never).
 
-Pending order is priority, then creation time (``BestEffortFIFO``). "Pods ready" is modelled as the
-barrier passed (``min_member`` pods placed, which is all pods unless ``min_member`` is set); a
-workload that is training is never evicted by the timeout.
+Pending order is Kueue v0.17's (``pkg/cache/queue/cluster_queue.go`` ``baseCompareFunc``):
+priority, then the *queue-order timestamp*, then the Workload's UID. The timestamp is the creation
+time, except for a workload evicted by the PodsReady timeout: with ``requeuingStrategy.timestamp:
+Eviction`` (the default, ``apis/config/v1beta2/defaults.go``) it is the eviction's time
+(``pkg/workload/workload.go`` ``GetQueueOrderTimestamp``), so a requeued workload goes behind the
+ones created before it was evicted (``requeuing_timestamp="Creation"`` keeps its place). UIDs are
+random: between workloads created in the same second the order is a coin toss; here it is the
+submission order, or ``queue_order`` (job names, the order a real Kueue drew — ``courselib kube
+replay --policy kueue`` records it). Admission is ``BestEffortFIFO``: a workload that does not fit
+lets the next one try. "Pods ready" is modelled as the barrier passed (``min_member`` pods placed,
+which is all pods unless ``min_member`` is set); a workload that is training is never evicted by
+the timeout. In Kueue v0.17 itself the v1beta2 ``timeout`` has no default (it must be given,
+``pkg/config/validation.go``); the 30 minutes used here without one are a later release's default.
 
 Two paths, one behaviour: the reference re-sorts and re-sums every workload ever submitted in
 every cycle; the fast path keeps the waiting workloads in priority order and each ClusterQueue's
@@ -55,10 +65,17 @@ class Kueue(Policy):
     def __init__(self, workload: Workload, seed: int = 0, wait_for_pods_ready: bool = True,
                  config_api: str = "v1beta2", timeout: float | None = None,
                  block_admission: bool | None = None, backoff_base: float = 60.0,
-                 backoff_max: float = 3600.0, backoff_limit: int | None = None):
+                 backoff_max: float = 3600.0, backoff_limit: int | None = None,
+                 requeuing_timestamp: str = "Eviction", queue_order: tuple[str, ...] | None = None):
         super().__init__(workload, seed)
         if config_api not in TIMEOUTS:
             raise ValueError(f"config_api must be one of {', '.join(TIMEOUTS)}")
+        if requeuing_timestamp not in ("Eviction", "Creation"):
+            raise ValueError("requeuing_timestamp must be Eviction or Creation")
+        self.requeue_by_eviction = requeuing_timestamp == "Eviction"
+        # ties (same priority and timestamp) in this order; jobs not named after the named ones
+        self._rank = {name: i for i, name in enumerate(queue_order or ())}
+        self._order_time: dict[str, float] = {}  # name -> eviction time (queue-order timestamp)
         self.wait_for_pods_ready = wait_for_pods_ready
         self.timeout = TIMEOUTS[config_api] if timeout is None else timeout
         self.block_admission = BLOCK_ADMISSION[config_api] if block_admission is None else block_admission
@@ -77,7 +94,12 @@ class Kueue(Policy):
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.workloads.extend(runs)
         for run in runs:
-            insort(self._waiting, (-run.job.priority, run.job.submit, run.seq, run))
+            insort(self._waiting, (*self._key(run), run))
+
+    def _key(self, run: JobRun) -> tuple:
+        """Kueue's queue order: priority, queue-order timestamp, then (UID) the tie order."""
+        return (-run.job.priority, self._order_time.get(run.name, run.job.submit),
+                self._rank.get(run.name, len(self._rank)), run.seq)
 
     # ---- quota -------------------------------------------------------------------------------
     def nominal(self, state: SchedState, queue: str) -> int:
@@ -178,7 +200,7 @@ class Kueue(Policy):
     def _admit(self, state: SchedState, wake: list[float]) -> None:
         if self.reference:
             order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
-                           key=lambda r: (-r.job.priority, r.job.submit, r.seq))
+                           key=self._key)
         else:  # _waiting holds no admitted workload between cycles (see the end of this method)
             order = [e[-1] for e in self._waiting if not e[-1].finished]
         blocked = None  # fast path: whether an admitted workload is not yet ready, once per cycle
@@ -215,7 +237,9 @@ class Kueue(Policy):
 
     def _evict(self, state: SchedState, run: JobRun) -> list[float]:
         self._set_admitted(run, None)
-        insort(self._waiting, (-run.job.priority, run.job.submit, run.seq, run))
+        if self.requeue_by_eviction:  # back in the queue as if created now (GetQueueOrderTimestamp)
+            self._order_time[run.name] = state.now
+        insort(self._waiting, (*self._key(run), run))
         self.pods.drop_pods(run)
         state.release(run, "evicted: PodsReadyTimeout")
         n = self.requeues[run.name] = self.requeues.get(run.name, 0) + 1
