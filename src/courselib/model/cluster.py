@@ -126,7 +126,10 @@ class Cluster:
         node)); None when constraints, exclusivity or memory make the node checks necessary."""
         if not self.plain(job):
             return None
-        g = job.gpus_per_pod
+        return self.fit_count(job.gpus_per_pod)
+
+    def fit_count(self, g: int) -> int:
+        """How many pods of ``g`` GPUs (``g`` >= 1) fit on the free GPUs right now, wherever they are."""
         return sum(len(self._buckets[f]) * (f // g) for f in range(g, self.capacity + 1))
 
     def allowed(self, constraint: str | None) -> frozenset[int] | None:

@@ -44,6 +44,7 @@ class JobRun:
     remaining: float = 0.0
     gpus_held_max: int = 0
     pending_reason: str | None = None
+    reason_kind: str | None = None  # what holds it (see SchedState.set_reason)
     restarts: int = 0
     evictions: int = 0
     history: list = field(default_factory=list)  # (time, held GPUs, training?) change points
@@ -152,13 +153,26 @@ class SchedState:
             else:
                 run.history.append((self.now, held, training))
 
-    def set_reason(self, run: JobRun, reason: str | None) -> None:
-        """Set why ``run`` waits; the trace records each change (not every cycle's repeat)."""
+    def set_reason(self, run: JobRun, reason: str | None, kind: str | None = None) -> None:
+        """Set why ``run`` waits; the trace records each change (not every cycle's repeat).
+
+        ``kind`` names what holds the job when the text also restates the cluster's momentary
+        state (Kueue's "k more needed", the pods a gang would place now, which Volcano plugin
+        refused it at enqueue): while the kind stays the same, the reason keeps the text it was
+        given when the job began to wait for that cause, and the trace gets no new line. Such
+        texts change at every retry of a job that cannot change state; a job's story is when it
+        starts waiting, why, and what ends the wait (the real messages: each policy's module).
+        Without ``kind`` the text is its own kind.
+        """
+        if kind is None:
+            kind = reason
+        if kind == run.reason_kind and reason is not None:
+            return
         if reason != run.pending_reason and self.reason_changes is not None:
             self.reason_changes.append(run)
         if reason != run.pending_reason and reason is not None:
             self.log(run.name, f"waiting: {reason}")
-        run.pending_reason = reason
+        run.pending_reason, run.reason_kind = reason, kind
 
     def stop_training(self, run: JobRun, why: str) -> None:
         """The barrier broke (a rank was lost): training stops, progress is lost (no checkpoint)."""

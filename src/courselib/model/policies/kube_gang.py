@@ -61,8 +61,9 @@ The timeout is a Go constant in v1.37.2 (not a flag); ``permit_timeout`` exists 
 
 Two paths, one behaviour (``tests/test_gang_fastpath.py``): the reference cycle re-sorts every
 waiting group and places each one tentatively (rolled back if it falls short of ``minCount``);
-the fast cycle keeps the order incrementally and asks the free-GPU buckets how many pods fit
-before placing anything.
+the fast cycle keeps the order incrementally, asks the free-GPU buckets how many pods fit
+before placing anything, and looks at a failed gang that holds nothing again only when its
+``minCount`` fits (:class:`~courselib.model.waitlist.NeedIndex`; issue 23).
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ from bisect import insort
 
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies import Policy
+from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 
 #: ``permitTimeoutDuration`` (``gangscheduling.go`` L42) and the framework's cap (``framework.go`` L53)
@@ -79,6 +81,9 @@ PERMIT_TIMEOUT, MAX_PERMIT_TIMEOUT = 300.0, 900.0
 UNSCHEDULABLE_FLUSH = 300.0
 #: ``DefaultPodMaxBackoffDuration`` (``scheduling_queue.go`` L82), scaled by √pods for a group
 MAX_BACKOFF = 10.0
+#: the kind of "minCount (M) cannot be satisfied: S scheduled, R remaining" (SchedState.set_reason):
+#: S and R are those of the group's first failed cycle
+MIN_COUNT = "PodGroup Unschedulable: minCount cannot be satisfied"
 
 
 def backoff_cap(pods: int) -> int:
@@ -130,7 +135,10 @@ class KubeGang(Policy):
         self.stamp: dict[str, tuple] = {}  # the group's queue timestamp
         self.failed: dict[str, tuple] = {}  # groups in the backoffQ -> when they first failed
         self._active: list[tuple] = []  # fast path: (-priority, stamp, name) of groups never failed
-        self._backoff: list[tuple] = []  # fast path: (cap, -priority, first failure, name)
+        self._backoff: list[tuple] = []  # fast path: (cap, -priority, first failure, name), looked at
+        # every cycle; a gang with no pod bound whose pods only free GPUs place waits in _rigid
+        # (by GPUs a pod, then minCount, in backoffQ order) until minCount of them fit
+        self._rigid: dict[int, NeedIndex] = {}
         # pod-by-pod (v1.35) state
         self.queue: list[list] = []  # [priority, creation order, run, pods] runs of queued pods
         self.waiting: dict[str, list[list]] = {}  # run -> [[deadline, [node, ...]], ...] at Permit
@@ -195,49 +203,105 @@ class KubeGang(Policy):
     # ---- the PodGroup cycle (v1.36+) -------------------------------------------------------
     def _order(self, state: SchedState) -> list[JobRun]:
         """activeQ (PrioritySort), then the backoffQ (backoff end, then PrioritySort)."""
-        if self.reference:
-            live = [r for r in self.groups.values() if not r.finished]
-            active = sorted((r for r in live if r.name not in self.failed),
-                            key=lambda r: (-r.job.priority, self.stamp[r.name]))
-            backoff = sorted((r for r in live if r.name in self.failed),
-                             key=lambda r: (backoff_cap(r.job.pods - state.bound(r)), -r.job.priority,
-                                            self.failed[r.name]))
-            return active + backoff
-        return [self.groups[e[-1]] for e in self._active + self._backoff
-                if e[-1] in self.groups and not self.groups[e[-1]].finished]
+        live = [r for r in self.groups.values() if not r.finished]
+        active = sorted((r for r in live if r.name not in self.failed),
+                        key=lambda r: (-r.job.priority, self.stamp[r.name]))
+        backoff = sorted((r for r in live if r.name in self.failed),
+                         key=lambda r: (backoff_cap(r.job.pods - state.bound(r)), -r.job.priority,
+                                        self.failed[r.name]))
+        return active + backoff
 
     def _group_cycles(self, state: SchedState) -> None:
-        n = len(state.cluster.nodes)
-        order = self._order(state)
         if not self.reference:
-            self._active, self._backoff = [], []
-        for run in order:
-            job, bound = run.job, state.bound(run)
-            waiting = job.pods - bound
-            fit = self._fit(state, run, waiting)
-            if bound + fit >= job.min_member and (fit or bound < job.min_member):
-                state.place(run, waiting, spread=True)  # the group's placed pods bind together
-                left = job.pods - state.bound(run)
-                self.failed.pop(run.name, None)
-                if left:  # requeued at once, timestamp kept (scheduling_queue.go L1215–1220)
-                    state.set_reason(run, _unschedulable(left, n))
-                    self._keep_active(run)
-                else:
-                    state.set_reason(run, None)
-                    self.groups.pop(run.name, None)
-                continue
-            # failed (or, past its quorum, nothing more fits): back to the backoffQ
-            if bound >= job.min_member:
-                state.set_reason(run, _unschedulable(waiting, n))
+            self._group_cycles_fast(state)
+            return
+        n = len(state.cluster.nodes)
+        for run in self._order(state):
+            self._attempt(state, run, n)
+
+    def _attempt(self, state: SchedState, run: JobRun, n: int) -> str:
+        """One PodGroup cycle for ``run``: ``placed`` (all its pods), ``partial`` (its quorum or more,
+        with pods left: requeued at once) or ``failed`` (back to the backoffQ)."""
+        job, bound = run.job, state.bound(run)
+        waiting = job.pods - bound
+        fit = self._fit(state, run, waiting)
+        if bound + fit >= job.min_member and (fit or bound < job.min_member):
+            state.place(run, waiting, spread=True)  # the group's placed pods bind together
+            left = job.pods - state.bound(run)
+            self.failed.pop(run.name, None)
+            if left:  # requeued at once, timestamp kept (scheduling_queue.go L1215–1220)
+                state.set_reason(run, _unschedulable(left, n))
+                return "partial"
+            state.set_reason(run, None)
+            self.groups.pop(run.name, None)
+            return "placed"
+        # failed (or, past its quorum, nothing more fits): back to the backoffQ
+        if bound >= job.min_member:
+            state.set_reason(run, _unschedulable(waiting, n))
+        else:
+            remaining = job.min_member - bound - fit - 1
+            state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
+                                  f"satisfied: {bound + fit} scheduled, {remaining} remaining", kind=MIN_COUNT)
+        if run.name not in self.failed:
+            self.failed[run.name] = (state.now, self._next())
+        self.stamp[run.name] = (state.now, self._next())
+        return "failed"
+
+    def _group_cycles_fast(self, state: SchedState) -> None:
+        """The reference's cycle (activeQ, then backoffQ) without looking at the gangs that cannot
+        change: a failed gang with no pod bound, whose pods free GPUs alone place, fails again —
+        and keeps its reason (``MIN_COUNT``) — until ``minCount`` of its pods fit, so it waits in
+        ``_rigid`` (:class:`~courselib.model.waitlist.NeedIndex`, by GPUs a pod, then minCount)
+        and is looked at only when it is the first in backoffQ order that fits (placements only
+        shrink what fits during a cycle). Other failed gangs (past their quorum, or placed by
+        node checks) are looked at every cycle: they hold GPUs, so there are few of them."""
+        n = len(state.cluster.nodes)
+        groups, cluster = self.groups, state.cluster
+        active, self._active = self._active, []
+        examine, self._backoff = self._backoff, []
+        later: list[tuple] = []
+        for e in active:
+            run = groups.get(e[-1])
+            if run is not None and not run.finished:
+                self._settle(state, run, self._attempt(state, run, n), later)
+        i = 0
+        while True:
+            key = examine[i] if i < len(examine) else None
+            hit = None
+            for g, idx in self._rigid.items():
+                if len(idx):
+                    h = idx.first_at_most(cluster.fit_count(g))
+                    if h is not None and (key is None or h[0] < key):
+                        key, hit = h[0], (g, idx, h[1])
+            if key is None:
+                break
+            if hit is None:
+                i += 1
+                run = groups.get(key[-1])
+                if run is None or run.finished:
+                    continue
             else:
-                remaining = job.min_member - bound - fit - 1
-                state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
-                                      f"satisfied: {bound + fit} scheduled, {remaining} remaining")
-            if run.name not in self.failed:
-                self.failed[run.name] = (state.now, self._next())
-            self.stamp[run.name] = (state.now, self._next())
-            if not self.reference:
-                insort(self._backoff, (backoff_cap(waiting), -job.priority, self.failed[run.name], run.name))
+                g, idx, run = hit
+                idx.remove(run.job.min_member, key, run)
+            self._settle(state, run, self._attempt(state, run, n), later)
+        for entry in later:  # failed in this cycle: the backoffQ of the next one
+            if len(entry) == 2:
+                need, g = entry[1].job.min_member, entry[1].job.gpus_per_pod
+                if g not in self._rigid:
+                    self._rigid[g] = NeedIndex(j.min_member for j in self.workload.jobs if j.gpus_per_pod == g)
+                self._rigid[g].add(need, entry[0], entry[1])
+            else:
+                insort(self._backoff, entry)
+
+    def _settle(self, state: SchedState, run: JobRun, outcome: str, later: list) -> None:
+        """Fast path: where a gang waits after its cycle (``later``: the backoffQ, after this cycle)."""
+        job = run.job
+        if outcome == "partial":
+            self._keep_active(run)
+        elif outcome == "failed":
+            key = (backoff_cap(job.pods - state.bound(run)), -job.priority, self.failed[run.name], run.name)
+            rigid = state.bound(run) == 0 and state.cluster.plain(job)
+            later.append((key, run) if rigid else key)
 
     def _keep_active(self, run: JobRun) -> None:
         if not self.reference:

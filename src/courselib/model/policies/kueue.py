@@ -37,21 +37,28 @@ the timeout. In Kueue v0.17 itself the v1beta2 ``timeout`` has no default (it mu
 ``pkg/config/validation.go``); the 30 minutes used here without one are a later release's default.
 
 Two paths, one behaviour: the reference re-sorts and re-sums every workload ever submitted in
-every cycle; the fast path keeps the waiting workloads in priority order and each ClusterQueue's
-admitted GPUs as a running total (quota usage), and checks timeouts only among the admitted.
+every cycle; the fast path keeps each ClusterQueue's admitted GPUs as a running total (quota
+usage), checks timeouts only among the admitted, and looks at a workload refused for quota again
+only when its ClusterQueue has room for it (:class:`~courselib.model.waitlist.NeedIndex`), so a
+cycle does not cost more with every workload that waits and cannot change (issue 23). A waiting
+workload's "k more needed" is the count of its first refusal (``SchedState.set_reason`` kinds).
 """
 from __future__ import annotations
 
 import heapq
-from bisect import insort
+import math
 
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies import Policy
 from courselib.model.policies.kube_default import KubeDefault
+from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 
 TIMEOUTS = {"v1beta2": 30 * 60.0, "v1beta1": 5 * 60.0}
 BLOCK_ADMISSION = {"v1beta2": False, "v1beta1": True}
+#: the kind of "k more needed" (SchedState.set_reason): the count is that of the first refusal
+QUOTA = "Pending: insufficient unused quota"
+BLOCKED = "Pending: admission blocked until admitted workloads have PodsReady"
 
 
 def requeue_delay(n: int, base: float = 60.0, cap: float = 3600.0) -> float:
@@ -85,8 +92,11 @@ class Kueue(Policy):
         self.admitted: dict[str, float] = {}  # name -> admission time
         self.requeues: dict[str, int] = {}
         self.deactivated: set[str] = set()
-        # fast path: workloads waiting for admission in (priority, submit, seq) order; usage totals
-        self._waiting: list[tuple] = []
+        # fast path: workloads the next cycle must look at (new, backoff over, after a block),
+        # workloads refused for quota by ClusterQueue (by GPUs, then queue order), those in backoff
+        self._fresh: dict[str, JobRun] = {}
+        self._held: dict[str, NeedIndex] = {}
+        self._backoff: list[tuple] = []  # (eligible_at, seq, name) heap
         self._usage: dict[str, int] = {}
         self._deadlines: list[tuple] = []  # (admitted + timeout, seq, name, admitted) heap
         self._queue_names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
@@ -94,7 +104,7 @@ class Kueue(Policy):
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.workloads.extend(runs)
         for run in runs:
-            insort(self._waiting, (*self._key(run), run))
+            self._fresh[run.name] = run
 
     def _key(self, run: JobRun) -> tuple:
         """Kueue's queue order: priority, queue-order timestamp, then (UID) the tie order."""
@@ -172,6 +182,11 @@ class Kueue(Policy):
         return False, (f"insufficient unused quota for nvidia.com/gpu in ClusterQueue "
                        f"{run.job.queue}, {need - avail} more needed")
 
+    @staticmethod
+    def _refuse(state: SchedState, run: JobRun, why: str) -> None:
+        """A workload that does not fit gets its reason; "k more needed" keeps its first count."""
+        state.set_reason(run, f"Pending: {why}", kind=QUOTA if why.startswith("insufficient unused") else None)
+
     # ---- cycle -------------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
         self.pods.reference = self.reference
@@ -198,48 +213,106 @@ class Kueue(Policy):
         return sorted(out, key=lambda r: r.seq)
 
     def _admit(self, state: SchedState, wake: list[float]) -> None:
-        if self.reference:
-            order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
-                           key=self._key)
-        else:  # _waiting holds no admitted workload between cycles (see the end of this method)
-            order = [e[-1] for e in self._waiting if not e[-1].finished]
-        blocked = None  # fast path: whether an admitted workload is not yet ready, once per cycle
+        if not self.reference:
+            self._admit_fast(state, wake)
+            return
+        order = sorted((r for r in self.workloads if r.name not in self.admitted and not r.finished),
+                       key=self._key)
         for run in order:
             if run.name in self.deactivated:
                 continue
             if run.eligible_at > state.now:
                 state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
                 continue
-            if self.block_admission and blocked is None and not self.reference:
-                blocked = any(state.runs[name].state != RUNNING for name in self.admitted
-                              if not state.runs[name].finished)
-            if self.block_admission and (blocked if not self.reference else any(
-                    r.state != RUNNING for r in self.workloads if r.name in self.admitted and not r.finished)):
-                state.set_reason(run, "Pending: admission blocked until admitted workloads have PodsReady")
+            if self.block_admission and any(r.state != RUNNING for r in self.workloads
+                                            if r.name in self.admitted and not r.finished):
+                state.set_reason(run, BLOCKED)
                 continue
             ok, why = self.fits_quota(state, run)
             if not ok:
-                state.set_reason(run, f"Pending: {why}")
+                self._refuse(state, run, why)
                 continue
-            self._set_admitted(run, state.now)
-            blocked = True  # the workload just admitted is not ready yet
-            state.set_reason(run, None)
-            ready = (f"waitForPodsReady on: evicted unless all pods are ready within {self.timeout / 60:g} min"
-                     if self.wait_for_pods_ready else "waitForPodsReady off (Kueue's default): no timeout")
-            state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
-                                f"(placement not checked; {ready})")
-            self.pods.create_pods([run], {run.name: run.job.pods})
-            if self.wait_for_pods_ready:
-                wake.append(state.now + self.timeout)
-        if not self.reference:
-            self._waiting = [e for e in self._waiting if e[-1].name not in self.admitted
-                             and not e[-1].finished and e[-1].name not in self.deactivated]
+            self._admit_one(state, run, wake)
+
+    def _admit_one(self, state: SchedState, run: JobRun, wake: list[float]) -> None:
+        self._set_admitted(run, state.now)
+        state.set_reason(run, None)
+        ready = (f"waitForPodsReady on: evicted unless all pods are ready within {self.timeout / 60:g} min"
+                 if self.wait_for_pods_ready else "waitForPodsReady off (Kueue's default): no timeout")
+        state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
+                            f"(placement not checked; {ready})")
+        self.pods.create_pods([run], {run.name: run.job.pods})
+        if self.wait_for_pods_ready:
+            wake.append(state.now + self.timeout)
+
+    def _admit_fast(self, state: SchedState, wake: list[float]) -> None:
+        """:meth:`_admit` without walking the workloads that cannot change: one refused for quota
+        waits in ``_held`` and is looked at again only when its ClusterQueue has room for it (the
+        first such in queue order, :class:`~courselib.model.waitlist.NeedIndex`; quota used only
+        grows during a cycle, so one that did not fit when the walk passed it cannot fit later);
+        it keeps its reason meanwhile (``QUOTA``). New workloads, those out of backoff and those
+        a blocked admission passed over are looked at in queue order; a request above the
+        maximum capacity is never returned by the index (only a blocked admission touches it)."""
+        now = state.now
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, name = heapq.heappop(self._backoff)
+            run = state.runs[name]
+            if run.eligible_at <= now and name not in self.admitted and name not in self.deactivated:
+                self._fresh[name] = run
+        fresh = sorted((r for r in self._fresh.values() if not r.finished), key=self._key)
+        self._fresh = {}
+        blocked = self.block_admission and any(state.runs[name].state != RUNNING for name in self.admitted
+                                               if not state.runs[name].finished)
+        if blocked:
+            self._block(state, fresh, None)
+            return
+        i = 0
+        while True:
+            run = fresh[i] if i < len(fresh) else None
+            key = self._key(run) if run is not None else None
+            held = None
+            for q, idx in self._held.items():
+                if not len(idx):
+                    continue
+                hit = idx.first_at_most(self.available(state, q)[0])
+                if hit is not None and (key is None or hit[0] < key):
+                    key, run, held = hit[0], hit[1], idx
+            if run is None:
+                return
+            if held is not None:  # it fits now: admitted
+                held.remove(run.job.gpus, key, run)
+            else:
+                i += 1
+                ok, why = self.fits_quota(state, run)
+                if not ok:  # it waits (one above the maximum capacity is never returned by the
+                    self._refuse(state, run, why)  # index, but a blocked admission passes it over)
+                    self._held_index(state, run.job.queue).add(run.job.gpus, key, run)
+                    continue
+            self._admit_one(state, run, wake)
+            if self.block_admission:  # the workload just admitted is not ready yet
+                self._block(state, fresh[i:], key)
+                return
+
+    def _block(self, state: SchedState, fresh: list[JobRun], after: tuple | None) -> None:
+        """blockAdmission: every eligible waiting workload after ``after`` in queue order (all with
+        None) is passed over with its reason; the next cycle looks at each of them again."""
+        rest = [(self._key(r), r) for r in fresh]
+        for idx in self._held.values():
+            rest += idx.pop_after(after) if after is not None else idx.pop_after((-math.inf,))
+        rest.sort(key=lambda e: e[0])
+        for _, run in rest:
+            state.set_reason(run, BLOCKED)
+            self._fresh[run.name] = run
+
+    def _held_index(self, state: SchedState, queue: str) -> NeedIndex:
+        if queue not in self._held:
+            self._held[queue] = NeedIndex(j.gpus for j in self.workload.jobs if j.queue == queue)
+        return self._held[queue]
 
     def _evict(self, state: SchedState, run: JobRun) -> list[float]:
         self._set_admitted(run, None)
         if self.requeue_by_eviction:  # back in the queue as if created now (GetQueueOrderTimestamp)
             self._order_time[run.name] = state.now
-        insort(self._waiting, (*self._key(run), run))
         self.pods.drop_pods(run)
         state.release(run, "evicted: PodsReadyTimeout")
         n = self.requeues[run.name] = self.requeues.get(run.name, 0) + 1
@@ -250,6 +323,8 @@ class Kueue(Policy):
         run.eligible_at = state.now + requeue_delay(n, self.backoff_base, self.backoff_max)
         run.evictions += 1
         state.set_reason(run, f"Requeued: backoff until t={run.eligible_at:g}s")
+        if not self.reference:
+            heapq.heappush(self._backoff, (run.eligible_at, run.seq, run.name))
         return [run.eligible_at]
 
     def cycle_when_ready(self) -> bool:

@@ -38,23 +38,32 @@ to the lowest index — a modelling choice.
 
 Two paths, one behaviour: the reference cycle re-sorts every job and re-sums the Inqueue
 minResources for every candidate (O(jobs²) per cycle), and places a ready job's tasks one turn at
-a time; the fast cycle keeps the Pending and the still-placing PodGroups in two lists already in
-priority order and the sums as running totals, and gives a ready job in one turn the tasks it
-would win turn after turn, so a cycle costs O(PodGroups waiting), not O(jobs ever submitted).
+a time; the fast cycle keeps the still-placing PodGroups in a list already in priority order and
+the sums as running totals, gives a ready job in one turn the tasks it would win turn after turn,
+and looks at a PodGroup the enqueue action refused again only when its minResources would pass
+both plugins (:class:`~courselib.model.waitlist.NeedIndex`), so a cycle costs O(PodGroups that
+can change), not O(jobs ever submitted) nor O(PodGroups Pending) (issue 23).
 """
 from __future__ import annotations
 
 from bisect import insort
 from heapq import heapify, heappop, heappush
 
+import math
+
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies import Policy
+from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 
 PENDING_PG, INQUEUE_PG, RUNNING_PG = "Pending", "Inqueue", "Running"
 #: overcommit.go ``defaultOverCommitFactor`` (FACTS §3.1); also what Volcano uses for a factor below 1.
 DEFAULT_OVERCOMMIT_FACTOR = 1.2
 _NO_MIN_RESOURCES = "PodGroup Inqueue at once (no minResources: enqueue lets it through; allocate decides)"
+OVERUSED = "Unschedulable: resource in cluster is overused (overcommit)"
+QUOTA_INSUFFICIENT = "Unschedulable: queue resource quota insufficient (proportion)"
+#: the kind of both (SchedState.set_reason): which plugin refused a Pending PodGroup first
+NOT_ENQUEUEABLE = "Unschedulable: not enqueueable"
 
 
 class Volcano(Policy):
@@ -70,7 +79,8 @@ class Volcano(Policy):
         self.phase: dict[str, str] = {}
         self.jobs: list[JobRun] = []
         # fast path: (order key..., run) lists, and the Inqueue minResources as running totals
-        self._pending: list[tuple] = []  # PodGroups still Pending
+        self._fresh: list[tuple] = []  # PodGroups submitted since the last cycle
+        self._held: dict[str, NeedIndex] = {}  # Pending PodGroups refused at enqueue, per queue
         self._placing: list[tuple] = []  # Inqueue, or Running with tasks left to place
         self._inq_total = 0
         self._inq: dict[str, int] = {}
@@ -80,7 +90,7 @@ class Volcano(Policy):
         for run in runs:
             self.phase[run.name] = PENDING_PG
             self.jobs.append(run)
-            insort(self._pending, (-run.job.priority, run.job.submit, run.seq, run))
+            self._fresh.append((-run.job.priority, run.job.submit, run.seq, run))
 
     def _order(self):
         return sorted((r for r in self.jobs if not r.finished),
@@ -122,12 +132,12 @@ class Volcano(Policy):
             used = cluster.total_gpus - cluster.free_gpus
             idle = cluster.total_gpus * self.overcommit_factor - used
             if self._inqueue_req(state) + min_req > idle:
-                state.set_reason(run, "Unschedulable: resource in cluster is overused (overcommit)")
+                state.set_reason(run, OVERUSED, kind=NOT_ENQUEUEABLE)
                 continue
             q = run.job.queue
             allocated = sum(state.held(r) for r in self.jobs if r.job.queue == q and not r.finished)
             if min_req + allocated + self._inqueue_req(state, q) > self.capability(state, q):
-                state.set_reason(run, "Unschedulable: queue resource quota insufficient (proportion)")
+                state.set_reason(run, QUOTA_INSUFFICIENT, kind=NOT_ENQUEUEABLE)
                 continue
             self.phase[run.name] = INQUEUE_PG
             state.set_reason(run, None)
@@ -194,31 +204,63 @@ class Volcano(Policy):
 
     # ---- the fast path: the same decisions from running totals and ordered lists --------------
     def _enqueue_fast(self, state: SchedState) -> None:
-        still = []
-        for entry in self._pending:
+        """:meth:`_enqueue` without walking the PodGroups that stay Pending: a PodGroup refused
+        waits in ``_held`` (its queue's :class:`~courselib.model.waitlist.NeedIndex`, by
+        minResources) and is looked at again only when it would pass both plugins — the first
+        such in job order, as the room left (``_room``) only shrinks while PodGroups are enqueued;
+        it keeps the reason it was refused with meanwhile. New PodGroups are looked at in order."""
+        fresh, self._fresh = sorted(self._fresh), []
+        gate = self.enqueue and self.min_resources
+        i = 0
+        while True:
+            entry = fresh[i] if i < len(fresh) else None
+            held = None
+            if gate:
+                for q, idx in self._held.items():
+                    if len(idx):
+                        hit = idx.first_at_most(self._room(state, q))
+                        if hit is not None and (entry is None or hit[0] < entry[:-1]):
+                            entry, held = (*hit[0], hit[1]), idx
+            if entry is None:
+                return
             run = entry[-1]
-            if self.enqueue and self.min_resources and not self._enqueueable(state, run):
-                still.append(entry)
-                continue
+            if held is not None:
+                held.remove(run.job.min_gpus, entry[:-1], run)
+            else:
+                i += 1
+                if gate and not self._enqueueable(state, run):
+                    q = run.job.queue
+                    if q not in self._held:
+                        self._held[q] = NeedIndex(j.min_gpus for j in self.workload.jobs if j.queue == q)
+                    self._held[q].add(run.job.min_gpus, entry[:-1], run)
+                    continue
             self._set_phase(run, INQUEUE_PG)
             insort(self._placing, entry)
             if self.enqueue:
                 state.set_reason(run, None)
                 state.log(run.name, f"PodGroup Inqueue (minResources {run.job.min_gpus} GPUs)"
                           if self.min_resources else _NO_MIN_RESOURCES)
-        self._pending = still
+
+    def _room(self, state: SchedState, queue: str) -> int:
+        """The largest minResources that passes overcommit and proportion in ``queue`` now."""
+        cluster = state.cluster
+        idle = cluster.total_gpus * self.overcommit_factor - (cluster.total_gpus - cluster.free_gpus)
+        if queue not in self._capability:
+            self._capability[queue] = self.capability(state, queue)
+        return min(math.floor(idle) - self._inq_total,
+                   self._capability[queue] - cluster.held_by_queue.get(queue, 0) - self._inq.get(queue, 0))
 
     def _enqueueable(self, state: SchedState, run: JobRun) -> bool:
         """overcommit, then proportion (the same arithmetic as :meth:`_enqueue`), from totals."""
         cluster, min_req, q = state.cluster, run.job.min_gpus, run.job.queue
         idle = cluster.total_gpus * self.overcommit_factor - (cluster.total_gpus - cluster.free_gpus)
         if self._inq_total + min_req > idle:
-            state.set_reason(run, "Unschedulable: resource in cluster is overused (overcommit)")
+            state.set_reason(run, OVERUSED, kind=NOT_ENQUEUEABLE)
             return False
         if q not in self._capability:
             self._capability[q] = self.capability(state, q)
         if min_req + cluster.held_by_queue.get(q, 0) + self._inq.get(q, 0) > self._capability[q]:
-            state.set_reason(run, "Unschedulable: queue resource quota insufficient (proportion)")
+            state.set_reason(run, QUOTA_INSUFFICIENT, kind=NOT_ENQUEUEABLE)
             return False
         return True
 
