@@ -25,6 +25,10 @@ delivered before the real timer can fire; if the manager fires a timer the repla
 wrong order. The real intervals are recorded and checked against the manager's configuration
 (:meth:`KueueReplay.timer_checks`): eviction ``timeout`` after admission, requeue
 ``base·2^(n−1)`` (capped) after eviction — Kueue's formula, measured on Kueue.
+
+**Jobs submitted together.** Kueue ranks equal Workloads by creation second, then random UID, and
+admits a Workload as soon as it exists; so jobs of one virtual instant are created a second apart,
+in the workload's order (:meth:`KueueReplay._space`), which makes the real order the model's.
 """
 from __future__ import annotations
 
@@ -206,6 +210,7 @@ class KueueReplay:
         self.watch = WorkloadWatch(api, replay_id)
         self.submitted: list[str] = []
         self.pods_of = {j.name: j.pods for j in plan.workload.jobs}
+        self.jobs_by_name = {j.name: j for j in plan.workload.jobs}
         # virtual clock bookkeeping (the model's units)
         self.admitted_v: dict[str, float] = {}       # job -> virtual time of its current admission
         self.backoff: dict[str, tuple[float, int]] = {}  # job -> (virtual eviction time, count)
@@ -238,10 +243,36 @@ class KueueReplay:
 
     def job_manifest(self, job: Job, body: dict) -> dict:
         """The Job as a Kueue user writes it: the queue-name label, nothing else (the webhook
-        suspends it)."""
+        suspends it). Called just before the Job is created; see :meth:`_space`."""
+        self._space(job)
         body["metadata"]["labels"][kueue.QUEUE_LABEL] = job.queue
         self.submitted.append(job.name)
         return body
+
+    def _space(self, job: Job) -> None:
+        """Jobs submitted at one virtual instant are created in the workload's order, each once the
+        Workload of the one before exists and the clock has passed into the next second.
+
+        Kueue ranks equals by their Workload's ``creationTimestamp`` (whole seconds), then by UID,
+        which is random (``baseCompareFunc``); and its scheduler admits the first Workload the
+        moment it exists, before the next Job has one (a CI run saw ``finetune`` admitted alone
+        although ``pretrain``'s UID ranked first). A second apart, the real order is the
+        workload's, the model's own tie rule, and the same every run."""
+        prev = next((self.jobs_by_name[n] for n in reversed(self.submitted)), None)
+        if prev is None or prev.submit != job.submit:
+            return
+        deadline = time.monotonic() + 60.0
+        while True:
+            self.watch.check()
+            _, wls = self.watch.snapshot()
+            wl = wls.get(prev.name)
+            created = _ts(wl["metadata"].get("creationTimestamp")) if wl is not None else None
+            if created is not None and time.time() >= created + 1.02:
+                return
+            if time.monotonic() > deadline:
+                raise CourseError(f"Kueue made no Workload for the Job {prev.name} within 60 s",
+                                  hint=f"see {self.cp.state_dir}/log/{kueue.ROLE}.log")
+            time.sleep(0.05)
 
     def calm(self, pods: dict[str, dict] | None = None):
         """(fingerprint, calm, idle) for ``_settle``: every submitted Job has its Workload, Kueue's
@@ -420,8 +451,9 @@ class KueueReplay:
 
     def queue_order(self) -> list[str]:
         """The jobs in the order Kueue's queue ranks their Workloads among equals: virtual
-        submission time, then the Workload's real creationTimestamp and UID (``baseCompareFunc``;
-        UIDs are random, so jobs submitted together come out in a random order)."""
+        submission time, then the Workload's real creationTimestamp and UID (``baseCompareFunc``).
+        :meth:`_space` creates jobs of one instant a second apart, so this is the workload's order
+        unless the real run says otherwise."""
         submit = {j.name: j.submit for j in self.plan.workload.jobs}
         meta = {n: self._meta.get(n, ("", "")) for n in self.submitted}
         return sorted(self.submitted, key=lambda n: (submit[n], *meta[n]))
