@@ -51,7 +51,10 @@ SETTLE_TIMEOUT = 300.0
 #: retry before its failure counts as final (it is retried from the backoff queue, v1.37).
 GANG_PATIENCE = 30.0
 #: How long the Job controller may take to create the first pod of a submitted Job.
-NO_PODS_PATIENCE = 120.0
+NO_PODS_PATIENCE = 180.0
+#: A Job with no pod after this many seconds is touched so that its controller syncs it (at most
+#: MAX_NUDGES times, NUDGE_AFTER seconds apart).
+NUDGE_AFTER, MAX_NUDGES = 20.0, 4
 
 
 # ----------------------------------------------------------------------------- planning
@@ -217,6 +220,8 @@ class PodWatch(threading.Thread):
         self.created: list[str] = []  # pod names, in creation order
         self.bound: list[tuple[str, str]] = []  # (pod, node) in binding order
         self.events = 0
+        self.restarts = 0
+        self.last_error: str | None = None
         self.error: BaseException | None = None
         self.lock = threading.Lock()
         self._stopping = threading.Event()
@@ -392,6 +397,8 @@ class RealJob:
     # what `kubectl describe` shows of it while it waits (first seen): a pending pod's events and,
     # with native gang scheduling, its PodGroup's conditions
     describe: dict = field(default_factory=dict)
+    nudges: int = 0  # times the replay touched the Job because its controller created no pod
+    created_real: float | None = field(default=None, repr=False)  # monotonic clock, not recorded
 
 
 @dataclass
@@ -569,6 +576,7 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
                     api.create(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", body)
                     submitted[job.name] = t
                     real[job.name].submitted = t
+                    real[job.name].created_real = time.monotonic()
                 batches_done.append([j.name for j in batch])
                 say(f"t={_fmt(t)}: submitted {', '.join(j.name for j in batch)} "
                     f"({sum(j.pods for j in batch)} pods)")
@@ -667,6 +675,29 @@ def _pending_message(pod: dict) -> str | None:
     return None
 
 
+def _nudge_if_stuck(api: Api, real: dict, submitted: dict, counts: dict, idle=frozenset()) -> None:
+    """A Job with no pod NUDGE_AFTER seconds after it was created (or unsuspended) is touched (an
+    annotation), so that its controller syncs it at once. Seen under heavy CPU load with Kubernetes
+    v1.37.2: a new Job's first syncs fail ("read version … is not as new as written version …", the
+    controller's consistency check, pkg/controller/util/consistency) and are retried with a backoff
+    that doubles to a minute (job_controller.go DefaultJobApiBackOff, MaxJobApiBackOff). Touching a
+    Job changes when it is synced, not what the scheduler decides; the replay reports every nudge."""
+    now = time.monotonic()
+    for name in submitted:
+        rj = real[name]
+        if name in idle or counts.get(name):  # suspended on purpose (Kueue), or under way
+            rj.created_real = now
+            continue
+        if rj.end is None and rj.created_real is not None and rj.nudges < MAX_NUDGES and \
+                now - rj.created_real > NUDGE_AFTER:
+            rj.nudges += 1
+            rj.created_real = now
+            with contextlib.suppress(ApiError):
+                api.raw("PATCH", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{name}",
+                        {"metadata": {"annotations": {"courselib/nudge": str(rj.nudges)}}},
+                        content_type="application/merge-patch+json")
+
+
 def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict, submitted: dict,
             deadline: float, *, gang: bool = False, extra=None) -> dict[str, dict]:
     """Wait until the control plane has nothing left to do (see the module docstring).
@@ -703,6 +734,7 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
         ext_fp, ext_calm, idle = extra(pods) if extra is not None else ((), True, frozenset())
         all_created = all(counts.get(n, 0) == (0 if n in idle else real[n].pods)
                           for n in submitted if real[n].end is None)
+        _nudge_if_stuck(watch.api, real, submitted, counts, idle)
         running_ok = all(n in kubelet.marked_running for n, p in pods.items()
                          if p.get("spec", {}).get("nodeName") and _phase(p) == "Pending"
                          and not p["metadata"].get("deletionTimestamp"))
@@ -730,10 +762,15 @@ def _settle(cp: ControlPlane, watch: PodWatch, kubelet: FakeKubelet, real: dict,
             retried = group_attempts - (group_attempts_at_change or 0)
             if retried >= 2 * len(waiting) or t - since >= GANG_PATIENCE:
                 return pods
-        if t > deadline or (not counts and submitted and t - since > NO_PODS_PATIENCE):
+        if t > deadline or (not counts and any(n not in idle for n in submitted)
+                            and t - since > NO_PODS_PATIENCE):
             from courselib.live.kube import _log_tail
-            why = "no pod of any submitted Job appeared" if not counts else \
-                f"pods created per job {counts}, scheduler active {active:g}, backoff {backoff:g}"
+            if not counts:
+                listed = len(watch.api.list_pods(watch.selector).get("items", []))
+                why = (f"no pod of any submitted Job appeared in the watch ({listed} listed by the API "
+                       f"server, {watch.restarts} watch restarts, last {watch.last_error or 'none'})")
+            else:
+                why = f"pods created per job {counts}, scheduler active {active:g}, backoff {backoff:g}"
             raise CourseError(f"the control plane did not settle in time ({why}; the controller "
                               f"manager's last error: {_log_tail(cp, 'kube-controller-manager') or 'none'})",
                               hint=f"see the logs in {cp.state_dir}/log")
@@ -937,7 +974,7 @@ def replay_to_dict(result: ReplayResult) -> dict:
         "policy": plan.policy,
         "versions": result.versions,
         "notes": list(plan.notes),
-        "jobs": [asdict(j) for j in result.jobs],
+        "jobs": [{k: v for k, v in asdict(j).items() if k != "created_real"} for j in result.jobs],
         "start_order": result.start_order(),
         "deadlock": result.deadlock,
         "batches": result.batches,
@@ -985,6 +1022,10 @@ def format_replay(result: ReplayResult) -> str:
                      f"{rj.bound_max:>9} {rj.bound_at_end:>12}  {rj.state:<10} {nodes or '-'}")
         if rj.reason and rj.start is None:
             lines.append(f"{'':<12} pending pods: {rj.reason[:110]}")
+    nudged = [f"{rj.name} ({rj.nudges}x)" for rj in result.jobs if rj.nudges]
+    if nudged:
+        lines.append(f"note: the Job controller created no pod for {NUDGE_AFTER:g} s; the replay touched "
+                     f"these Jobs so it would sync them: {', '.join(nudged)}")
     lines.append(f"start order: {' '.join(result.start_order()) or '-'}")
     if result.deadlock:
         held = sum(rj.bound_at_end for rj in result.jobs if rj.start is None)
