@@ -51,6 +51,19 @@ def test_a_redirect_never_replaces_a_real_page(tmp_path):
     assert (tmp_path / "labs" / "05-slurm.html").read_text() == "<html>the Slurm lab</html>"
 
 
+def test_a_page_left_by_a_build_from_before_the_move_is_replaced(tmp_path):
+    (tmp_path / "labs").mkdir()
+    stale = tmp_path / "labs" / "01-gang-deadlock.html"
+    stale.write_text("<html>the gang-deadlock lab, built before it was renumbered</html>")
+    course_build.write_redirects(tmp_path, {"labs/01-gang-deadlock": "labs/06-gang-deadlock"},
+                                 pages={"labs/06-gang-deadlock", "intro"})
+    assert "This page moved to" in stale.read_text()
+    with pytest.raises(RuntimeError, match="is a page of the book"):
+        course_build.write_redirects(tmp_path, {"labs/05-slurm": "labs/06-gang-deadlock"},
+                                     pages={"labs/05-slurm", "labs/06-gang-deadlock"})
+    assert not (tmp_path / "labs" / "05-slurm.html").exists()
+
+
 def test_the_built_site_has_the_redirect_pages():
     site = Path(os.environ.get("COURSE_SITE_HTML", ROOT / "_build" / "html"))
     if not (site / "index.html").is_file():

@@ -65,12 +65,22 @@ def redirect_page(old: str, new: str) -> str:
             f"</head><body><p>This page moved to <a href=\"{t}\">{t}</a>.</p></body></html>\n")
 
 
-def write_redirects(outdir, redirects: dict) -> list[Path]:
-    """Write one redirect page per moved page into the built site; never over a real page."""
+def write_redirects(outdir, redirects: dict, pages=None) -> list[Path]:
+    """Write one redirect page per moved page into the built site; never over a real page.
+
+    ``pages``: the book's documents in this build. A moved page's HTML left in the output folder
+    by a build from before the move is not one of them and is replaced (a reader who built the book
+    before pulling the rename would otherwise be refused); without ``pages``, any HTML there that is
+    not a redirect counts as a page."""
     written = []
     for old, new in sorted(redirects.items()):
         path = Path(outdir) / (old + ".html")
-        if path.exists() and "This page moved to" not in path.read_text(encoding="utf-8", errors="replace"):
+        if pages is not None:
+            real = old in pages
+        else:
+            real = path.exists() and "This page moved to" not in path.read_text(encoding="utf-8",
+                                                                                errors="replace")
+        if real:
             raise RuntimeError(f"course_redirects: {old} is a page of the book; it cannot also redirect to {new}")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(redirect_page(old, new), encoding="utf-8")
@@ -83,7 +93,7 @@ def _redirects(app, exception):
         missing = [new for new in app.config.course_redirects.values() if new not in app.env.all_docs]
         if missing:
             raise RuntimeError(f"course_redirects: no such page {missing}")
-        write_redirects(app.outdir, app.config.course_redirects)
+        write_redirects(app.outdir, app.config.course_redirects, pages=set(app.env.all_docs))
 
 
 def setup(app):
