@@ -69,7 +69,7 @@ site-test: book book-student
 test: setup
 	@if command -v go >/dev/null 2>&1; then k8s/build.sh; \
 	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi
-	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env
+	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env --durations=40
 
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not slow and not real"
