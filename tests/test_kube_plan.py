@@ -171,3 +171,26 @@ def test_the_source_agrees_with_the_built_binary_s_own_help():
             assert g.locked, g
             continue
         assert (m.group(1), m.group(2) == "true") == (g.stage, g.default), g
+
+
+def test_a_job_with_no_pod_is_touched_so_its_controller_syncs_it_and_the_replay_says_so(monkeypatch):
+    """The nudge (see replay._nudge_if_stuck): only a Job that has had no pod for NUDGE_AFTER
+    seconds, not one Kueue keeps suspended or one whose pods exist, at most MAX_NUDGES times."""
+    clock = [1000.0]
+    monkeypatch.setattr(replay.time, "monotonic", lambda: clock[0])
+    patched = []
+
+    class FakeApi:
+        def raw(self, method, path, body, content_type=None):
+            patched.append((method, path.rsplit("/", 1)[-1], body["metadata"]["annotations"]))
+
+    real = {n: replay.RealJob(n, 4, submitted=0.0, created_real=1000.0) for n in ("a", "b", "c")}
+    submitted = {n: 0.0 for n in real}
+    replay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
+    assert patched == []                       # nothing waited long enough yet
+    for k in range(1, replay.MAX_NUDGES + 3):
+        clock[0] += replay.NUDGE_AFTER + 1
+        replay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
+    assert [p[1] for p in patched] == ["a"] * replay.MAX_NUDGES
+    assert patched[-1] == ("PATCH", "a", {"courselib/nudge": str(replay.MAX_NUDGES)})
+    assert (real["a"].nudges, real["b"].nudges, real["c"].nudges) == (replay.MAX_NUDGES, 0, 0)
