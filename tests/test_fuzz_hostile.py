@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,8 @@ from hostile import HUGE, run_cli, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
-WORK = Path(tempfile.mkdtemp(prefix="courselib-fuzz-"))
+# made when the first test of this module runs, removed when the last one ends (_remove_work_folder)
+WORK = Path(tempfile.gettempdir()) / f"courselib-fuzz-{os.getpid()}-{secrets.token_hex(4)}"
 FAILED = WORK / "failed"
 
 POLICIES = ["kube-default", "volcano", "kueue", "slurm"]
@@ -118,6 +121,15 @@ def test_the_harness_catches_what_it_promises_to(entry, problem):
     out = run_cli([], cwd=WORK, budget_s=2.0, entry=entry)
     assert out.problem() is not None and out.problem().startswith(problem), out.describe()
     assert out.seconds < 10
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_work_folder():
+    """The fuzz folder goes when the module ends, unless a failing case's input is kept in it."""
+    WORK.mkdir(mode=0o700)
+    yield
+    if not (FAILED.is_dir() and any(FAILED.iterdir())):
+        shutil.rmtree(WORK, ignore_errors=True)
 
 
 def _check(out, what: str) -> None:
