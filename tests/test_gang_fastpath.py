@@ -27,6 +27,8 @@ VARIANTS = {
     "kueue+short-timeout": {"timeout": 120, "backoff_base": 30, "backoff_max": 240},
     "kueue+requeue-by-creation": {"timeout": 120, "requeuing_timestamp": "Creation"},
     "slurm": {}, "slurm+easy": {"bf_job_part_count_reserve": 1}, "slurm+no-backfill": {"backfill": False},
+    # a short window: many jobs find no start in it (the pass's staircase of failures); few tested
+    "slurm+window-15min": {"bf_window": 900.0}, "slurm+test-3": {"bf_max_job_test": 3, "bf_window": 3600.0},
     "kube-gang": {}, "kube-gang+pod-by-pod": {"pod_group_cycle": False},
     "kube-gang+pod-by-pod-60s": {"pod_group_cycle": False, "permit_timeout": 60, "requeue_after": 0},
 }
@@ -253,3 +255,37 @@ def test_the_availability_profile_plans_what_the_arrays_plan(setup, data):
     finally:
         pol.reference = False
     assert fast == ref
+
+
+def test_a_shorter_job_behind_one_that_found_no_start_still_gets_its_reservation():
+    """The backfill pass's staircase of jobs with no start in the window covers only jobs with at
+    least as many pods and at least as long a runtime. h (both nodes) is reserved from 1200 s to
+    1900 s; a (1,000 s) fits on node 0 from 300 s only past the window (30 min), so it gets
+    nothing; b (850 s) is as wide but shorter, ends before h's reservation and is reserved at
+    300 s; c (1,100 s) is covered by a."""
+    w = Workload(ClusterSpec(2, 8), [Job("r0", 1, 8, duration=300.0), Job("r1", 1, 8, duration=1200.0),
+                                     Job("h", 2, 8, duration=700.0), Job("a", 1, 8, duration=1000.0),
+                                     Job("b", 1, 8, duration=850.0), Job("c", 1, 8, duration=1100.0)])
+    same(w, "slurm", bf_window=1800.0)
+    with _slurm_passes() as passes:
+        simulate(w, "slurm", bf_window=1800.0)
+    first = passes[False][0]
+    assert first[0] == 0 and set(first[1]) == {"h", "b"}
+    assert first[1]["h"][:2] == (1200.0, 1900.0) and first[1]["b"][:2] == (300.0, 1150.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 8]), st.integers(1, 12), st.sampled_from([60.0, 600.0, 900.0, 3600.0])),
+                max_size=40), st.lists(st.tuples(st.sampled_from([1, 2, 8]), st.integers(1, 12),
+                                                 st.sampled_from([30.0, 60.0, 600.0, 900.0, 7200.0])), max_size=20))
+def test_the_staircase_answers_what_a_walk_over_every_failure_answers(failures, probes):
+    """slurm._Staircase (the corners of the failed jobs) against the plain definition: some failed
+    job as wide per pod with no more pods and no longer a runtime."""
+    from courselib.model.policies.slurm import _Staircase
+    stairs, seen = _Staircase(), []
+    for g, pods, runtime in failures:
+        stairs.add(g, pods, runtime)
+        seen.append((g, pods, runtime))
+        for pg, pp, pr in probes + [(g, pods, runtime)]:
+            walk = any(fg == pg and fp <= pp and fr <= pr for fg, fp, fr in seen)
+            assert stairs.covers(pg, pp, pr) == walk

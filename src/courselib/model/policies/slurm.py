@@ -29,7 +29,11 @@ at every pass, on arrays over every node. The fast path keeps an availability pr
 date as jobs start and finish) and the running jobs' expected ends sorted, so a pass asks "when
 do enough pods fit" with binary searches and jumps over the times at which nothing freed up for
 the job; a plain job's plan is a few operations on bit masks (100,000 jobs on 6,250 nodes: over
-90 s before, under a minute of CPU).
+90 s before, under a minute of CPU). Within a pass, a plain job no wider per pod, with no more
+pods and no longer a runtime than one that found no start in the window, is not searched
+(:class:`_Staircase`). A job that can never run is told so once and leaves the queue, and of the
+jobs behind the blocked one only those not yet told ``Priority`` are told, so the main
+scheduler's cost does not grow with the jobs waiting behind it (issue 23).
 
 Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index. A Slurm job
 is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For a replay on a real
@@ -78,14 +82,18 @@ class Slurm(Policy):
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
         self._infeasible: dict[str, str | None] = {}
-        # fast path: pending jobs already in priority order, and each job shape's verdict once
+        # fast path: the feasible pending jobs already in priority order, the jobs submitted since
+        # the last cycle, those of them not yet told Priority, and each job shape's verdict once
         self._queue: list[tuple] = []
+        self._new: list[tuple] = []
+        self._untold: list[tuple] = []  # (key..., run) behind the head whose reason is not Priority
         self._shape_verdict: dict[tuple, str | None] = {}
+        self._starts = 0
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
         for run in runs:
-            insort(self._queue, (-run.job.priority, run.job.submit, run.seq, run))
+            self._new.append((-run.job.priority, run.job.submit, run.seq, run))
 
     # ---- capacity arithmetic ---------------------------------------------------------------
     @staticmethod
@@ -223,6 +231,7 @@ class Slurm(Policy):
         return None
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
+        self._starts += 1
         self._free_cache.clear()  # the cluster changed
         self._ends = None
         for i, k in plan:
@@ -243,12 +252,11 @@ class Slurm(Policy):
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
         self._ends = None
-        if self.reference:
-            pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
-                             key=lambda r: (-r.job.priority, r.job.submit, r.seq))
-        else:  # a Slurm job is bound whole or not at all: the queue holds exactly the unbound ones
-            self._queue = [e for e in self._queue if not e[-1].finished and state.bound(e[-1]) == 0]
-            pending = [e[-1] for e in self._queue]
+        if not self.reference:
+            self._schedule_fast(state)
+            return []
+        pending = sorted((r for r in self.jobs if not r.finished and state.bound(r) == 0),
+                         key=lambda r: (-r.job.priority, r.job.submit, r.seq))
         feasible = []
         for run in pending:
             reason = self.infeasible(state, run)
@@ -271,6 +279,52 @@ class Slurm(Policy):
             self._backfill(state, left)
         return []
 
+    def _schedule_fast(self, state: SchedState) -> None:
+        """:meth:`schedule` without walking the jobs that wait and cannot change (issue 23). A job
+        that can never run is told so once, when it arrives (its verdict is fixed), and leaves
+        the queue; the main scheduler starts jobs from the head of the feasible queue; of the
+        jobs behind the blocked one only those not already told ``Priority`` are told (the new
+        ones, and the one that was blocked before), in queue order, as the reference tells them
+        all; only the first ``bf_max_job_test`` go to backfill. A Slurm job is bound whole or not
+        at all and is never preempted, so the queue holds exactly the unbound feasible jobs."""
+        queue = self._queue
+        new, self._new = sorted(self._new), []
+        for e in new:
+            reason = self.infeasible(state, e[-1])
+            if reason:
+                state.set_reason(e[-1], reason)
+            else:
+                insort(queue, e)
+                insort(self._untold, e)
+        k = 0
+        while k < len(queue):  # main scheduler: strict priority order
+            run = queue[k][-1]
+            plan = self.plan(state, run.job, state.now, [])
+            if plan is None:
+                break
+            self._start(state, run, plan)
+            k += 1
+        self.reservations = {}
+        if k == len(queue):
+            del queue[:]
+            self._untold = []
+            return
+        head = queue[k]
+        state.set_reason(head[-1], "Resources")
+        untold = self._untold
+        u = bisect_right(untold, head)  # (keys are unique: the runs themselves never compare)
+        for e in untold[u:]:
+            state.set_reason(e[-1], "Priority")
+        self._untold = [head]  # the next cycle tells it Priority if another job is blocked first
+        del queue[:k]
+        if self.backfill:
+            left = [e[-1] for e in queue[: self.bf_max_job_test]]
+            before = self._starts
+            self._backfill(state, left)
+            if self._starts != before:  # started by backfill: out of the queue
+                n = len(left)
+                queue[:n] = [e for e in queue[:n] if not state.bound(e[-1])]
+
     @staticmethod
     def _plan_now(state: SchedState, job: Job) -> list | None:
         """:meth:`plan` for a plain job now, from the free-GPU buckets instead of arrays over every
@@ -291,8 +345,8 @@ class Slurm(Policy):
     def _known_to_fail(self, job: Job, t: float) -> bool:
         """A plain job cannot start at ``t`` if one as wide per pod, with no more pods and no longer
         runtime, could not in this pass: the same free GPUs, a superset of blocking reservations."""
-        return any(p <= job.pods and r <= job.planned_runtime
-                   for p, r in self._failed.get((t, job.gpus_per_pod), ()))
+        failed = self._failed.get(t)
+        return failed is not None and failed.covers(job.gpus_per_pod, job.pods, job.planned_runtime)
 
     def _reservation_arrays(self, reserved: list, n: int):
         """(starts, ends, nodes-matrix) of this pass's reservations, filled in as they are made."""
@@ -363,11 +417,14 @@ class Slurm(Policy):
         res_ends: list[float] = []  # sorted: the reservations' ends after now (candidate times too)
         made = 0
         avail = self._availability(state)
-        self._failed: dict[tuple, list] = {}  # (t, GPUs per pod) -> (pods, runtime) that failed
+        self._failed: dict[float, _Staircase] = {}  # t -> the plain jobs that failed at t
         times_all = self._candidates(now)  # kept sorted as reservations add their ends
+        never = _Staircase()  # plain jobs with no start in the window, by (GPUs a pod, pods, runtime)
         for run in pending[: self.bf_max_job_test]:
             job = run.job
             plain = state.cluster.plain(job)
+            if plain and never.covers(job.gpus_per_pod, job.pods, job.planned_runtime):
+                continue  # one no wider, with no more pods and no longer, found no start: nor will it
             times = times_all
             if plain:  # from the first time at which enough pods fit, reservations aside
                 g = job.gpus_per_pod
@@ -399,14 +456,19 @@ class Slurm(Policy):
                     start = t
                     break
                 if plain:
-                    self._failed.setdefault((t, g), []).append((job.pods, job.planned_runtime))
+                    if t not in self._failed:
+                        self._failed[t] = _Staircase()
+                    self._failed[t].add(g, job.pods, job.planned_runtime)
                     bound = avail.first_fit_outside(reserved, t, t + job.planned_runtime, g, job.pods,
                                                     times)
             outcome = self._settle(state, run, start, plan, reserved, made)
+            if start is None and plain:
+                never.add(job.gpus_per_pod, job.pods, job.planned_runtime)
             if outcome == "started":
                 avail = self._availability(state)  # one more running job: fewer GPUs free
                 times_all = sorted(set(self._candidates(now)).union(res_ends))  # one more end
                 self._failed = {}
+                never = _Staircase()
             elif outcome == "reserved":
                 made += 1
                 t1 = reserved[-1][1]
@@ -456,6 +518,34 @@ class Slurm(Policy):
         return self._avail
 
 
+class _Staircase:
+    """Plain jobs that failed (at one candidate time, or at every one in the backfill window), per
+    GPUs a pod, as the lower-left corners (pods, runtime) none of which dominates another. A later
+    job as wide per pod with at least as many pods and at least as long a runtime fails too: during
+    a pass the free GPUs at any time only fall (jobs start) and the reservations only grow, and at
+    a candidate time added by a new end or reservation a job is no better off than at the candidate
+    before it. So :meth:`covers` answers what the search would (tests/test_gang_fastpath.py), in
+    O(log corners) instead of a walk over every failure."""
+
+    def __init__(self):
+        self._by_g: dict[int, tuple[list, list]] = {}  # g -> (pods rising, runtimes falling)
+
+    def covers(self, g: int, pods: int, runtime: float) -> bool:
+        ps, rs = self._by_g.get(g, ((), ()))
+        i = bisect_right(ps, pods) - 1
+        return i >= 0 and rs[i] <= runtime
+
+    def add(self, g: int, pods: int, runtime: float) -> None:
+        if self.covers(g, pods, runtime):
+            return
+        ps, rs = self._by_g.setdefault(g, ([], []))
+        j = bisect_left(ps, pods)
+        end = j
+        while end < len(ps) and rs[end] >= runtime:  # corners the new one dominates
+            end += 1
+        ps[j:end], rs[j:end] = [pods], [runtime]
+
+
 def _has(sorted_list: list[float], t: float) -> bool:
     k = bisect_left(sorted_list, t)
     return k < len(sorted_list) and sorted_list[k] == t
@@ -467,11 +557,6 @@ def _mask(indexes, n: int) -> int:
         return 0
     a = np.zeros(n, dtype=bool)
     a[np.asarray(indexes, dtype=np.int64)] = True
-    return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
-
-
-def _bits(a) -> int:
-    """A boolean array over the nodes as the bits of one Python int."""
     return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
 
 
@@ -501,6 +586,9 @@ class Availability:
         self.now = None
         self._levels: dict[float, list[int]] = {}
         self._resv: tuple[list | None, list] = (None, [])
+        self._full = (1 << n) - 1
+        #: (blocked-nodes mask, g) -> searchsorted of the blocked nodes' times at the levels of g
+        self._blocked_times: dict[tuple, object] = {}
 
     def touch(self, nodes) -> None:
         self.dirty.update(nodes)
@@ -511,7 +599,7 @@ class Availability:
             self.now, self._levels = now, {}
         if not self.dirty:
             return
-        self._levels = {}
+        self._levels, self._blocked_times = {}, {}
         cluster, when, top = self.cluster, self.when, self.top
         for i in self.dirty:
             col = [-math.inf] * (top + 1)
@@ -546,12 +634,17 @@ class Availability:
             return math.inf
         # the same count with the blocked nodes' times taken out: all nodes' counts come from the
         # sorted lists (binary searches), the blocked nodes' from their own few sorted times
-        bits = np.unpackbits(np.frombuffer(mask.to_bytes((self.n + 7) // 8, "little"), np.uint8),
-                             bitorder="little")[:self.n]
-        bl = np.sort(self.when[g:self.top + 1:g][:, np.flatnonzero(bits)].ravel())
+        out_of = self._blocked_times.get((mask, g))
+        if out_of is None:  # the same blocked nodes come back often within a pass
+            bits = np.unpackbits(np.frombuffer(mask.to_bytes((self.n + 7) // 8, "little"), np.uint8),
+                                 bitorder="little")[:self.n]
+            bl = np.sort(self.when[g:self.top + 1:g][:, np.flatnonzero(bits)].ravel())
+            if len(self._blocked_times) > 512:
+                self._blocked_times.clear()
+            out_of = self._blocked_times[(mask, g)] = bl.searchsorted  # the method: no dispatch layer
 
         def count(x: float) -> int:
-            return sum(bisect_right(lst, x) for lst in rows) - int(np.searchsorted(bl, x, "right"))
+            return sum(bisect_right(lst, x) for lst in rows) - int(out_of(x, "right"))
 
         lo, hi = bisect_right(times, t), len(times)  # every crossing time is a candidate time
         while lo < hi:
@@ -570,7 +663,8 @@ class Availability:
                 lv = [_mask(self.cluster.bucket(f), self.n) for f in range(self.top + 1)]
             else:
                 ge = self.when <= t
-                lv = [_bits(ge[f] & ~ge[f + 1]) for f in range(self.top + 1)]
+                rows = np.packbits(ge[:-1] & ~ge[1:], axis=1, bitorder="little")  # all levels at once
+                lv = [int.from_bytes(row.tobytes(), "little") for row in rows]
             self._levels[t] = lv
         return lv
 
@@ -582,10 +676,12 @@ class Availability:
             self._resv = (reserved, masks)
         for r in reserved[len(masks):]:
             masks.append((r[0], r[1], _mask(r[2], self.n)))
-        out = 0
+        out, full = 0, self._full
         for s, e, m in masks:
             if s < t1 and t < e:
                 out |= m
+                if out == full:  # every node blocked: no more to learn
+                    break
         return out
 
     def plan(self, job: Job, t: float, reserved: list) -> list | None:
