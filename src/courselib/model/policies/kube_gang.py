@@ -62,8 +62,8 @@ The timeout is a Go constant in v1.37.2 (not a flag); ``permit_timeout`` exists 
 Two paths, one behaviour (``tests/test_gang_fastpath.py``): the reference cycle re-sorts every
 waiting group and places each one tentatively (rolled back if it falls short of ``minCount``);
 the fast cycle keeps the order incrementally, asks the free-GPU buckets how many pods fit
-before placing anything, and looks at a failed gang that holds nothing again only when its
-``minCount`` fits (:class:`~courselib.model.waitlist.NeedIndex`; issue 23).
+before placing anything, and looks at a failed all-or-nothing gang again only when all its
+pods fit (:class:`~courselib.model.waitlist.NeedIndex`; issue 23).
 """
 from __future__ import annotations
 
@@ -136,8 +136,8 @@ class KubeGang(Policy):
         self.failed: dict[str, tuple] = {}  # groups in the backoffQ -> when they first failed
         self._active: list[tuple] = []  # fast path: (-priority, stamp, name) of groups never failed
         self._backoff: list[tuple] = []  # fast path: (cap, -priority, first failure, name), looked at
-        # every cycle; a gang with no pod bound whose pods only free GPUs place waits in _rigid
-        # (by GPUs a pod, then minCount, in backoffQ order) until minCount of them fit
+        # every cycle; a gang that needs all its pods at once and only free GPUs place waits in
+        # _rigid (by GPUs a pod, then pods, in backoffQ order) until they all fit
         self._rigid: dict[int, NeedIndex] = {}
         # pod-by-pod (v1.35) state
         self.queue: list[list] = []  # [priority, creation order, run, pods] runs of queued pods
@@ -249,12 +249,13 @@ class KubeGang(Policy):
 
     def _group_cycles_fast(self, state: SchedState) -> None:
         """The reference's cycle (activeQ, then backoffQ) without looking at the gangs that cannot
-        change: a failed gang with no pod bound, whose pods free GPUs alone place, fails again —
-        and keeps its reason (``MIN_COUNT``) — until ``minCount`` of its pods fit, so it waits in
-        ``_rigid`` (:class:`~courselib.model.waitlist.NeedIndex`, by GPUs a pod, then minCount)
-        and is looked at only when it is the first in backoffQ order that fits (placements only
-        shrink what fits during a cycle). Other failed gangs (past their quorum, or placed by
-        node checks) are looked at every cycle: they hold GPUs, so there are few of them."""
+        change: a failed gang that needs all its pods at once (``minCount`` = pods), each placed
+        by free GPUs alone, fails again — and keeps its reason (``MIN_COUNT``) — until that many
+        pods fit, so it waits in ``_rigid`` (:class:`~courselib.model.waitlist.NeedIndex`, by GPUs
+        a pod, then pods) and is looked at only when it is the first in backoffQ order that fits
+        (placements only shrink what fits during a cycle). Other failed gangs are looked at every
+        cycle: an elastic gang's success is partial and requeues it by the timestamp its last
+        failed cycle gave it, which the index would not renew."""
         n = len(state.cluster.nodes)
         groups, cluster = self.groups, state.cluster
         active, self._active = self._active, []
@@ -282,13 +283,13 @@ class KubeGang(Policy):
                     continue
             else:
                 g, idx, run = hit
-                idx.remove(run.job.min_member, key, run)
+                idx.remove(run.job.pods, key, run)
             self._settle(state, run, self._attempt(state, run, n), later)
         for entry in later:  # failed in this cycle: the backoffQ of the next one
             if len(entry) == 2:
-                need, g = entry[1].job.min_member, entry[1].job.gpus_per_pod
+                need, g = entry[1].job.pods, entry[1].job.gpus_per_pod
                 if g not in self._rigid:
-                    self._rigid[g] = NeedIndex(j.min_member for j in self.workload.jobs if j.gpus_per_pod == g)
+                    self._rigid[g] = NeedIndex(j.pods for j in self.workload.jobs if j.gpus_per_pod == g)
                 self._rigid[g].add(need, entry[0], entry[1])
             else:
                 insort(self._backoff, entry)
@@ -300,7 +301,9 @@ class KubeGang(Policy):
             self._keep_active(run)
         elif outcome == "failed":
             key = (backoff_cap(job.pods - state.bound(run)), -job.priority, self.failed[run.name], run.name)
-            rigid = state.bound(run) == 0 and state.cluster.plain(job)
+            # all or nothing: one that succeeds places every pod, so the queue timestamp a failed cycle
+            # gives it (self.stamp, which the fast path does not renew while it waits) is never read
+            rigid = job.min_member == job.pods and state.bound(run) == 0 and state.cluster.plain(job)
             later.append((key, run) if rigid else key)
 
     def _keep_active(self, run: JobRun) -> None:
