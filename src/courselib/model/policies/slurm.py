@@ -425,11 +425,11 @@ class Slurm(Policy):
             plain = state.cluster.plain(job)
             if plain and never.covers(job.gpus_per_pod, job.pods, job.planned_runtime):
                 continue  # one no wider, with no more pods and no longer, found no start: nor will it
-            times = times_all
+            times, k = times_all, 0
             if plain:  # from the first time at which enough pods fit, reservations aside
                 g = job.gpus_per_pod
-                times = times[self._first_fit(times, state, avail, job):]
-            start, plan, last, k, bound = None, None, None, 0, -math.inf
+                k = self._first_fit(times, state, avail, job)
+            start, plan, last, bound = None, None, None, -math.inf
             while k < len(times):
                 t = times[k]
                 if plain and last is not None and last > now:
@@ -466,7 +466,9 @@ class Slurm(Policy):
                 never.add(job.gpus_per_pod, job.pods, job.planned_runtime)
             if outcome == "started":
                 avail = self._availability(state)  # one more running job: fewer GPUs free
-                times_all = sorted(set(self._candidates(now)).union(res_ends))  # one more end
+                e = self.expected_end[run.name]  # one more end among the candidate times
+                if e > now and not _has(times_all, e):
+                    insort(times_all, e)
                 self._failed = {}
                 never = _Staircase()
             elif outcome == "reserved":
