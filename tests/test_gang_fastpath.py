@@ -289,3 +289,16 @@ def test_the_staircase_answers_what_a_walk_over_every_failure_answers(failures, 
         for pg, pp, pr in probes + [(g, pods, runtime)]:
             walk = any(fg == pg and fp <= pp and fr <= pr for fg, fp, fr in seen)
             assert stairs.covers(pg, pp, pr) == walk
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10 ** 6), st.sampled_from([2, 5, 500]), st.sampled_from([1800.0, 3600.0, 86400.0]),
+       st.sampled_from([0, 1]))
+def test_slurm_backfill_passes_repeated_behind_a_long_queue_match_the_reference(seed, tested, window, reserve):
+    """The overloaded cluster, small, with few jobs tested and short windows: most cycles are
+    arrivals behind the jobs backfill tests, where the fast path repeats the last pass's
+    reservations instead of searching again (Slurm._same_pass) — unless something started or
+    ended, the tested jobs changed, or a candidate time came into the window. Every pass's
+    reservations are compared with the reference's (same())."""
+    w = overloaded_workload(seed, nodes=3, gpus_per_node=8, jobs=40, gap_s=600.0)
+    same(w, "slurm", bf_max_job_test=tested, bf_window=window, bf_job_part_count_reserve=reserve)

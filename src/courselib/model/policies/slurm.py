@@ -88,7 +88,11 @@ class Slurm(Policy):
         self._new: list[tuple] = []
         self._untold: list[tuple] = []  # (key..., run) behind the head whose reason is not Priority
         self._shape_verdict: dict[tuple, str | None] = {}
-        self._starts = 0
+        self._starts = self._ends_seen = self._window_changes = 0
+        #: fast path: the last backfill pass that started nothing, [time, starts, ends, window
+        #: changes, its candidate times, its reservations] (see _same_pass), or None
+        self._memo: list | None = None
+        self._pass_times: list[float] = []
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
@@ -294,8 +298,11 @@ class Slurm(Policy):
             if reason:
                 state.set_reason(e[-1], reason)
             else:
+                if bisect_right(queue, e) < self.bf_max_job_test:
+                    self._window_changes += 1  # backfill's jobs are not the same as last pass's
                 insort(queue, e)
                 insort(self._untold, e)
+        starts_before = self._starts
         k = 0
         while k < len(queue):  # main scheduler: strict priority order
             run = queue[k][-1]
@@ -317,13 +324,39 @@ class Slurm(Policy):
             state.set_reason(e[-1], "Priority")
         self._untold = [head]  # the next cycle tells it Priority if another job is blocked first
         del queue[:k]
-        if self.backfill:
-            left = [e[-1] for e in queue[: self.bf_max_job_test]]
-            before = self._starts
-            self._backfill(state, left)
-            if self._starts != before:  # started by backfill: out of the queue
-                n = len(left)
-                queue[:n] = [e for e in queue[:n] if not state.bound(e[-1])]
+        if not self.backfill:
+            return
+        if k == 0 and self._same_pass(state.now):
+            self.reservations = self._memo[-1]
+            self._memo[0] = state.now
+            return
+        left = [e[-1] for e in queue[: self.bf_max_job_test]]
+        self._backfill(state, left)
+        if self._starts != starts_before:  # started by backfill: out of the queue
+            n = len(left)
+            queue[:n] = [e for e in queue[:n] if not state.bound(e[-1])]
+            self._memo = None
+        else:  # nothing started: the next pass may be this one again (_same_pass)
+            self._memo = [state.now, self._starts, self._ends_seen, self._window_changes,
+                          self._pass_times, self.reservations]
+
+    def _same_pass(self, now: float) -> bool:
+        """Whether a backfill pass now would make exactly the last pass's reservations: nothing
+        started (in it or since), nothing ended, the jobs it tests are the same, no candidate time
+        of it lies in (its time, now] (no running job's expected end, no reservation's start or
+        end: those are all candidate times), and none comes into the window, (last + bf_window,
+        now + bf_window]. Then every job fails now where it failed at the last pass's time (the
+        same free GPUs, and every reservation that overlapped its run then overlaps it now, as
+        all of them start later), and every other candidate time is tested as before. On the
+        overloaded cluster most cycles are arrivals behind the jobs backfill tests (issue 23)."""
+        memo = self._memo
+        if memo is None or memo[1:4] != [self._starts, self._ends_seen, self._window_changes]:
+            return False
+        t0, times = memo[0], memo[4]
+        if len(times) > 1 and times[1] <= now:  # times[0] is t0 itself
+            return False
+        lo = bisect_right(times, t0 + self.bf_window)
+        return lo == len(times) or times[lo] > now + self.bf_window
 
     @staticmethod
     def _plan_now(state: SchedState, job: Job) -> list | None:
@@ -478,6 +511,7 @@ class Slurm(Policy):
                     insort(res_ends, t1)
                     if not _has(times_all, t1):
                         insort(times_all, t1)
+        self._pass_times = times_all
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
@@ -502,6 +536,7 @@ class Slurm(Policy):
         return lo
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
+        self._ends_seen += 1
         e = self.expected_end.pop(run.name, None)
         if e is not None and not self.reference:
             self._ends_count[e] -= 1
