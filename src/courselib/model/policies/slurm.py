@@ -622,7 +622,7 @@ class Availability:
         self.dirty: set[int] = set(range(n)) if cluster.free_gpus != cluster.total_gpus else set()
         self.now = None
         self._levels: dict[float, list[int]] = {}
-        self._resv: tuple[list | None, list] = (None, [])
+        self._resv: list = [None]
         self._full = (1 << n) - 1
         #: (blocked-nodes mask, g) -> searchsorted of the blocked nodes' times at the levels of g
         self._blocked_times: dict[tuple, object] = {}
@@ -706,16 +706,25 @@ class Availability:
         return lv
 
     def blocked(self, reserved: list, t: float, t1: float) -> int:
-        """The nodes of every reservation that overlaps ``[t, t1)``, as a mask."""
-        cached, masks = self._resv
-        if cached is not reserved:
-            masks = []
-            self._resv = (reserved, masks)
-        for r in reserved[len(masks):]:
-            masks.append((r[0], r[1], _mask(r[2], self.n)))
+        """The nodes of every reservation that overlaps ``[t, t1)``, as a mask. The pass's
+        reservations are kept sorted by start, with the longest one's length: only those that
+        start in ``(t - longest, t1)`` can overlap."""
+        resv = self._resv
+        if resv[0] is not reserved:
+            resv = self._resv = [reserved, 0, [], [], 0.0]  # reserved, done, starts, (s, e, m), longest
+        _, done, starts, rows, longest = resv
+        if done < len(reserved):
+            for r in reserved[done:]:
+                k = bisect_right(starts, r[0])
+                starts.insert(k, r[0])
+                rows.insert(k, (r[1], _mask(r[2], self.n)))
+                longest = max(longest, r[1] - r[0])
+            resv[1], resv[4] = len(reserved), longest
         out, full = 0, self._full
-        for s, e, m in masks:
-            if s < t1 and t < e:
+        # (a second's margin: ``longest`` is a difference of floats, the test on ``e`` is exact)
+        for k in range(bisect_left(starts, t - longest - 1.0), bisect_left(starts, t1)):
+            e, m = rows[k]
+            if t < e:
                 out |= m
                 if out == full:  # every node blocked: no more to learn
                     break
