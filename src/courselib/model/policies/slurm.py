@@ -375,12 +375,6 @@ class Slurm(Policy):
                 need -= f // g
         return None
 
-    def _known_to_fail(self, job: Job, t: float) -> bool:
-        """A plain job cannot start at ``t`` if one as wide per pod, with no more pods and no longer
-        runtime, could not in this pass: the same free GPUs, a superset of blocking reservations."""
-        failed = self._failed.get(t)
-        return failed is not None and failed.covers(job.gpus_per_pod, job.pods, job.planned_runtime)
-
     def _reservation_arrays(self, reserved: list, n: int):
         """(starts, ends, nodes-matrix) of this pass's reservations, filled in as they are made."""
         cache = getattr(self, "_resv", None)
@@ -453,10 +447,12 @@ class Slurm(Policy):
         self._failed: dict[float, _Staircase] = {}  # t -> the plain jobs that failed at t
         times_all = self._candidates(now)  # kept sorted as reservations add their ends
         never = _Staircase()  # plain jobs with no start in the window, by (GPUs a pod, pods, runtime)
+        failed_at = self._failed
         for run in pending[: self.bf_max_job_test]:
             job = run.job
             plain = state.cluster.plain(job)
-            if plain and never.covers(job.gpus_per_pod, job.pods, job.planned_runtime):
+            runtime, pods = job.planned_runtime, job.pods
+            if plain and never.covers(job.gpus_per_pod, pods, runtime):
                 continue  # one no wider, with no more pods and no longer, found no start: nor will it
             times, k = times_all, 0
             if plain:  # from the first time at which enough pods fit, reservations aside
@@ -481,7 +477,10 @@ class Slurm(Policy):
                     break
                 if plain:
                     last = t
-                    if self._known_to_fail(job, t):
+                    # it cannot start at t if one as wide per pod, with no more pods and no longer
+                    # a runtime, could not in this pass: the same free GPUs, more reservations
+                    failed = failed_at.get(t)
+                    if failed is not None and failed.covers(g, pods, runtime):
                         bound = -math.inf  # no bound known from this time's blocked nodes
                         continue
                 plan = self.plan(state, job, t, reserved)
@@ -489,20 +488,19 @@ class Slurm(Policy):
                     start = t
                     break
                 if plain:
-                    if t not in self._failed:
-                        self._failed[t] = _Staircase()
-                    self._failed[t].add(g, job.pods, job.planned_runtime)
-                    bound = avail.first_fit_outside(reserved, t, t + job.planned_runtime, g, job.pods,
-                                                    times)
+                    if failed is None:
+                        failed = failed_at[t] = _Staircase()
+                    failed.add(g, pods, runtime, checked=True)
+                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
             outcome = self._settle(state, run, start, plan, reserved, made)
             if start is None and plain:
-                never.add(job.gpus_per_pod, job.pods, job.planned_runtime)
+                never.add(job.gpus_per_pod, pods, runtime, checked=True)
             if outcome == "started":
                 avail = self._availability(state)  # one more running job: fewer GPUs free
                 e = self.expected_end[run.name]  # one more end among the candidate times
                 if e > now and not _has(times_all, e):
                     insort(times_all, e)
-                self._failed = {}
+                self._failed = failed_at = {}
                 never = _Staircase()
             elif outcome == "reserved":
                 made += 1
@@ -572,8 +570,9 @@ class _Staircase:
         i = bisect_right(ps, pods) - 1
         return i >= 0 and rs[i] <= runtime
 
-    def add(self, g: int, pods: int, runtime: float) -> None:
-        if self.covers(g, pods, runtime):
+    def add(self, g: int, pods: int, runtime: float, checked: bool = False) -> None:
+        """Add a failed job; ``checked``: the caller knows :meth:`covers` is false for it."""
+        if not checked and self.covers(g, pods, runtime):
             return
         ps, rs = self._by_g.setdefault(g, ([], []))
         j = bisect_left(ps, pods)
