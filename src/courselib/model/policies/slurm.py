@@ -448,6 +448,7 @@ class Slurm(Policy):
         times_all = self._candidates(now)  # kept sorted as reservations add their ends
         never = _Staircase()  # plain jobs with no start in the window, by (GPUs a pod, pods, runtime)
         failed_at = self._failed
+        direct = type(self).plan is Slurm.plan
         for run in pending[: self.bf_max_job_test]:
             job = run.job
             plain = state.cluster.plain(job)
@@ -483,7 +484,10 @@ class Slurm(Policy):
                     if failed is not None and failed.covers(g, pods, runtime):
                         bound = -math.inf  # no bound known from this time's blocked nodes
                         continue
-                plan = self.plan(state, job, t, reserved)
+                # a plain job's plan straight from the profile (up to date): what self.plan asks,
+                # unless a subclass watches self.plan (the backfill problems' explainer does)
+                plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
+                        else self.plan(state, job, t, reserved))
                 if plan is not None:
                     start = t
                     break
@@ -522,7 +526,7 @@ class Slurm(Policy):
         """Index of the first time in ``times`` (``times[0]`` is now) at which the plain ``job``'s
         pods all fit on the cluster, reservations aside (len(times) if never): a binary search,
         as the count never decreases with time."""
-        if state.cluster.pods_that_fit(job) >= job.pods:
+        if state.cluster.fit_count(job.gpus_per_pod) >= job.pods:  # (a plain job: what pods_that_fit says)
             return 0
         lo, hi = 1, len(times)
         while lo < hi:
@@ -596,6 +600,20 @@ def _mask(indexes, n: int) -> int:
     return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
 
 
+def _indexes(m: int, n: int) -> list[int]:
+    """The set bits of the mask ``m`` (< 2 ** n), in rising order: :func:`_mask` undone."""
+    bits = np.unpackbits(np.frombuffer(m.to_bytes((n + 7) // 8, "little"), np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def _bits(m: int):
+    """The set bits of the mask ``m``, in rising order, one at a time (for the first few)."""
+    while m:
+        low = m & -m
+        yield low.bit_length() - 1
+        m ^= low
+
+
 class Availability:
     """Slurm's availability profile for plain jobs, kept up to date as jobs start and finish.
 
@@ -623,8 +641,11 @@ class Availability:
         self._levels: dict[float, list[int]] = {}
         self._resv: list = [None]
         self._full = (1 << n) - 1
-        #: (blocked-nodes mask, g) -> searchsorted of the blocked nodes' times at the levels of g
-        self._blocked_times: dict[tuple, object] = {}
+        #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
+        self._blocked_times: dict[tuple, list[float]] = {}
+        #: the last blocked() asked and its answer: a failed plan asks it again for its next fit
+        self._last_blocked: tuple = (None, 0, 0.0, 0.0, 0)
+        self._last_out: tuple = (None, 0, [])  # the last _out_of: (mask, g, its times)
 
     def touch(self, nodes) -> None:
         self.dirty.update(nodes)
@@ -635,7 +656,7 @@ class Availability:
             self.now, self._levels = now, {}
         if not self.dirty:
             return
-        self._levels, self._blocked_times = {}, {}
+        self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
         cluster, when, top = self.cluster, self.when, self.top
         for i in self.dirty:
             col = [-math.inf] * (top + 1)
@@ -656,6 +677,8 @@ class Availability:
 
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
+        if 2 * g > self.top:  # one level
+            return bisect_right(self.sorted[g], t)
         return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
 
     def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
@@ -670,44 +693,78 @@ class Availability:
             return math.inf
         # the same count with the blocked nodes' times taken out: all nodes' counts come from the
         # sorted lists (binary searches), the blocked nodes' from their own few sorted times
-        out_of = self._blocked_times.get((mask, g))
-        if out_of is None:  # the same blocked nodes come back often within a pass
+        out_of = self._out_of(mask, g)
+        lo, hi = bisect_right(times, t), len(times)  # every crossing time is a candidate time
+        if len(rows) == 1:  # pods of more than half a node: one level, one binary search each
+            row = rows[0]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                x = times[mid]
+                if bisect_right(row, x) - bisect_right(out_of, x) >= pods:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        else:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                x = times[mid]
+                if sum(bisect_right(lst, x) for lst in rows) - bisect_right(out_of, x) >= pods:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        return times[lo] if lo < len(times) else math.inf
+
+    def _out_of(self, mask: int, g: int) -> list[float]:
+        """The times at which the nodes of ``mask`` reach the levels of ``g`` (g, 2g, ...), sorted
+        (a Python list, for bisect): what the sorted levels count that ``mask`` takes out. The same
+        blocked nodes come back often within a pass (a failed plan, then its next fit)."""
+        last = self._last_out  # the same mask object as the last call's: no hash of a long int
+        if last[0] is mask and last[1] == g:
+            return last[2]
+        key = (mask, g)
+        out = self._blocked_times.get(key)
+        if out is None:
             bits = np.unpackbits(np.frombuffer(mask.to_bytes((self.n + 7) // 8, "little"), np.uint8),
-                                 bitorder="little")[:self.n]
-            bl = np.sort(self.when[g:self.top + 1:g][:, np.flatnonzero(bits)].ravel())
+                                 count=self.n, bitorder="little").view(bool)
+            when = self.when[g] if 2 * g > self.top else self.when[g:self.top + 1:g]
+            out = when[..., bits].ravel()  # a copy: boolean indexing
+            out.sort()
+            out = out.tolist()
             if len(self._blocked_times) > 512:
                 self._blocked_times.clear()
-            out_of = self._blocked_times[(mask, g)] = bl.searchsorted  # the method: no dispatch layer
+            self._blocked_times[key] = out
+        self._last_out = (mask, g, out)
+        return out
 
-        def count(x: float) -> int:
-            return sum(bisect_right(lst, x) for lst in rows) - int(out_of(x, "right"))
-
-        lo, hi = bisect_right(times, t), len(times)  # every crossing time is a candidate time
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if count(times[mid]) >= pods:
-                hi = mid
+    def level(self, t: float, f: int) -> int:
+        """The nodes with exactly ``f`` free GPUs at ``t``, as a mask (bit i = node i); each level
+        is computed when first asked, once per time until the profile changes (a job of ``g``
+        GPUs a pod asks only the levels from ``g`` up: most plans need one or two of them)."""
+        lv = self._levels.get(t)
+        if lv is None:
+            lv = self._levels[t] = [None] * (self.top + 1)
+        m = lv[f]
+        if m is None:
+            if t <= self.now:  # now: exactly what the cluster's buckets say
+                m = _mask(self.cluster.bucket(f), self.n)
             else:
-                lo = mid + 1
-        return times[lo] if lo < len(times) else math.inf
+                when = self.when
+                row = np.packbits((when[f] <= t) & (when[f + 1] > t), bitorder="little")
+                m = int.from_bytes(row.tobytes(), "little")
+            lv[f] = m
+        return m
 
     def levels(self, t: float) -> list[int]:
         """Masks by free GPUs at ``t``: bit i of ``levels[f]`` is set when node i has f free."""
-        lv = self._levels.get(t)
-        if lv is None:
-            if t <= self.now:  # now: exactly what the cluster's buckets say
-                lv = [_mask(self.cluster.bucket(f), self.n) for f in range(self.top + 1)]
-            else:
-                ge = self.when <= t
-                rows = np.packbits(ge[:-1] & ~ge[1:], axis=1, bitorder="little")  # all levels at once
-                lv = [int.from_bytes(row.tobytes(), "little") for row in rows]
-            self._levels[t] = lv
-        return lv
+        return [self.level(t, f) for f in range(self.top + 1)]
 
     def blocked(self, reserved: list, t: float, t1: float) -> int:
         """The nodes of every reservation that overlaps ``[t, t1)``, as a mask. The pass's
         reservations are kept sorted by start, with the longest one's length: only those that
         start in ``(t - longest, t1)`` can overlap."""
+        last = self._last_blocked
+        if last[0] is reserved and last[1] == len(reserved) and last[2] == t and last[3] == t1:
+            return last[4]
         resv = self._resv
         if resv[0] is not reserved:
             resv = self._resv = [reserved, 0, [], [], 0.0]  # reserved, done, starts, (s, e, m), longest
@@ -727,29 +784,45 @@ class Availability:
                 out |= m
                 if out == full:  # every node blocked: no more to learn
                     break
+        self._last_blocked = (reserved, len(reserved), t, t1, out)
         return out
 
     def plan(self, job: Job, t: float, reserved: list) -> list | None:
         """:meth:`Slurm.plan` for a plain job: best fit at ``t`` (fewest free GPUs, then node
         index) on nodes no overlapping reservation holds, or None if too few pods fit."""
         g, need, top = job.gpus_per_pod, job.pods, self.top
-        if t > self.now and self.fit(t, g) < need:  # too few even with no reservation at all
-            return None
-        lv = self.levels(t)
-        blocked = self.blocked(reserved, t, t + job.planned_runtime) if reserved else 0
-        fit = 0
+        blocked = 0
+        if t > self.now:
+            fit = self.fit(t, g)
+            if fit < need:  # too few even with no reservation at all
+                return None
+            if reserved:
+                blocked = self.blocked(reserved, t, t + job.planned_runtime)
+                # too few on the nodes left, counted from the sorted levels without building the
+                # masks by free GPUs at t (most plans fail here; the next fit asks the same)
+                if blocked and fit - bisect_right(self._out_of(blocked, g), t) < need:
+                    return None
+        elif reserved:
+            blocked = self.blocked(reserved, t, t + job.planned_runtime)
+        level = self.level
+        fit, masks = 0, []
         for f in range(g, top + 1):
-            if lv[f]:
-                fit += (f // g) * ((lv[f] & ~blocked) if blocked else lv[f]).bit_count()
+            m = level(t, f)
+            if m and blocked:
+                m &= ~blocked
+            masks.append(m)
+            if m:
+                fit += (f // g) * m.bit_count()
         if fit < need:
             return None
         out = []
-        for f in range(g, top + 1):
-            m, per = (lv[f] & ~blocked) if blocked else lv[f], f // g
-            while m:
-                low = m & -m
-                i = low.bit_length() - 1
-                m ^= low
+        for f, m in zip(range(g, top + 1), masks):
+            if not m:
+                continue
+            per = f // g
+            # the nodes in index order: many at once through numpy, a few bit by bit
+            nodes = _indexes(m, self.n) if -(-need // per) > 32 else _bits(m)
+            for i in nodes:
                 if per >= need:
                     out.append((i, need))
                     return out
