@@ -6,6 +6,7 @@ Each scenario is built, changed and rebuilt for real; for every step the builder
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -73,14 +74,14 @@ def test_the_differential_suite_covers_what_the_issue_names():
 @real
 @pytest.mark.parametrize("scenario", rb.SCENARIOS, ids=lambda s: s["name"])
 def test_courselib_predicts_the_real_builders_cache_exactly(scenario, tmp_path):
-    from test_container_live import _ours_left
+    from test_container_live import _left_behind, _ours_left
     before = _ours_left()
     d = rb.run_scenario(scenario, tmp_path)
     bad = [f"step {r['step']} line {r['line']} {r['text']}: predicted {r['predicted']}, builder {r['real']}"
            for r in d["rows"] if not r["agree"]]
     assert not bad, "\n".join(bad)
     assert d["agreement"] == 1.0
-    assert _ours_left() == before
+    assert not _left_behind(before)
 
 
 @pytest.mark.real
@@ -145,7 +146,7 @@ def test_the_models_one_known_limit_is_caught_and_exits_1(tmp_path):
 def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
     import signal
     import time
-    from test_container_live import _ours_left
+    from test_container_live import _left_behind, _ours_left
     before = _ours_left()
     ctx = rb.write_context(tmp_path / "ctx", {"Dockerfile": "FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\n"
                                                             "RUN sleep 30\n", "a": "a\n"})
@@ -162,7 +163,7 @@ def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert _ours_left() == before
+    assert not _left_behind(before)
 
 
 def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_is_copied(tmp_path, monkeypatch):
@@ -176,3 +177,24 @@ def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_i
     with pytest.raises(InputError) as e:
         rb.rebuild(ctx, changed=["data.bin"])
     assert e.value.file.endswith("pipe") and "not a regular file" in e.value.message
+
+
+def test_a_live_run_out_of_time_gives_the_recorded_run_and_says_why(monkeypatch):
+    """A page's cell has a time limit: real builds that would pass it stop and the recording is shown."""
+    from courselib.live import container
+    monkeypatch.setattr(container, "unavailable_reason", lambda builder=False: None)
+
+    def too_slow():
+        rb._left(time.monotonic() - 1, "first build (cold cache)")
+
+    d = container.live_or_recorded("seed", too_slow)
+    assert d["recorded"] and "did not finish in time" in d["why_recorded"]
+    assert "first build (cold cache)" in d["why_recorded"] and "deps_first" in d
+    assert rb._left(time.monotonic() + 30, "x") > 28
+    with pytest.raises(container.OutOfTime):
+        rb._left(time.monotonic(), "y")
+    # any other failure is not hidden behind the recording
+    def broken():
+        raise container.CourseError("the real build failed (first build): no space left")
+    with pytest.raises(container.CourseError, match="no space left"):
+        container.live_or_recorded("seed", broken)

@@ -663,7 +663,7 @@ class Builder:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             if isinstance(err, subprocess.TimeoutExpired):
-                raise CourseError(f"buildah {args[0]} did not finish within {timeout:g} s (stopped)") from None
+                raise OutOfTime(f"buildah {args[0]} did not finish within {timeout:g} s (stopped)") from None
             raise
         finally:
             self.running.remove(proc)
@@ -770,14 +770,25 @@ def recorded(kind: str) -> dict:
     return data
 
 
+class OutOfTime(CourseError):
+    """A live run that would not finish within the time it was given (what it ran was stopped)."""
+
+
 def live_or_recorded(kind: str, make) -> dict:
-    """``make()`` where containers can run here, else the recorded run (``recorded`` says which)."""
+    """``make()`` where containers can run here, else the recorded run (``recorded`` says which).
+
+    A live run that runs out of its time budget (:class:`OutOfTime`, e.g. real builds on a machine
+    too busy for a page's cell time limit) also gives the recorded run, and says why."""
     why = unavailable_reason(builder=kind in ("rebuild", "seed"))
     if why is None:
-        data = make()
-        data["recorded"] = False
-        data["recorded_on"] = machine_note()
-        return data
+        try:
+            data = make()
+        except OutOfTime as err:
+            why = f"the live run on this machine did not finish in time ({err.message})"
+        else:
+            data["recorded"] = False
+            data["recorded_on"] = machine_note()
+            return data
     data = recorded(kind)
     data["why_recorded"] = why
     return data

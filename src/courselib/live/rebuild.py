@@ -264,12 +264,14 @@ def _compare(reading, plan, before: list[BuiltStep], after: list[BuiltStep], bas
 def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | None = None,
             line_text: str | None = None, file: str = "Dockerfile", build_args: dict | None = None,
             variants: tuple[str, ...] = (), edits: list[Edit] | None = None, warm: bool = True,
-            say=lambda msg: None) -> Rebuild:
+            say=lambda msg: None, deadline: float | None = None) -> Rebuild:
     """Build ``context`` for real, change it, rebuild, and compare with courselib's prediction.
 
     One change (``changed`` files and/or ``edited_line``), or a sequence of ``edits``, each applied
     on top of the ones before it and compared with the prediction made from the files before it.
     ``warm`` adds a rebuild with nothing changed (every step should come from the cache).
+    ``deadline`` (``time.monotonic()``): no build runs past it; :class:`~courselib.live.container.OutOfTime`
+    is raised instead (the running build stopped).
     """
     from courselib.io.dockerfile import parse_dockerfile
     from courselib.live.container import Builder, check_builder, workspace
@@ -310,7 +312,8 @@ def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | 
         def build(label):
             say(f"{label} ...")
             t0 = time.monotonic()
-            res = builder.build(ctx, dockerfile=file, build_args=build_args)
+            res = builder.build(ctx, dockerfile=file, build_args=build_args,
+                                timeout=600 if deadline is None else _left(deadline, label))
             secs = round(time.monotonic() - t0, 3)
             out = res.stdout + res.stderr
             b = Build(label, secs, parse_build_output(res.stdout), None, res.returncode == 0, out[-4000:])
@@ -529,20 +532,33 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
             "seconds": [b.seconds for b in r.builds], "rows": c.rows, "builder": r.builder}
 
 
-def seed_rebuilds(tmp: Path | None = None, *, orders=("deps_first", "code_first"), say=lambda msg: None) -> dict:
+def _left(deadline: float, label: str) -> float:
+    """Seconds left before ``deadline`` for the build ``label``; OutOfTime when none are."""
+    from courselib.live.container import OutOfTime
+    left = deadline - time.monotonic()
+    if left <= 1.0:
+        raise OutOfTime(f"the real builds ran out of their time budget before '{label}'")
+    return left
+
+
+def seed_rebuilds(tmp: Path | None = None, *, orders=("deps_first", "code_first"), say=lambda msg: None,
+                  budget_s: float | None = None) -> dict:
     """Chapter 4's real run: the seed's shape built, then edited three times and rebuilt each time
-    (``deps_first``); and the code-first order built and rebuilt after the same code edit."""
+    (``deps_first``); and the code-first order built and rebuilt after the same code edit.
+    ``budget_s``: all builds end within that many seconds, or OutOfTime (a page's cell has a time
+    limit; see :func:`courselib.live.container.live_or_recorded`)."""
     import tempfile
     out = {}
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     with tempfile.TemporaryDirectory(prefix="courselib-seed-", dir=tmp) as t:
         if "deps_first" in orders:
             say("deps first: build, then edit train.py, requirements.txt and the CMD line")
             deps = write_context(Path(t) / "deps-first", SEED_FILES)
-            out["deps_first"] = rebuild(deps, edits=list(SEED_EDITS)).as_dict()
+            out["deps_first"] = rebuild(deps, edits=list(SEED_EDITS), deadline=deadline).as_dict()
         if "code_first" in orders:
             say("code first: build, then edit train.py")
             code = write_context(Path(t) / "code-first", {**SEED_FILES, "Dockerfile": SEED_CODE_FIRST})
-            out["code_first"] = rebuild(code, edits=[SEED_EDITS[0]], warm=False).as_dict()
+            out["code_first"] = rebuild(code, edits=[SEED_EDITS[0]], warm=False, deadline=deadline).as_dict()
     return out
 
 
