@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import math
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -302,3 +304,25 @@ def test_slurm_backfill_passes_repeated_behind_a_long_queue_match_the_reference(
     reservations are compared with the reference's (same())."""
     w = overloaded_workload(seed, nodes=3, gpus_per_node=8, jobs=40, gap_s=600.0)
     same(w, "slurm", bf_max_job_test=tested, bf_window=window, bf_job_part_count_reserve=reserve)
+
+
+def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them():
+    """Availability._out_of reuses its last answer for the same mask object (a failed plan asks
+    again); once a job starts or ends on those nodes the profile changes and the times must too."""
+    from courselib.model.cluster import Cluster
+    from courselib.model.policies.slurm import Availability
+    from courselib.model.workload import ClusterSpec, Job
+
+    cluster = Cluster(ClusterSpec(nodes=3, gpus_per_node=4))
+    ends: dict[str, float] = {}
+    avail = Availability(cluster, ends)
+    avail.refresh(0.0)
+    mask = 0b011                                  # nodes 0 and 1, blocked by some reservation
+    assert avail._out_of(mask, 4) == [-math.inf, -math.inf]   # both wholly free now
+    job = Job("a", pods=2, gpus_per_pod=4, duration=100.0)
+    cluster.bind(job, 0)
+    cluster.bind(job, 1)
+    ends["a"] = 100.0
+    avail.touch([0, 1])
+    avail.refresh(0.0)
+    assert avail._out_of(mask, 4) == [100.0, 100.0]          # free again only when `a` ends
