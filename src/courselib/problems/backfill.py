@@ -2,7 +2,7 @@
 
 Every job is submitted at t=0; the solver replays Slurm's first scheduling pass with the course's
 Slurm policy (:mod:`courselib.model.policies.slurm`) — main scheduler in strict priority order,
-then backfill with reservations of whole nodes (FACTS §3.4) — and explains each decision, then
+then backfill with reservations of whole nodes (book/references.bib: slurm-sched-config, slurm-conf-backfill) — and explains each decision, then
 runs the rest with :func:`courselib.sim.gang.simulate`. Difficulty: *easy* is whole-node jobs on a
 few nodes (one job running, one blocked, two candidates); *medium* adds a second running job,
 half-node jobs and jobs that finish before their ``--time`` (backfill plans with the limit, not the

@@ -1,7 +1,7 @@
 """Checkpoint problems: Young's and Daly's intervals, the time they waste, and the trap of the job's MTBF.
 
 The solver uses :mod:`courselib.model.checkpoint` (Young 1974 ``sqrt(2CM)``; Daly 2006 eq. 37; the
-first-order waste ``C/T + T/(2M) + R/M``, FACTS §5) and :func:`courselib.model.cost.job_mtbf`
+first-order waste ``C/T + T/(2M) + R/M``, book/references.bib: young-1974, daly-2006) and :func:`courselib.model.cost.job_mtbf`
 (a job fails when any of its n parts fails: ``M_job = M_part / n``, [derived]). Difficulty:
 *easy* gives the job's MTBF and C in seconds and asks for Young's interval and its waste;
 *medium* gives a per-GPU or per-node MTBF in days or years (divide by the number of parts — nodes,

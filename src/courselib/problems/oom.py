@@ -245,7 +245,7 @@ def _node(r) -> dict:
                            cgroup=f"{pod_path}/main"))
     best_effort = [p for p in procs if p["oom_score_adj"] == 1000]
     if len(best_effort) >= 2 and r.random() < 0.5:
-        # two BestEffort pods of exactly the same size: the one scanned last dies (FACTS §1.2);
+        # two BestEffort pods of exactly the same size: the one scanned last dies (book/references.bib: linux-oom-kill);
         # the pages this frees or takes go to the kernel's share (usage stays = RAM)
         a, b = best_effort[:2]
         each = (_charge(a) + _charge(b)) // 2 - 128
