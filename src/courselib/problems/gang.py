@@ -3,7 +3,7 @@
 The generator draws a cluster and a few training jobs; the solver runs the mini gang scheduler
 (:func:`courselib.sim.gang.simulate`) and explains its allocation sequence event by event, then
 adds up the GPUs held idle (held while not training: the NCCL init barrier has not passed,
-book/references.bib: kueue-all-or-nothing and chapter 6). Difficulty changes the size and the traps: *easy* is two jobs at t=0 under
+chapter 7; book/references.bib: nccl-header). Difficulty changes the size and the traps: *easy* is two jobs at t=0 under
 kube-default or volcano; *medium* adds staggered submits, ``min_member`` below ``pods``, kueue and
 slurm; *hard* has more jobs and nodes, priorities, near-deadlocks (demand exactly the cluster, or
 one pod over, or fragmentation by mixed pod sizes) and asks for two policies side by side.
