@@ -8,6 +8,7 @@ whole trace must be identical, for all five policies and their main options.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 import math
@@ -326,3 +327,65 @@ def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them
     avail.touch([0, 1])
     avail.refresh(0.0)
     assert avail._out_of(mask, 4) == [100.0, 100.0]          # free again only when `a` ends
+
+
+@contextmanager
+def _carry_stats():
+    """Sum ``Slurm.carry_stats`` over every fast-path policy made meanwhile."""
+    total = {"passes": 0, "carried": 0, "moved": 0}
+    made: list = []
+    original = Slurm.__init__
+
+    @functools.wraps(original)  # (make_policy reads the options from the signature)
+    def recording(self, *a, **k):
+        original(self, *a, **k)
+        made.append(self)
+
+    Slurm.__init__ = recording
+    try:
+        yield total
+    finally:
+        Slurm.__init__ = original
+        for pol in made:
+            if not pol.reference:
+                for key in total:
+                    total[key] += pol.carry_stats[key]
+
+
+@st.composite
+def long_queues(draw):
+    """An overloaded queue long enough for backfill passes to follow one another: whole-node and
+    partial-node pods, some jobs ending before their time limit, bursts and gaps."""
+    nodes, gpn = draw(st.sampled_from([(3, 8), (4, 4), (6, 8), (5, 2)]))
+    jobs, t = [], 0.0
+    for k in range(draw(st.integers(30, 90))):
+        t += draw(st.sampled_from([0.0, 60.0, 60.0, 300.0, 1800.0]))
+        gpp = draw(st.sampled_from([gpn, gpn, max(1, gpn // 2), 1]))
+        pods = draw(st.integers(1, (nodes * gpn) // gpp + 2))
+        duration = float(draw(st.sampled_from([0] + [1] * 9)) * draw(st.integers(1, 24)) * 300)
+        limit = draw(st.sampled_from([None, None, duration or None, duration + 600.0]))
+        jobs.append(Job(name=f"q{k}", pods=pods, gpus_per_pod=gpp, submit=t, duration=duration,
+                        priority=draw(st.sampled_from([0, 0, 0, 1])), time_limit=limit))
+    return Workload(ClusterSpec(nodes, gpn), jobs)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_queues(), st.sampled_from([{}, {"bf_max_job_test": 8}, {"bf_window": 7200.0},
+                                       {"bf_max_job_test": 20, "bf_window": 14400.0}]))
+def test_slurm_passes_that_carry_the_last_ones_outcomes_match_the_reference(w, options):
+    """A backfill pass that carries the last pass's outcomes over (Slurm._carried: a reservation
+    is kept if its plan still works, a job with no start is tried only at the times where it
+    could now have one) makes every reservation the reference's full search makes (same())."""
+    same(w, "slurm", **options)
+
+
+def test_the_carried_passes_are_exercised_and_move_reservations():
+    """The equality above means something only if passes do carry outcomes over, and some move a
+    reservation (a job blocked by what another job found, re-searched where that one was)."""
+    with _carry_stats() as stats:
+        for seed in range(6):
+            same(overloaded_workload(seed, nodes=4, gpus_per_node=8, jobs=80, gap_s=300.0), "slurm")
+            w = scale_workload(seed, nodes=6, jobs=120)
+            same(w, "slurm", bf_window=7200.0)
+    assert stats["carried"] > stats["passes"] // 2, stats
+    assert stats["moved"] > 0, stats
