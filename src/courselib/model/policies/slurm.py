@@ -521,11 +521,13 @@ class Slurm(Policy):
                     bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
             return None, None
 
-        # In a carried pass (monotone): ``added`` once anything this pass holds (a reservation, a
-        # running job) was not there for the last pass's jobs; until then a job's reservation is
-        # exactly the last one, plan and all (the same free GPUs at its start, the same
-        # reservations before it). ``fresh``: a candidate time lies past the last pass's window
-        # and within this one, where a job with no start last time must now be tried.
+        # In a carried pass (monotone): ``changes`` are the intervals over which this pass holds
+        # something the last pass's jobs did not meet (a reservation, a running job, a reservation
+        # that moved away); a reservation no change overlaps is exactly the last one, plan and all
+        # (the same free GPUs at its start, the same reservations before it). ``fresh``: a
+        # candidate time lies past the last pass's window and within this one, where a job with
+        # no start last time must now be tried; ``released``: where the reservations that moved
+        # were, where the jobs after them must look again.
         self.carry_stats["passes"] += 1
         self.carry_stats["carried"] += monotone
         edge = since + self.bf_window if monotone else math.inf
