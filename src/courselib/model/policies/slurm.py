@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,6 +57,17 @@ from courselib.model.policies import Policy
 from courselib.model.workload import Job, Workload
 
 BIG = 10 ** 9
+
+
+class _Pass(NamedTuple):
+    """What a backfill pass leaves for the next one to carry over (:meth:`Slurm._carried`)."""
+    time: float
+    outcomes: dict  # plain job -> (start, plan): (None, None) for no start in the window
+    unclean_ends: int  # Slurm._unclean_ends then
+    names: list  # the jobs it tested, in order, less those it started
+    marks: list  # indexes into names of the reserved jobs and of those not carried
+    changes: list  # (start, end) of the jobs it started: the jobs before them did not meet them
+    dom: dict  # a job with no start -> an earlier one, no smaller, that had none either
 
 
 class Slurm(Policy):
@@ -98,7 +110,7 @@ class Slurm(Policy):
         self._pass_times: list[float] = []
         #: fast path: the last backfill pass (its time, name -> (start, plan), the early ends then),
         #: the jobs started since (run, time, plan) and the jobs that ended before their time limit
-        self._carry: tuple | None = None
+        self._carry: _Pass | None = None
         #: backfill passes, those that carried the last one's outcomes, reservations they moved
         self.carry_stats = {"passes": 0, "carried": 0, "moved": 0}
         self._started_since: list[tuple] = []
@@ -344,7 +356,7 @@ class Slurm(Policy):
             self.reservations = self._memo[-1]
             self._memo[0] = state.now
             if self._carry is not None:  # and no start in the window up to now's end either
-                self._carry = (state.now,) + self._carry[1:]
+                self._carry = self._carry._replace(time=state.now)
             return
         left = [e[-1] for e in queue[: self.bf_max_job_test]]
         main_starts = self._starts
@@ -532,6 +544,25 @@ class Slurm(Policy):
         self.carry_stats["carried"] += monotone
         edge = since + self.bf_window if monotone else math.inf
         fresh = monotone and bisect_right(times_all, edge) < bisect_right(times_all, horizon)
+
+        def reserve_end(t1: float) -> bool:
+            """A reservation's end among the candidate times; True if it is new and comes past
+            the last pass's window into this one (then a job with no start must be tried there)."""
+            if t1 > now and not _has(res_ends, t1):
+                insort(res_ends, t1)
+                if not _has(times_all, t1):
+                    insort(times_all, t1)
+                    return edge < t1 <= horizon
+            return False
+
+        def keep(name: str, s0: float, t1: float, plan) -> bool:
+            """The last pass's reservation for ``name`` again (see :meth:`reserve_end`)."""
+            nonlocal made
+            reserved.append((s0, t1, [i for i, _ in plan]))
+            self.reservations[name] = reserved[-1]
+            made += 1
+            return reserve_end(t1)
+
         first = 0  # the jobs before it are the last pass's, handled in bulk
         if monotone and not fresh and names:
             try:  # the last pass's jobs before it: started since
@@ -552,17 +583,10 @@ class Slurm(Policy):
                     if s0 is None or s0 <= now or not _has(times_all, s0) or (changes and _hit(changes, s0, t1)):
                         first = j - m
                         break
-                    reserved.append((s0, t1, [i for i, _ in old[1]]))
-                    self.reservations[last_names[j]] = reserved[-1]
-                    made += 1
-                    if not _has(res_ends, t1):
-                        insort(res_ends, t1)
-                        if not _has(times_all, t1):
-                            insort(times_all, t1)
-                            if edge < t1 <= horizon:
-                                fresh = True
-                                first = j - m + 1
-                                break
+                    if keep(last_names[j], s0, t1, old[1]):
+                        fresh = True
+                        first = j - m + 1
+                        break
                 outcomes = {name: carried[name] for name in names[:first]}
                 dom_now = {name: dom[name] for name in names[:first] if name in dom}
         released: list[tuple[float, float]] = []  # the last pass's reservations this one moved
@@ -624,15 +648,7 @@ class Slurm(Policy):
                         and _has(times_all, s0):
                     # (nothing changed where it is reserved, nor moved away where it could start sooner)
                     outcomes[name] = old  # the same reservation: the same nodes from the same time
-                    t1 = s0 + run.job.planned_runtime
-                    reserved.append((s0, t1, [i for i, _ in old[1]]))
-                    self.reservations[name] = reserved[-1]
-                    made += 1
-                    if not _has(res_ends, t1):
-                        insort(res_ends, t1)
-                        if not _has(times_all, t1):
-                            insort(times_all, t1)
-                            fresh = fresh or edge < t1 <= horizon
+                    fresh = keep(name, s0, s0 + run.job.planned_runtime, old[1]) or fresh
                     continue
             job = run.job
             plain = old is not None or state.cluster.plain(job)
@@ -683,12 +699,7 @@ class Slurm(Policy):
                 never = _Staircase()
             elif outcome == "reserved":
                 made += 1
-                t1 = reserved[-1][1]
-                if t1 > now and not _has(res_ends, t1):
-                    insort(res_ends, t1)
-                    if not _has(times_all, t1):
-                        insort(times_all, t1)
-                        fresh = fresh or edge < t1 <= horizon
+                fresh = reserve_end(reserved[-1][1]) or fresh
         self._pass_times = times_all
         if started:
             names = [name for name in names if name not in started]
@@ -698,14 +709,15 @@ class Slurm(Policy):
             self._carry, self._started_since = None, []
             return
         # (a job started here, after others were reserved: those met less than the next pass will)
-        self._carry = (now, outcomes, self._unclean_ends, names,
-                       [k for k, name in enumerate(names) if outcomes.get(name, (0,))[0] is not None],
-                       [(now, self.expected_end[name]) for name in started], dom_now)
+        self._carry = _Pass(now, outcomes, self._unclean_ends, names,
+                            [k for k, name in enumerate(names) if outcomes.get(name, (0,))[0] is not None],
+                            [(now, self.expected_end[name]) for name in started], dom_now)
         self._started_since = []
 
-    def _carried(self, state: SchedState) -> dict | None:
-        """The last pass's outcomes (name -> (start, plan); None -> its time) when every one of
-        them must still hold as far as the last pass looked, or None. Since the last pass the
+    def _carried(self, state: SchedState) -> tuple | None:
+        """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their
+        marks and their dominators (see :class:`_Pass`), when every outcome must still hold as far
+        as the last pass looked; or None. Since the last pass the
         free GPUs at every time from now on have only fallen: every job that ended did so at its
         expected end (its GPUs were free from then on in the last profile too); every job that
         started either had no reservation (more GPUs taken) or started at its reservation's
@@ -717,12 +729,11 @@ class Slurm(Policy):
         only find one past it. Reservations only (``bf_job_part_count_reserve`` = 0): a limit
         on them makes "no start" mean something else (issue 23)."""
         carry = self._carry
-        if carry is None or self.bf_job_part_count_reserve or carry[2] != self._unclean_ends:
+        if carry is None or self.bf_job_part_count_reserve or carry.unclean_ends != self._unclean_ends:
             return None
         if self._distinct_ends and self._distinct_ends[0] <= state.now:
             return None  # a job due to end now: its end is no candidate time now (see the pass's end)
-        since, outcomes, _, names, marks, changes, dom = carry
-        changes = list(changes)
+        outcomes, changes = carry.outcomes, list(carry.changes)
         nodes = state.cluster.nodes
         for run, t, plan in self._started_since:
             old = outcomes.get(run.name)
@@ -732,7 +743,7 @@ class Slurm(Policy):
             if old[0] != t or sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan) or \
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
                 return None
-        return since, outcomes, changes, names, marks, dom
+        return carry.time, outcomes, changes, carry.names, carry.marks, carry.dom
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
