@@ -12,6 +12,7 @@ import functools
 from contextlib import contextmanager
 
 import math
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -332,7 +333,7 @@ def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them
 @contextmanager
 def _carry_stats():
     """Sum ``Slurm.carry_stats`` over every fast-path policy made meanwhile."""
-    total = {"passes": 0, "carried": 0, "moved": 0}
+    total = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0}
     made: list = []
     original = Slurm.__init__
 
@@ -389,3 +390,84 @@ def test_the_carried_passes_are_exercised_and_move_reservations():
             same(w, "slurm", bf_window=7200.0)
     assert stats["carried"] > stats["passes"] // 2, stats
     assert stats["moved"] > 0, stats
+    assert stats["in_place"] > stats["carried"] // 2, stats  # the record updated, not rebuilt
+    assert stats["seeded"] > 0, stats  # a job spared a search by a root carried from the last pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(planning_states(), st.data())
+def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
+    """Availability.curve answers, for a time and a pod size, every runtime at once: the nodes the
+    reservations overlapping [t, t + runtime) block, and how many pods fit outside them. Asked
+    in any order, each answer is what blocked() gives and what plan() decides (issue 23)."""
+    pol, state, reserved, gpn = setup
+    avail = pol._availability(state)
+    later = sorted({e for e in pol.expected_end.values() if e > state.now} | {r[1] for r in reserved}
+                   | {r[0] for r in reserved if r[0] > state.now} | {state.now + 1.0})
+    t = data.draw(st.sampled_from(later))
+    g = data.draw(st.integers(1, gpn))
+    curve = avail.curve(reserved, t, g)
+    for runtime in data.draw(st.lists(st.integers(1, 1500), min_size=1, max_size=6)):
+        mask, fit = avail.curve_at(curve, t, t + runtime, g)
+        assert mask == avail.blocked(reserved, t, t + runtime)
+        for pods in {1, max(1, fit), fit + 1}:
+            job = Job("x", pods, g, duration=float(runtime))
+            assert (fit < pods) == (avail.plan(job, t, reserved) is None), (runtime, pods, fit)
+
+
+@pytest.mark.parametrize("touched", [1, 3, 40])
+def test_the_profile_after_a_change_is_the_profile_made_from_scratch(touched):
+    """Availability.refresh moves a changed node's times level by level when few nodes changed,
+    and sorts every level again when many did: either way the profile is the one a new
+    Availability computes from the cluster as it is."""
+    from courselib.model.cluster import Cluster
+    from courselib.model.policies.slurm import Availability
+    from courselib.model.workload import ClusterSpec, Job
+
+    rng = random.Random(touched)
+    cluster = Cluster(ClusterSpec(nodes=70, gpus_per_node=8))
+    ends: dict[str, float] = {}
+    avail = Availability(cluster, ends)
+    avail.refresh(0.0)
+    running = []
+    for step in range(60):
+        if running and rng.random() < 0.4:
+            name, nodes = running.pop(rng.randrange(len(running)))
+            cluster.release(name)
+            del ends[name]
+        else:
+            job = Job(f"j{step}", 1, rng.choice([1, 2, 4, 8]), duration=1.0)
+            nodes = [i for i in rng.sample(range(70), touched) if cluster.free[i] >= job.gpus_per_pod]
+            for i in nodes:
+                cluster.bind(job, i)
+            if not nodes:
+                continue
+            ends[job.name] = float(rng.randint(1, 50) * 60)
+            running.append((job.name, nodes))
+        avail.touch(nodes)
+        avail.refresh(0.0)
+        fresh = Availability(cluster, ends)
+        fresh.refresh(0.0)
+        assert (avail.when == fresh.when).all(), step
+        assert avail.sorted == fresh.sorted, step
+
+
+def test_the_carried_record_holds_only_the_jobs_backfill_tests():
+    """A pass updates the last one's record in place: the jobs that left the window (started
+    since, or by this pass) must leave it too, or a run of 100,000 jobs would keep them all."""
+    sizes: list[int] = []
+    original = Slurm._backfill_fast
+
+    def recording(self, state, pending):
+        original(self, state, pending)
+        if self._carry is not None:
+            sizes.append(max(len(self._carry.outcomes), len(self._carry.dom)))
+
+    Slurm._backfill_fast = recording
+    try:
+        for seed in range(3):
+            w = overloaded_workload(seed, nodes=4, gpus_per_node=8, jobs=200, gap_s=300.0)
+            simulate(w, "slurm", bf_max_job_test=8)
+    finally:
+        Slurm._backfill_fast = original
+    assert len(sizes) > 100 and max(sizes) <= 8, (len(sizes), max(sizes))

@@ -68,6 +68,8 @@ class _Pass(NamedTuple):
     marks: list  # indexes into names of the reserved jobs and of those not carried
     changes: list  # (start, end) of the jobs it started: the jobs before them did not meet them
     dom: dict  # a job with no start -> an earlier one, no smaller, that had none either
+    resv: dict  # its reservations (Slurm.reservations): a kept one is the same tuple again
+    roots: list  # (index into names, name, GPUs a pod, pods, runtime) of jobs with no start, in order
 
 
 class Slurm(Policy):
@@ -111,8 +113,10 @@ class Slurm(Policy):
         #: fast path: the last backfill pass (its time, name -> (start, plan), the early ends then),
         #: the jobs started since (run, time, plan) and the jobs that ended before their time limit
         self._carry: _Pass | None = None
-        #: backfill passes, those that carried the last one's outcomes, reservations they moved
-        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0}
+        #: backfill passes, those that carried the last one's outcomes, reservations they moved,
+        #: passes that updated the last one's record in place, and searches of a job that the
+        #: roots carried from the last pass spared
+        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0}
         self._started_since: list[tuple] = []
         self._unclean_ends = 0
 
@@ -482,12 +486,13 @@ class Slurm(Policy):
         direct = type(self).plan is Slurm.plan
         carry = self._carried(state) if direct else None
         monotone = carry is not None  # this pass only adds to what the last pass's jobs met
-        since, carried, changes, last_names, marks, dom = carry if monotone else (None, None, [], None, None, {})
+        since, carried, changes, last_names, marks, dom, last_resv, last_roots = (
+            carry if monotone else (None, None, [], None, None, {}, {}, []))
         dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
         pending = pending[: self.bf_max_job_test]
-        names = [run.name for run in pending]
+        names = [run.job.name for run in pending]
 
         def search(job: Job, plain: bool, k: int):
             """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
@@ -522,15 +527,20 @@ class Slurm(Policy):
                         continue
                 # a plain job's plan straight from the profile (up to date): what self.plan asks,
                 # unless a subclass watches self.plan (the backfill problems' explainer does)
-                plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
-                        else self.plan(state, job, t, reserved))
+                mask = None
+                if direct and plain and t > now and runtime > 0:  # most fail: counted, not planned
+                    mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                    plan = None if fit < pods else avail.plan(job, t, reserved)
+                else:
+                    plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
+                            else self.plan(state, job, t, reserved))
                 if plan is not None:
                     return t, plan
                 if plain:
                     if failed is None:
                         failed = failed_at[t] = _Staircase()
                     failed.add(g, pods, runtime, checked=True)
-                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
+                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times, mask)
             return None, None
 
         # In a carried pass (monotone): ``changes`` are the intervals over which this pass holds
@@ -558,37 +568,53 @@ class Slurm(Policy):
         def keep(name: str, s0: float, t1: float, plan) -> bool:
             """The last pass's reservation for ``name`` again (see :meth:`reserve_end`)."""
             nonlocal made
-            reserved.append((s0, t1, [i for i, _ in plan]))
+            r = last_resv.get(name)  # (the same tuple: the profile knows its nodes' mask)
+            reserved.append(r if r is not None and r[0] == s0 else (s0, t1, [i for i, _ in plan]))
             self.reservations[name] = reserved[-1]
             made += 1
             return reserve_end(t1)
 
         first = 0  # the jobs before it are the last pass's, handled in bulk
-        if monotone and not fresh and names:
+        roots_now: list[tuple] = []
+        marks_now: list[int] = []  # this pass's marks (see _Pass), as the walk makes them
+        same = False  # the last pass's jobs in the same order, less some at the head, and more
+        if monotone and names:
             try:  # the last pass's jobs before it: started since
                 m = last_names.index(names[0])
             except ValueError:
                 m = -1
             n = min(len(names), len(last_names) - m)
-            if m >= 0 and names[:n] == last_names[m:m + n]:
-                # the same jobs in the same order: walk only the reservations among them (and
-                # any job not carried); the jobs between them found no start and still find none
-                first = n
-                for j in marks[bisect_left(marks, m):]:
-                    if j >= m + n:
-                        break
-                    old = carried.get(last_names[j])
-                    s0 = None if old is None else old[0]
-                    t1 = None if s0 is None else s0 + pending[j - m].job.planned_runtime
-                    if s0 is None or s0 <= now or not _has(times_all, s0) or (changes and _hit(changes, s0, t1)):
-                        first = j - m
-                        break
-                    if keep(last_names[j], s0, t1, old[1]):
-                        fresh = True
-                        first = j - m + 1
-                        break
-                outcomes = {name: carried[name] for name in names[:first]}
-                dom_now = {name: dom[name] for name in names[:first] if name in dom}
+            same = m >= 0 and names[:n] == last_names[m:m + n]
+        if same:
+            # this pass updates the last one's record in place (the walk writes only what changed)
+            self.carry_stats["in_place"] += 1
+            outcomes, dom_now = carried, dom
+            for name in last_names[:m] + last_names[m + n:]:  # gone from the window
+                outcomes.pop(name, None)
+                dom_now.pop(name, None)
+        if same and not fresh:
+            # the same jobs in the same order: walk only the reservations among them (and
+            # any job not carried); the jobs between them found no start and still find none
+            first = n
+            for j in marks[bisect_left(marks, m):]:
+                if j >= m + n:
+                    break
+                old = carried.get(last_names[j])
+                s0 = None if old is None else old[0]
+                t1 = None if s0 is None else s0 + pending[j - m].job.planned_runtime
+                if s0 is None or s0 <= now or not _has(times_all, s0) or (changes and _hit(changes, s0, t1)):
+                    first = j - m
+                    break
+                if keep(last_names[j], s0, t1, old[1]):
+                    fresh = True
+                    first = j - m + 1
+                    break
+            marks_now = [j - m for j in marks[bisect_left(marks, m):bisect_left(marks, m + first)]]
+            roots_now = [(k - m,) + r[1:] for r in last_roots if m <= (k := r[0]) < m + first]
+        # roots: the jobs with no start in this pass that were added to ``never`` or could be (the
+        # last pass's in the part carried in bulk, then as the walk passes them), for the next
+        # pass to seed its own ``never`` with; ``unseeded``: those not yet in this pass's ``never``
+        unseeded, seeded = list(roots_now), set()
         released: list[tuple[float, float]] = []  # the last pass's reservations this one moved
 
         def try_times(job: Job, until: float | None):
@@ -619,8 +645,12 @@ class Slurm(Policy):
                     failed = failed_at.get(t)
                     if failed is not None and failed.covers(g, pods, runtime):
                         continue
-                    plan = (avail.plan(job, t, reserved) if reserved or t != now
-                            else self.plan(state, job, t, reserved))
+                    if t > now and runtime > 0:  # most fail: counted, not planned
+                        fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)[1]
+                        plan = None if fit < pods else avail.plan(job, t, reserved)
+                    else:
+                        plan = (avail.plan(job, t, reserved) if reserved or t != now
+                                else self.plan(state, job, t, reserved))
                     if plan is not None:
                         return t, plan, False
                     if failed is None:
@@ -630,7 +660,8 @@ class Slurm(Policy):
             return None, None, False
 
         started = []  # the jobs this pass starts: not in the queue the next pass walks
-        for run, name in zip(pending[first:], names[first:]):
+        started_at = []  # their indexes in names
+        for idx, (run, name) in enumerate(zip(pending[first:], names[first:]), first):
             old = carried.get(name) if monotone else None  # (only plain jobs are carried)
             if old is not None:
                 s0 = old[0]
@@ -639,21 +670,36 @@ class Slurm(Policy):
                     if (not fresh and not released) or (d is not None and outcomes.get(d, (0,))[0] is None):
                         # no start in the last window and none where it could find one now; or
                         # no smaller job before it found one (d: with no more pods, no longer)
-                        outcomes[name] = old
-                        if d is not None:
-                            dom_now[name] = d
+                        if not same:
+                            outcomes[name] = old
+                            if d is not None:
+                                dom_now[name] = d
+                        if d is None:  # still none this pass: it rules out the jobs it covers later on
+                            job = run.job
+                            roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
+                            unseeded.append(roots_now[-1])
                         continue
                 elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
                         and not (released and _hit(released, -math.inf, s0 + run.job.planned_runtime)) \
                         and _has(times_all, s0):
                     # (nothing changed where it is reserved, nor moved away where it could start sooner)
                     outcomes[name] = old  # the same reservation: the same nodes from the same time
+                    marks_now.append(idx)
                     fresh = keep(name, s0, s0 + run.job.planned_runtime, old[1]) or fresh
                     continue
             job = run.job
             plain = old is not None or state.cluster.plain(job)
             runtime, pods = job.planned_runtime, job.pods
+            if unseeded:  # the jobs before it that still have no start, not yet in ``never``
+                for r in unseeded:
+                    if not never.covers(r[2], r[3], r[4]):
+                        never.add(r[2], r[3], r[4], checked=True, who=r[1])
+                        seeded.add(r[1])
+                unseeded = []
             d = never.owner(job.gpus_per_pod, pods, runtime) if plain else None
+            self.carry_stats["seeded"] += d in seeded
+            if d is None and same:
+                dom_now.pop(name, None)
             if d is not None:
                 # one no wider, with no more pods and no longer, found no start: nor will it
                 start, plan = None, None
@@ -682,13 +728,20 @@ class Slurm(Policy):
                 changes.append((start, start + runtime))  # held now, not by the last pass's jobs
             if plain:
                 outcomes[name] = (start, plan)
+            elif same:
+                outcomes.pop(name, None)
+            if start is not None or not plain:
+                marks_now.append(idx)
             if start is None:
                 if plain and d is None and not never.covers(job.gpus_per_pod, pods, runtime):
                     never.add(job.gpus_per_pod, pods, runtime, checked=True, who=name)
+                    roots_now.append((idx, name, job.gpus_per_pod, pods, runtime))
                 continue
             outcome = self._settle(state, run, start, plan, reserved, made)
             if outcome == "started":
                 started.append(name)
+                started_at.append(idx)
+                unseeded = []  # (the walk so far met more free GPUs than the rest will)
                 self._bf_started.append(run)
                 avail = self._availability(state)  # one more running job: fewer GPUs free
                 e = self.expected_end[run.name]  # one more end among the candidate times
@@ -703,15 +756,21 @@ class Slurm(Policy):
         self._pass_times = times_all
         if started:
             names = [name for name in names if name not in started]
+            roots_now = [(r[0] - bisect_left(started_at, r[0]),) + r[1:] for r in roots_now]
+            gone = set(started_at)
+            marks_now = [k - bisect_left(started_at, k) for k in marks_now if k not in gone]
+            if same:
+                for name in started:
+                    outcomes.pop(name, None)
         if self._distinct_ends and self._distinct_ends[0] <= now:
             # a job due to end now still holds its GPUs now but not a moment later, and no
             # candidate time lies between: what failed now says nothing about just after it
             self._carry, self._started_since = None, []
             return
         # (a job started here, after others were reserved: those met less than the next pass will)
-        self._carry = _Pass(now, outcomes, self._unclean_ends, names,
-                            [k for k, name in enumerate(names) if outcomes.get(name, (0,))[0] is not None],
-                            [(now, self.expected_end[name]) for name in started], dom_now)
+        self._carry = _Pass(now, outcomes, self._unclean_ends, names, marks_now,
+                            [(now, self.expected_end[name]) for name in started], dom_now,
+                            self.reservations, roots_now)
         self._started_since = []
 
     def _carried(self, state: SchedState) -> tuple | None:
@@ -743,7 +802,7 @@ class Slurm(Policy):
             if old[0] != t or sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan) or \
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
                 return None
-        return carry.time, outcomes, changes, carry.names, carry.marks, carry.dom
+        return carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
@@ -886,6 +945,8 @@ class Availability:
         self.now = None
         self._levels: dict[float, list[int]] = {}
         self._resv: list = [None]
+        self._masks: dict[int, tuple] = {}  # id(reservation) -> (it, its nodes' mask)
+        self._curves: list = [None, 0, {}]  # reserved, how many, (t, g) -> curve (see curve())
         self._full = (1 << n) - 1
         #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
         self._blocked_times: dict[tuple, list[float]] = {}
@@ -897,29 +958,42 @@ class Availability:
         self.dirty.update(nodes)
 
     def refresh(self, now: float) -> None:
-        """Recompute the columns of the nodes changed since the last use."""
+        """Recompute the columns of the nodes changed since the last use. When many changed (a
+        job on many nodes started or ended), each level's times are sorted again at once instead
+        of moved one node at a time."""
         if now != self.now:
             self.now, self._levels = now, {}
         if not self.dirty:
             return
         self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
-        cluster, when, top = self.cluster, self.when, self.top
-        for i in self.dirty:
-            col = [-math.inf] * (top + 1)
-            f = cluster.free[i]
-            for e, gp in sorted((self.expected_end[name], cluster.alloc[name][i].gpus)
-                                for name in cluster.jobs_on[i]):
-                for level in range(f + 1, f + gp + 1):
-                    col[level] = e
+        self._curves = [None, 0, {}]
+        cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
+        dirty, neg = sorted(self.dirty), -math.inf
+        cols = []
+        for i in dirty:
+            f, jobs = cluster.free[i], cluster.jobs_on[i]
+            if not jobs:  # all free now
+                cols.append([neg] * top)
+                continue
+            col = [neg] * (top + 1)
+            for e, gp in sorted((ends[name], cluster.alloc[name][i].gpus) for name in jobs):
+                col[f + 1:f + gp + 1] = [e] * gp
                 f += gp
+            cols.append(col[1:])
+        self.dirty.clear()
+        if len(dirty) * 8 >= self.n:
+            when[1:top + 1, dirty] = np.array(cols).T
             for level in range(1, top + 1):
-                old = when[level, i]
-                if old != col[level]:
+                self.sorted[level] = np.sort(when[level]).tolist()
+            return
+        for i, col in zip(dirty, cols):
+            for level in range(1, top + 1):
+                old, e = when[level, i], col[level - 1]
+                if old != e:
                     lst = self.sorted[level]
                     del lst[bisect_left(lst, old)]
-                    insort(lst, col[level])
-                    when[level, i] = col[level]
-        self.dirty.clear()
+                    insort(lst, e)
+                    when[level, i] = e
 
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
@@ -928,12 +1002,13 @@ class Availability:
         return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
 
     def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
-                          times: list[float]) -> float:
+                          times: list[float], mask: int | None = None) -> float:
         """The first of ``times`` (sorted; after ``t`` > now) at which ``pods`` pods of ``g`` GPUs
         fit on the nodes that no reservation overlapping ``[t, t1)`` holds (inf if none): each
         time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
         those times are running jobs' expected ends, which are all in ``times``."""
-        mask = self.blocked(reserved, t, t1)
+        if mask is None:
+            mask = self.blocked(reserved, t, t1)
         rows = self.sorted[g:self.top + 1:g]
         if len(rows) * (self.n - mask.bit_count()) < pods:
             return math.inf
@@ -1004,6 +1079,62 @@ class Availability:
         """Masks by free GPUs at ``t``: bit i of ``levels[f]`` is set when node i has f free."""
         return [self.level(t, f) for f in range(self.top + 1)]
 
+    def _sorted(self, reserved: list) -> list:
+        """The pass's reservations sorted by start: [reserved, how many, starts, (end, nodes'
+        mask) in the same order, the longest one's length], brought up to date."""
+        resv = self._resv
+        if resv[0] is not reserved:
+            resv = self._resv = [reserved, 0, [], [], 0.0]
+        _, done, starts, rows, longest = resv
+        if done < len(reserved):
+            for r in reserved[done:]:
+                k = bisect_right(starts, r[0])
+                starts.insert(k, r[0])
+                known = self._masks.get(id(r))
+                if known is None or known[0] is not r:
+                    if len(self._masks) > 4096:
+                        self._masks.clear()
+                    known = self._masks[id(r)] = (r, _mask(r[2], self.n))
+                rows.insert(k, (r[1], known[1]))
+                longest = max(longest, r[1] - r[0])
+            resv[1], resv[4] = len(reserved), longest
+        return resv
+
+    def curve(self, reserved: list, t: float, g: int) -> list:
+        """What :meth:`plan` counts at ``t`` (> now) for pods of ``g`` GPUs, for every runtime at
+        once: the nodes that the reservations overlapping ``[t, t + runtime)`` hold grow with the
+        runtime one reservation start at a time, so one curve per (t, g) answers every job of the
+        pass that asks there until a reservation is added or the profile changes (issue 23).
+        [pods that fit with no reservation, the index of the first reservation starting after
+        t, blocked masks by how many of those are included, pods that fit then]."""
+        book = self._curves
+        if book[0] is not reserved or book[1] != len(reserved):
+            book = self._curves = [reserved, len(reserved), {}]
+        c = book[2].get((t, g))
+        if c is None:
+            _, _, starts, rows, longest = self._sorted(reserved)
+            base, hi = 0, bisect_right(starts, t)
+            for k in range(bisect_left(starts, t - longest - 1.0), hi):  # (as blocked() looks)
+                e, m = rows[k]
+                if t < e:
+                    base |= m
+            c = book[2][t, g] = [self.fit(t, g), hi, [base], [None]]
+        return c
+
+    def curve_at(self, c: list, t: float, t1: float, g: int) -> tuple[int, int]:
+        """(blocked mask, pods that fit outside it) for a job at ``t`` until ``t1`` > ``t``, from
+        the curve ``c`` of (t, g): what blocked() and plan() would compute."""
+        fit, hi, prefix, counts = c
+        starts, rows = self._resv[2], self._resv[3]
+        k = bisect_left(starts, t1, hi) - hi  # the reservations starting in (t, t1) count too
+        while len(prefix) <= k:
+            prefix.append(prefix[-1] | rows[hi + len(prefix) - 1][1])
+            counts.append(None)
+        m, n = prefix[k], counts[k]
+        if n is None:
+            n = counts[k] = fit - bisect_right(self._out_of(m, g), t) if m else fit
+        return m, n
+
     def blocked(self, reserved: list, t: float, t1: float) -> int:
         """The nodes of every reservation that overlaps ``[t, t1)``, as a mask. The pass's
         reservations are kept sorted by start, with the longest one's length: only those that
@@ -1011,17 +1142,7 @@ class Availability:
         last = self._last_blocked
         if last[0] is reserved and last[1] == len(reserved) and last[2] == t and last[3] == t1:
             return last[4]
-        resv = self._resv
-        if resv[0] is not reserved:
-            resv = self._resv = [reserved, 0, [], [], 0.0]  # reserved, done, starts, (s, e, m), longest
-        _, done, starts, rows, longest = resv
-        if done < len(reserved):
-            for r in reserved[done:]:
-                k = bisect_right(starts, r[0])
-                starts.insert(k, r[0])
-                rows.insert(k, (r[1], _mask(r[2], self.n)))
-                longest = max(longest, r[1] - r[0])
-            resv[1], resv[4] = len(reserved), longest
+        _, _, starts, rows, longest = self._sorted(reserved)
         out, full = 0, self._full
         # (a second's margin: ``longest`` is a difference of floats, the test on ``e`` is exact)
         for k in range(bisect_left(starts, t - longest - 1.0), bisect_left(starts, t1)):
