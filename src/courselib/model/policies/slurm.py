@@ -527,20 +527,15 @@ class Slurm(Policy):
                         continue
                 # a plain job's plan straight from the profile (up to date): what self.plan asks,
                 # unless a subclass watches self.plan (the backfill problems' explainer does)
-                mask = None
-                if direct and plain and t > now and runtime > 0:  # most fail: counted, not planned
-                    mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
-                    plan = None if fit < pods else avail.plan(job, t, reserved)
-                else:
-                    plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
-                            else self.plan(state, job, t, reserved))
+                plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
+                        else self.plan(state, job, t, reserved))
                 if plan is not None:
                     return t, plan
                 if plain:
                     if failed is None:
                         failed = failed_at[t] = _Staircase()
                     failed.add(g, pods, runtime, checked=True)
-                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times, mask)
+                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
             return None, None
 
         # In a carried pass (monotone): ``changes`` are the intervals over which this pass holds
@@ -646,8 +641,8 @@ class Slurm(Policy):
                     if failed is not None and failed.covers(g, pods, runtime):
                         continue
                     if t > now and runtime > 0:  # most fail: counted, not planned
-                        fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)[1]
-                        plan = None if fit < pods else avail.plan(job, t, reserved)
+                        mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                        plan = None if fit < pods else avail.plan(job, t, reserved, mask)
                     else:
                         plan = (avail.plan(job, t, reserved) if reserved or t != now
                                 else self.plan(state, job, t, reserved))
@@ -1154,12 +1149,13 @@ class Availability:
         self._last_blocked = (reserved, len(reserved), t, t1, out)
         return out
 
-    def plan(self, job: Job, t: float, reserved: list) -> list | None:
+    def plan(self, job: Job, t: float, reserved: list, blocked: int | None = None) -> list | None:
         """:meth:`Slurm.plan` for a plain job: best fit at ``t`` (fewest free GPUs, then node
-        index) on nodes no overlapping reservation holds, or None if too few pods fit."""
+        index) on nodes no overlapping reservation holds, or None if too few pods fit.
+        ``blocked``: those nodes' mask, when the caller knows it (curve_at) and that they fit."""
         g, need, top = job.gpus_per_pod, job.pods, self.top
-        blocked = 0
-        if t > self.now:
+        if blocked is None and t > self.now:
+            blocked = 0
             fit = self.fit(t, g)
             if fit < need:  # too few even with no reservation at all
                 return None
@@ -1169,8 +1165,8 @@ class Availability:
                 # masks by free GPUs at t (most plans fail here; the next fit asks the same)
                 if blocked and fit - bisect_right(self._out_of(blocked, g), t) < need:
                     return None
-        elif reserved:
-            blocked = self.blocked(reserved, t, t + job.planned_runtime)
+        elif blocked is None:
+            blocked = self.blocked(reserved, t, t + job.planned_runtime) if reserved else 0
         level = self.level
         fit, masks = 0, []
         for f in range(g, top + 1):
