@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
+from heapq import heapify, heappop, heappush
 from typing import NamedTuple
 
 import numpy as np
@@ -70,6 +71,7 @@ class _Pass(NamedTuple):
     dom: dict  # a job with no start -> an earlier one, no smaller, that had none either
     resv: dict  # its reservations (Slurm.reservations): a kept one is the same tuple again
     roots: list  # (index into names, name, GPUs a pod, pods, runtime) of jobs with no start, in order
+    kids: dict  # the inverse of dom: a job -> the set of jobs it rules out
 
 
 class Slurm(Policy):
@@ -486,8 +488,8 @@ class Slurm(Policy):
         direct = type(self).plan is Slurm.plan
         carry = self._carried(state) if direct else None
         monotone = carry is not None  # this pass only adds to what the last pass's jobs met
-        since, carried, changes, last_names, marks, dom, last_resv, last_roots = (
-            carry if monotone else (None, None, [], None, None, {}, {}, []))
+        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids = (
+            carry if monotone else (None, None, [], None, None, {}, {}, [], {}))
         dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
@@ -569,6 +571,23 @@ class Slurm(Policy):
             made += 1
             return reserve_end(t1)
 
+        def set_dom(name: str, d: str | None) -> None:
+            """dom_now[name] = d (None: none), and kids with it (a pass in place)."""
+            was = dom_now.get(name)
+            if was == d:
+                return
+            if was is not None:
+                sibs = kids.get(was)
+                if sibs is not None:
+                    sibs.discard(name)
+                    if not sibs:
+                        del kids[was]
+            if d is None:
+                del dom_now[name]
+            else:
+                dom_now[name] = d
+                kids.setdefault(d, set()).add(name)
+
         first = 0  # the jobs before it are the last pass's, handled in bulk
         roots_now: list[tuple] = []
         marks_now: list[int] = []  # this pass's marks (see _Pass), as the walk makes them
@@ -580,13 +599,17 @@ class Slurm(Policy):
                 m = -1
             n = min(len(names), len(last_names) - m)
             same = m >= 0 and names[:n] == last_names[m:m + n]
+        look_again: list[str] = []  # jobs ruled out by one that left the window
         if same:
             # this pass updates the last one's record in place (the walk writes only what changed)
             self.carry_stats["in_place"] += 1
             outcomes, dom_now = carried, dom
             for name in last_names[:m] + last_names[m + n:]:  # gone from the window
                 outcomes.pop(name, None)
-                dom_now.pop(name, None)
+                set_dom(name, None)
+                look_again.extend(kids.pop(name, ()))
+        else:
+            kids = {}  # (made from dom_now at the end)
         if same and not fresh:
             # the same jobs in the same order: walk only the reservations among them (and
             # any job not carried); the jobs between them found no start and still find none
@@ -656,7 +679,34 @@ class Slurm(Policy):
 
         started = []  # the jobs this pass starts: not in the queue the next pass walks
         started_at = []  # their indexes in names
-        for idx, (run, name) in enumerate(zip(pending[first:], names[first:]), first):
+        # A pass in place visits only the jobs whose outcome may change, in order: the reserved
+        # and the roots (marks, last_roots), the jobs new to the window, and a job some other one
+        # ruled out once that one has a start now or left (kids); every other job has no start
+        # still, ruled out by one that has none (the walk would skip it). A job that is not
+        # plain makes the rest new: from it on every job is visited.
+        selective, pos = same, None
+        if selective:
+            heap = [j - m for j in marks[bisect_left(marks, m + first):bisect_left(marks, m + n)]]
+            heap += [k - m for r in last_roots if m + first <= (k := r[0]) < m + n]
+            heap += range(n, len(names))
+            if look_again:
+                pos = {name: k for k, name in enumerate(names)}
+                heap += [pos[c] for c in look_again if c in pos]
+            heapify(heap)
+        last = first - 1
+        while True:
+            if selective:
+                if not heap:
+                    break
+                idx = heappop(heap)
+                if idx <= last:
+                    continue
+            else:
+                idx = last + 1
+                if idx >= len(names):
+                    break
+            last = idx
+            run, name = pending[idx], names[idx]
             old = carried.get(name) if monotone else None  # (only plain jobs are carried)
             if old is not None:
                 s0 = old[0]
@@ -693,12 +743,13 @@ class Slurm(Policy):
                 unseeded = []
             d = never.owner(job.gpus_per_pod, pods, runtime) if plain else None
             self.carry_stats["seeded"] += d in seeded
-            if d is None and same:
-                dom_now.pop(name, None)
+            if same:
+                set_dom(name, d)
             if d is not None:
                 # one no wider, with no more pods and no longer, found no start: nor will it
                 start, plan = None, None
-                dom_now[name] = d
+                if not same:
+                    dom_now[name] = d
             elif old is None:
                 start, plan = search(job, plain, 0)
             elif old[0] is None:  # no start in the last window: none before its end now either
@@ -718,7 +769,7 @@ class Slurm(Policy):
                 changes.append(released[-1])
                 self.carry_stats["moved"] += 1
             if not plain:
-                monotone = False
+                monotone = selective = False
             elif monotone and start is not None and (start == now or old is None or (start, plan) != old):
                 changes.append((start, start + runtime))  # held now, not by the last pass's jobs
             if plain:
@@ -727,6 +778,13 @@ class Slurm(Policy):
                 outcomes.pop(name, None)
             if start is not None or not plain:
                 marks_now.append(idx)
+                if selective and name in kids:  # the jobs it ruled out: to be looked at again
+                    if pos is None:
+                        pos = {nm: k for k, nm in enumerate(names)}
+                    for c in kids[name]:
+                        k = pos.get(c)
+                        if k is not None and k > idx:
+                            heappush(heap, k)
             if start is None:
                 if plain and d is None and not never.covers(job.gpus_per_pod, pods, runtime):
                     never.add(job.gpus_per_pod, pods, runtime, checked=True, who=name)
@@ -749,6 +807,9 @@ class Slurm(Policy):
                 made += 1
                 fresh = reserve_end(reserved[-1][1]) or fresh
         self._pass_times = times_all
+        if not same:
+            for c, d in dom_now.items():
+                kids.setdefault(d, set()).add(c)
         if started:
             names = [name for name in names if name not in started]
             roots_now = [(r[0] - bisect_left(started_at, r[0]),) + r[1:] for r in roots_now]
@@ -765,7 +826,7 @@ class Slurm(Policy):
         # (a job started here, after others were reserved: those met less than the next pass will)
         self._carry = _Pass(now, outcomes, self._unclean_ends, names, marks_now,
                             [(now, self.expected_end[name]) for name in started], dom_now,
-                            self.reservations, roots_now)
+                            self.reservations, roots_now, kids)
         self._started_since = []
 
     def _carried(self, state: SchedState) -> tuple | None:
@@ -797,7 +858,8 @@ class Slurm(Policy):
             if old[0] != t or sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan) or \
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
                 return None
-        return carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots
+        return (carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots,
+                carry.kids)
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
