@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right, insort
 from heapq import heapify, heappop, heappush
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -58,6 +59,7 @@ from courselib.model.policies import Policy
 from courselib.model.workload import Job, Workload
 
 BIG = 10 ** 9
+_job_name = attrgetter("job.name")
 
 
 class _Pass(NamedTuple):
@@ -364,7 +366,7 @@ class Slurm(Policy):
             if self._carry is not None:  # and no start in the window up to now's end either
                 self._carry = self._carry._replace(time=state.now)
             return
-        left = [e[-1] for e in queue[: self.bf_max_job_test]]
+        left = list(map(itemgetter(-1), queue[: self.bf_max_job_test]))
         main_starts = self._starts
         self._backfill(state, left)
         if self._starts != main_starts:  # started by backfill: out of the queue
@@ -494,7 +496,7 @@ class Slurm(Policy):
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
         pending = pending[: self.bf_max_job_test]
-        names = [run.job.name for run in pending]
+        names = list(map(_job_name, pending))
 
         def search(job: Job, plain: bool, k: int):
             """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
@@ -613,20 +615,29 @@ class Slurm(Policy):
         if same and not fresh:
             # the same jobs in the same order: walk only the reservations among them (and
             # any job not carried); the jobs between them found no start and still find none
-            first = n
-            for j in marks[bisect_left(marks, m):]:
-                if j >= m + n:
-                    break
-                old = carried.get(last_names[j])
-                s0 = None if old is None else old[0]
-                t1 = None if s0 is None else s0 + pending[j - m].job.planned_runtime
-                if s0 is None or s0 <= now or not _has(times_all, s0) or (changes and _hit(changes, s0, t1)):
+            # (what keep() would do for each, at once: the reservations are the last pass's
+            # tuples, their ends join the candidate times; it stops where keep() would)
+            first, tset, kept = n, set(times_all), []
+            for j in marks[bisect_left(marks, m):bisect_left(marks, m + n)]:
+                name = last_names[j]
+                r, old = last_resv.get(name), carried.get(name)  # (only plain jobs are carried)
+                if r is None or old is None or old[0] != r[0] or r[0] <= now or r[0] not in tset \
+                        or (changes and _hit(changes, r[0], r[1])):
                     first = j - m
                     break
-                if keep(last_names[j], s0, t1, old[1]):
-                    fresh = True
-                    first = j - m + 1
-                    break
+                kept.append((name, r))
+                if r[1] > now and r[1] not in tset:
+                    tset.add(r[1])
+                    if edge < r[1] <= horizon:  # a new candidate time in this pass's window
+                        fresh = True
+                        first = j - m + 1
+                        break
+            if kept:
+                reserved.extend(r for _, r in kept)
+                self.reservations.update(kept)
+                made += len(kept)
+                res_ends = sorted({r[1] for _, r in kept if r[1] > now})
+                times_all = sorted(tset)
             marks_now = [j - m for j in marks[bisect_left(marks, m):bisect_left(marks, m + first)]]
             roots_now = [(k - m,) + r[1:] for r in last_roots if m <= (k := r[0]) < m + first]
         # roots: the jobs with no start in this pass that were added to ``never`` or could be (the
@@ -644,6 +655,22 @@ class Slurm(Policy):
             the job failed last time). Each is a plan, unless a job no wider, with no more pods
             and no longer a runtime failed there in this pass."""
             g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
+            if until is None and not released and runtime > 0 and edge >= now:
+                # (the common case: only the times past the last window, the same for every job
+                # until a reservation adds an end; one capacity curve per time answers them all)
+                nonlocal fresh_span
+                if fresh_span[0] != len(times_all):
+                    fresh_span = (len(times_all), bisect_right(times_all, edge),
+                                  bisect_right(times_all, horizon))
+                _, lo, hi = fresh_span
+                if hi - lo > 8:
+                    return search(job, True, lo) + (True,)
+                for k in range(lo, hi):
+                    t = times_all[k]  # (> now: past the last window)
+                    mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                    if fit >= pods:
+                        return t, avail.plan(job, t, reserved, mask), False
+                return None, None, False
             top = (bisect_right(times_all, horizon) if until is None
                    else min(bisect_left(times_all, until), bisect_right(times_all, horizon)))
             spans = [(bisect_right(times_all, edge), top)]
@@ -677,6 +704,7 @@ class Slurm(Policy):
                 nxt = max(nxt, hi)
             return None, None, False
 
+        fresh_span = (-1, 0, 0)  # (len(times_all), its indexes past the last window up to horizon)
         started = []  # the jobs this pass starts: not in the queue the next pass walks
         started_at = []  # their indexes in names
         # A pass in place visits only the jobs whose outcome may change, in order: the reserved
@@ -1025,25 +1053,42 @@ class Availability:
         self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
         self._curves = [None, 0, {}]
         cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
+        free, jobs_on, alloc = cluster.free, cluster.jobs_on, cluster.alloc
         dirty, neg = sorted(self.dirty), -math.inf
-        cols = []
-        for i in dirty:
-            f, jobs = cluster.free[i], cluster.jobs_on[i]
-            if not jobs:  # all free now
-                cols.append([neg] * top)
-                continue
-            col = [neg] * (top + 1)
-            for e, gp in sorted((ends[name], cluster.alloc[name][i].gpus) for name in jobs):
+        # a node with no job, or one job that holds every GPU not free, is free from level
+        # f + 1 up at that job's end (one numpy step for all of them); others one by one
+        frees, at, other = [], [], []
+        for k, i in enumerate(dirty):
+            f, jobs = free[i], jobs_on[i]
+            if not jobs:
+                frees.append(top)
+                at.append(neg)
+            elif len(jobs) == 1:
+                (name,) = jobs
+                if f + alloc[name][i].gpus != top:
+                    other.append(k)
+                frees.append(f)
+                at.append(ends[name])
+            else:
+                other.append(k)
+                frees.append(f)
+                at.append(neg)
+        levels = np.arange(1, top + 1)[:, None]
+        cols = np.where(levels > np.array(frees)[None, :], np.array(at)[None, :], neg)
+        for k in other:
+            i = dirty[k]
+            f, col = free[i], [neg] * (top + 1)
+            for e, gp in sorted((ends[name], alloc[name][i].gpus) for name in jobs_on[i]):
                 col[f + 1:f + gp + 1] = [e] * gp
                 f += gp
-            cols.append(col[1:])
+            cols[:, k] = col[1:]
         self.dirty.clear()
         if len(dirty) * 8 >= self.n:
-            when[1:top + 1, dirty] = np.array(cols).T
+            when[1:top + 1, dirty] = cols
             for level in range(1, top + 1):
                 self.sorted[level] = np.sort(when[level]).tolist()
             return
-        for i, col in zip(dirty, cols):
+        for i, col in zip(dirty, cols.T.tolist()):
             for level in range(1, top + 1):
                 old, e = when[level, i], col[level - 1]
                 if old != e:
