@@ -107,6 +107,17 @@ class SchedState:
         self.cluster.bind(run.job, node)
         self._after_bind(run, 1)
 
+    def bind_plan(self, run: JobRun, plan) -> None:
+        """Bind ``k`` pods of ``run`` to node ``i`` for each ``(i, k)`` of ``plan``: what
+        :meth:`bind` does pod by pod, with the bookkeeping once (the same history and trace)."""
+        n, bind, job = 0, self.cluster.bind, run.job
+        for i, k in plan:
+            for _ in range(k):
+                bind(job, i)
+            n += k
+        if n:
+            self._after_bind(run, n)
+
     def place(self, run: JobRun, count: int, *, spread: bool = False) -> int:
         n = self.cluster.place(run.job, count, spread=spread)
         if n:

@@ -272,9 +272,7 @@ class Slurm(Policy):
                 self._carry, self._started_since = None, []
         self._free_cache.clear()  # the cluster changed
         self._ends = None
-        for i, k in plan:
-            for _ in range(k):
-                state.bind(run, i)
+        state.bind_plan(run, plan)
         self.expected_end[run.name] = state.now + run.job.planned_runtime
         if not self.reference:
             e = self.expected_end[run.name]
