@@ -653,8 +653,8 @@ class Slurm(Policy):
             window (a search was quicker); or (None, None, False). Only two kinds of candidate
             time can be one: past the last window, and in ``(start - runtime, end)`` of a
             reservation the last pass made and this one moved (nothing else holds less than when
-            the job failed last time). Each is a plan, unless a job no wider, with no more pods
-            and no longer a runtime failed there in this pass."""
+            the job failed last time). Each is counted from the pass's capacity curve at that
+            time (a plan only where the job fits)."""
             g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
             if until is None and not released and runtime > 0 and edge >= now:
                 # (the common case: only the times past the last window, the same for every job
@@ -688,15 +688,16 @@ class Slurm(Policy):
             for lo, hi in spans:
                 for k in range(max(nxt, lo), hi):
                     t = times_all[k]
+                    if t > now and runtime > 0:  # most fail: counted from the curve, not planned
+                        mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                        if fit >= pods:
+                            return t, avail.plan(job, t, reserved, mask), False
+                        continue
                     failed = failed_at.get(t)
                     if failed is not None and failed.covers(g, pods, runtime):
                         continue
-                    if t > now and runtime > 0:  # most fail: counted, not planned
-                        mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
-                        plan = None if fit < pods else avail.plan(job, t, reserved, mask)
-                    else:
-                        plan = (avail.plan(job, t, reserved) if reserved or t != now
-                                else self.plan(state, job, t, reserved))
+                    plan = (avail.plan(job, t, reserved) if reserved or t != now
+                            else self.plan(state, job, t, reserved))
                     if plan is not None:
                         return t, plan, False
                     if failed is None:
@@ -786,7 +787,20 @@ class Slurm(Policy):
             elif old[0] > now:  # every earlier time fails now as it did: is its plan still there?
                 start, plan, final = try_times(job, old[0])
                 if start is None and not final:  # (still a candidate time unless what ended then moved)
-                    start, plan = old[0], (avail.plan(job, old[0], reserved) if _has(times_all, old[0]) else None)
+                    start, plan = old[0], None
+                    if _has(times_all, start):
+                        r = last_resv.get(name)
+                        if job.gpus_per_pod == avail.top and r is not None and r[0] == start \
+                                and not (released and _hit(released, start, start + runtime)) \
+                                and avail.still_free(r, start, start + runtime, reserved):
+                            # Whole-node pods take the free nodes in index order, and since the
+                            # last pass the free nodes at every later time only fell and only
+                            # the moved reservations gave nodes back: with none of those over its
+                            # time, and all its nodes still free and unreserved, its plan is the
+                            # first that many of fewer nodes that still hold them: its own.
+                            plan = old[1]
+                        else:
+                            plan = avail.plan(job, start, reserved)
                     if plan is None:
                         start, plan = search(job, plain, bisect_right(times_all, old[0]))
             else:
@@ -1193,15 +1207,25 @@ class Availability:
             for r in reserved[done:]:
                 k = bisect_right(starts, r[0])
                 starts.insert(k, r[0])
-                known = self._masks.get(id(r))
-                if known is None or known[0] is not r:
-                    if len(self._masks) > 4096:
-                        self._masks.clear()
-                    known = self._masks[id(r)] = (r, _mask(r[2], self.n))
-                rows.insert(k, (r[1], known[1]))
+                rows.insert(k, (r[1], self._mask_of(r)))
                 longest = max(longest, r[1] - r[0])
             resv[1], resv[4] = len(reserved), longest
         return resv
+
+    def _mask_of(self, r: tuple) -> int:
+        """The nodes' mask of the reservation ``r`` (start, end, nodes), kept while ``r`` is."""
+        known = self._masks.get(id(r))
+        if known is None or known[0] is not r:
+            if len(self._masks) > 4096:
+                self._masks.clear()
+            known = self._masks[id(r)] = (r, _mask(r[2], self.n))
+        return known[1]
+
+    def still_free(self, r: tuple, t: float, t1: float, reserved: list) -> bool:
+        """Whether every node of ``r`` has all its GPUs free at ``t`` (> now) and no reservation
+        of ``reserved`` overlapping [t, t1) holds it."""
+        m = self._mask_of(r)
+        return m & self.level(t, self.top) & ~self.blocked(reserved, t, t1) == m
 
     def curve(self, reserved: list, t: float, g: int) -> list:
         """What :meth:`plan` counts at ``t`` (> now) for pods of ``g`` GPUs, for every runtime at
