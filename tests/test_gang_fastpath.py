@@ -399,11 +399,13 @@ def test_the_carried_passes_are_exercised_and_move_reservations():
 def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
     """Availability.curve answers, for a time and a pod size, every runtime at once: the nodes the
     reservations overlapping [t, t + runtime) block, and how many pods fit outside them. Asked
-    in any order, each answer is what blocked() gives and what plan() decides (issue 23)."""
+    in any order, each answer is what blocked() gives and what plan() decides, now included when
+    no running job is due to end now (issue 23)."""
     pol, state, reserved, gpn = setup
     avail = pol._availability(state)
     later = sorted({e for e in pol.expected_end.values() if e > state.now} | {r[1] for r in reserved}
-                   | {r[0] for r in reserved if r[0] > state.now} | {state.now + 1.0})
+                   | {r[0] for r in reserved if r[0] > state.now} | {state.now + 1.0, state.now})
+    assert all(e > state.now for e in pol.expected_end.values())  # (then now may be asked too)
     t = data.draw(st.sampled_from(later))
     g = data.draw(st.integers(1, gpn))
     curve = avail.curve(reserved, t, g)

@@ -685,10 +685,13 @@ class Slurm(Policy):
                 lo = min((lo for lo, hi in spans if hi > lo))
                 return search(job, True, lo) + (True,)
             nxt = 0  # the spans may overlap: each time once, in order
+            ends = self._distinct_ends or [math.inf]
             for lo, hi in spans:
                 for k in range(max(nxt, lo), hi):
                     t = times_all[k]
-                    if t > now and runtime > 0:  # most fail: counted from the curve, not planned
+                    if runtime > 0 and (t > now or ends[0] > now):  # most fail: counted from the
+                        # curve, not planned (now too, unless a running job is due to end now:
+                        # the profile would count its GPUs free; a zero-length job started now)
                         mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
                         if fit >= pods:
                             return t, avail.plan(job, t, reserved, mask), False
@@ -1228,7 +1231,8 @@ class Availability:
         return m & self.level(t, self.top) & ~self.blocked(reserved, t, t1) == m
 
     def curve(self, reserved: list, t: float, g: int) -> list:
-        """What :meth:`plan` counts at ``t`` (> now) for pods of ``g`` GPUs, for every runtime at
+        """What :meth:`plan` counts at ``t`` for pods of ``g`` GPUs (t > now, or now itself when no
+        running job is due to end now: the profile's times then say what is free), for every runtime at
         once: the nodes that the reservations overlapping ``[t, t + runtime)`` hold grow with the
         runtime one reservation start at a time, so one curve per (t, g) answers every job of the
         pass that asks there until a reservation is added or the profile changes (issue 23).
