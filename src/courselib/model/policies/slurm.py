@@ -939,8 +939,14 @@ class Slurm(Policy):
             if not self._ends_count[e]:
                 del self._ends_count[e]
                 del self._distinct_ends[bisect_left(self._distinct_ends, e)]
-            if self._avail is not None:  # the simulator released the job's GPUs just before
+            if self._avail is not None and e > state.now:
+                # the simulator released the job's GPUs just before, earlier than the profile
+                # says. (Ended on time, its nodes' times are its end, not after now: every
+                # question the profile answers about a later time is the same; only what it
+                # read from the cluster's buckets for now must be read again.)
                 self._avail.touch(self._last_nodes.pop(run.name, ()))
+            elif self._avail is not None:
+                self._avail._levels = {}
         self._last_nodes.pop(run.name, None)
 
     def _availability(self, state: SchedState) -> "Availability":
