@@ -289,10 +289,17 @@ def test_the_gang_deadlock_lab_holds_on_the_real_control_plane(lab):
     first = result.pod_order[:mine.cluster.total_gpus]
     assert result.job("llm").start is None or first.count("llm") >= ns["LLM"].pods, replay.format_replay(result)
     pair, cg = _replay(lab, None, gang=True, workload=ns["PAIR"])
+    assert cg.agreement == 1.0, _report(cg)  # the model, given the order the PodGroups reached quorum
     held_idle = [rj.name for rj in pair.jobs if any(0 < n < rj.pods for _, n in rj.timeline)]
     assert held_idle == [] and ns["volcano_idle_gpu_hours"] == 0
-    second = max(j.start for j in pair.jobs)
-    assert second / 3600 == ns["finetune_start_hours"], replay.format_replay(pair)
+    first, second = sorted(pair.jobs, key=lambda j: j.start)
+    assert second.start == first.end, replay.format_replay(pair)  # the moment the first one ends
+    # Which PodGroup reaches its quorum first is the Job controller's race: it creates the two
+    # Jobs' pods interleaved, and on a loaded machine finetune's can all exist first (a CI run of
+    # 2026-12-01 did that). When pretrain goes first, as the lab's Volcano queue has it, finetune
+    # starts at the lab's answer.
+    if first.name == "pretrain":
+        assert second.start / 3600 == ns["finetune_start_hours"], replay.format_replay(pair)
 
 
 # ----------------------------------------------------------------------------- validate
