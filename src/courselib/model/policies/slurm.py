@@ -39,7 +39,7 @@ where nothing changed, a job with no start that is tried only where it could now
 no smaller than one that still has none (75 overloaded nodes, 10,000 jobs: 37 s before, 8 s after).
 Such a pass updates the last one's record in place and visits only the jobs whose outcome may
 change; the jobs with no start that it tries are answered from one capacity curve per time
-(:meth:`Availability.curve`: 10,000 jobs 5.3 s, 100,000 jobs 57 s; benchmarks/README.md).
+(:meth:`Availability.curve`; the figures are in benchmarks/README.md).
 
 Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index. A Slurm job
 is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For a replay on a real
@@ -946,7 +946,7 @@ class Slurm(Policy):
                 # read from the cluster's buckets for now must be read again.)
                 self._avail.touch(self._last_nodes.pop(run.name, ()))
             elif self._avail is not None:
-                self._avail._levels = {}
+                self._avail.forget_now()
         self._last_nodes.pop(run.name, None)
 
     def _availability(self, state: SchedState) -> "Availability":
@@ -1066,6 +1066,10 @@ class Availability:
     def touch(self, nodes) -> None:
         self.dirty.update(nodes)
 
+    def forget_now(self) -> None:
+        """Drop the levels read from the cluster's buckets (a job ended now, on time)."""
+        self._levels = {}
+
     def refresh(self, now: float) -> None:
         """Recompute the columns of the nodes changed since the last use. When many changed (a
         job on many nodes started or ended), each level's times are sorted again at once instead
@@ -1128,13 +1132,12 @@ class Availability:
         return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
 
     def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
-                          times: list[float], mask: int | None = None) -> float:
+                          times: list[float]) -> float:
         """The first of ``times`` (sorted; after ``t`` > now) at which ``pods`` pods of ``g`` GPUs
         fit on the nodes that no reservation overlapping ``[t, t1)`` holds (inf if none): each
         time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
         those times are running jobs' expected ends, which are all in ``times``."""
-        if mask is None:
-            mask = self.blocked(reserved, t, t1)
+        mask = self.blocked(reserved, t, t1)
         rows = self.sorted[g:self.top + 1:g]
         if len(rows) * (self.n - mask.bit_count()) < pods:
             return math.inf
