@@ -400,7 +400,8 @@ def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
     """Availability.curve answers, for a time and a pod size, every runtime at once: the nodes the
     reservations overlapping [t, t + runtime) block, and how many pods fit outside them. Asked
     in any order, each answer is what blocked() gives and what plan() decides, now included when
-    no running job is due to end now (issue 23)."""
+    no running job is due to end now (issue 23). A curve made before more reservations were
+    added (as a pass adds them) takes them in when asked again."""
     pol, state, reserved, gpn = setup
     avail = pol._availability(state)
     later = sorted({e for e in pol.expected_end.values() if e > state.now} | {r[1] for r in reserved}
@@ -408,13 +409,18 @@ def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
     assert all(e > state.now for e in pol.expected_end.values())  # (then now may be asked too)
     t = data.draw(st.sampled_from(later))
     g = data.draw(st.integers(1, gpn))
-    curve = avail.curve(reserved, t, g)
+    split = data.draw(st.integers(0, len(reserved)))
+    grown = list(reserved[:split])  # the pass's list, asked, then added to
+    for runtime in data.draw(st.lists(st.integers(1, 1500), max_size=3)) + [2000]:  # (every mask made)
+        avail.curve_at(avail.curve(grown, t, g), t, t + runtime, g)
+    grown.extend(reserved[split:])
+    curve = avail.curve(grown, t, g)
     for runtime in data.draw(st.lists(st.integers(1, 1500), min_size=1, max_size=6)):
         mask, fit = avail.curve_at(curve, t, t + runtime, g)
-        assert mask == avail.blocked(reserved, t, t + runtime)
+        assert mask == avail.blocked(grown, t, t + runtime)
         for pods in {1, max(1, fit), fit + 1}:
             job = Job("x", pods, g, duration=float(runtime))
-            assert (fit < pods) == (avail.plan(job, t, reserved) is None), (runtime, pods, fit)
+            assert (fit < pods) == (avail.plan(job, t, grown) is None), (runtime, pods, fit)
 
 
 @pytest.mark.parametrize("touched", [1, 3, 40])
@@ -473,3 +479,37 @@ def test_the_carried_record_holds_only_the_jobs_backfill_tests():
     finally:
         Slurm._backfill_fast = original
     assert len(sizes) > 100 and max(sizes) <= 8, (len(sizes), max(sizes))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.sampled_from([1, 2, 4, 8]), st.sampled_from([0, 64]), st.data())
+def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, data):
+    """Cluster.bind_plan (one plain job's pods, node by node, totals counted once) leaves the
+    cluster exactly as Cluster.bind pod by pod does: free GPUs and memory, buckets, bindings, the
+    jobs on each node, held GPUs and pods per job and per queue; a job that is not plain is bound
+    pod by pod; a plan that does not fit is refused as bind refuses it (issue 23)."""
+    from courselib.model.cluster import Cluster
+
+    spec = ClusterSpec(nodes, gpn, memory_per_node=memory)
+    at_once, by_pod = Cluster(spec), Cluster(spec)
+    for k in range(data.draw(st.integers(1, 8))):
+        g = data.draw(st.integers(1, gpn))
+        job = Job(f"j{k}", 1, g, duration=60.0, queue=data.draw(st.sampled_from(["default", "q2"])),
+                  exclusive=data.draw(st.booleans()) and k % 3 == 0,
+                  memory_per_pod=data.draw(st.sampled_from([0, 0, 16])))
+        plan = []
+        for i in data.draw(st.lists(st.integers(0, nodes - 1), unique=True, max_size=nodes)):
+            plan.append((i, data.draw(st.integers(0, by_pod.free[i] // g + 1))))  # (+1: too many)
+        try:
+            for i, n in plan:
+                for _ in range(n):
+                    by_pod.bind(job, i)
+        except ValueError:
+            with pytest.raises(ValueError):
+                at_once.bind_plan(job, plan)
+            return  # (a refused plan: what bind left half done is no state to compare)
+        assert at_once.bind_plan(job, plan) == sum(n for _, n in plan)
+        for field in ("free", "free_mem", "_buckets", "jobs_on", "owner_exclusive", "_held", "_pods",
+                      "_queue_of", "held_by_queue", "_free_total"):
+            assert getattr(at_once, field) == getattr(by_pod, field), field
+        assert {j: dict(b) for j, b in at_once.alloc.items()} == {j: dict(b) for j, b in by_pod.alloc.items()}

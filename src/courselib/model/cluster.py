@@ -228,6 +228,43 @@ class Cluster:
         self._count(job.name, 1, taken, job.queue)
         return taken
 
+    def bind_plan(self, job: Job, plan) -> int:
+        """Bind ``k`` pods of ``job`` to node ``i`` for each ``(i, k)`` of ``plan``; returns the
+        pods bound. What :meth:`bind` does pod by pod, node by node for a plain job (the same
+        bindings, buckets and totals), with the totals counted once."""
+        if not is_plain(job, self.spec):
+            n = 0
+            for i, k in plan:
+                for _ in range(k):
+                    self.bind(job, i)
+                n += k
+            return n
+        # (plain: no memory to count, no whole nodes to own; only free GPUs decide)
+        g, name = job.gpus_per_pod, job.name
+        per_job = self.alloc.setdefault(name, {})
+        free, owner, jobs_on = self.free, self.owner_exclusive, self.jobs_on
+        n = gpus = 0
+        for i, k in plan:
+            if k <= 0:
+                continue
+            if owner[i] is not None or free[i] < g * k:
+                raise ValueError(f"pod of {name} does not fit on {self.nodes[i].name}")
+            b = per_job.get(i)
+            if b is None:
+                b = per_job[i] = Binding(i, 0, 0, 0)
+                jobs_on[i][name] = 0
+            b.pods += k
+            b.gpus += g * k
+            jobs_on[i][name] += k
+            self._set_free(i, free[i] - g * k)
+            n += k
+            gpus += g * k
+        if not per_job:
+            del self.alloc[name]
+        if n:
+            self._count(name, n, gpus, job.queue)
+        return n
+
     def _count(self, job: str, pods: int, gpus: int, queue: str | None = None) -> None:
         if queue is not None:
             self._queue_of[job] = queue

@@ -110,11 +110,7 @@ class SchedState:
     def bind_plan(self, run: JobRun, plan) -> None:
         """Bind ``k`` pods of ``run`` to node ``i`` for each ``(i, k)`` of ``plan``: what
         :meth:`bind` does pod by pod, with the bookkeeping once (the same history and trace)."""
-        n, bind, job = 0, self.cluster.bind, run.job
-        for i, k in plan:
-            for _ in range(k):
-                bind(job, i)
-            n += k
+        n = self.cluster.bind_plan(run.job, plan)
         if n:
             self._after_bind(run, n)
 

@@ -105,6 +105,7 @@ class Slurm(Policy):
         self._last_nodes: dict[str, list[int]] = {}  # running job -> its nodes (for on_finish)
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
+        self._node_gpus: list[int] | None = None
         self._infeasible: dict[str, str | None] = {}
         # fast path: the feasible pending jobs already in priority order, the jobs submitted since
         # the last cycle, those of them not yet told Priority, and each job shape's verdict once
@@ -498,6 +499,9 @@ class Slurm(Policy):
         self._bf_started: list[JobRun] = []
         pending = pending[: self.bf_max_job_test]
         names = list(map(_job_name, pending))
+        gpus = self._node_gpus
+        if gpus is None:  # (the nodes' GPUs: a start uses every one of its nodes', or not)
+            gpus = self._node_gpus = [node.gpus for node in state.cluster.nodes]
 
         def search(job: Job, plain: bool, k: int):
             """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
@@ -808,7 +812,11 @@ class Slurm(Policy):
                         start, plan = search(job, plain, bisect_right(times_all, old[0]))
             else:
                 start, plan = search(job, plain, 0)
-            if monotone and old is not None and old[0] is not None and ((start, plan) != old or start == now):
+            # a start now exactly as reserved, on whole nodes, holds what the reservation held
+            # (the same nodes, every GPU, until the same end): for the jobs after it nothing moved
+            moved = start == now and not (old is not None and (start, plan) == old and all(
+                k * job.gpus_per_pod == gpus[i] for i, k in plan))
+            if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
                 # a reservation the later jobs met moved (or became a job that may leave some of
                 # its nodes' GPUs free): where it was, they must look again
                 released.append((old[0], old[0] + runtime))
@@ -816,7 +824,7 @@ class Slurm(Policy):
                 self.carry_stats["moved"] += 1
             if not plain:
                 monotone = selective = False
-            elif monotone and start is not None and (start == now or old is None or (start, plan) != old):
+            elif monotone and start is not None and (moved or old is None or (start, plan) != old):
                 changes.append((start, start + runtime))  # held now, not by the last pass's jobs
             if plain:
                 outcomes[name] = (start, plan)
@@ -1055,7 +1063,9 @@ class Availability:
         self._levels: dict[float, list[int]] = {}
         self._resv: list = [None]
         self._masks: dict[int, tuple] = {}  # id(reservation) -> (it, its nodes' mask)
-        self._curves: list = [None, 0, {}]  # reserved, how many, (t, g) -> curve (see curve())
+        self._curves: list = [None, {}]  # reserved, (t, g) -> curve (see curve())
+        #: t -> by level f, the nodes with at least f free GPUs at t as a mask (free_mask)
+        self._free_masks: dict[float, list] = {}
         self._full = (1 << n) - 1
         #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
         self._blocked_times: dict[tuple, list[float]] = {}
@@ -1079,7 +1089,7 @@ class Availability:
         if not self.dirty:
             return
         self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
-        self._curves = [None, 0, {}]
+        self._curves, self._free_masks = [None, {}], {}
         cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
         free, jobs_on, alloc = cluster.free, cluster.jobs_on, cluster.alloc
         dirty, neg = sorted(self.dirty), -math.inf
@@ -1130,6 +1140,27 @@ class Availability:
         if 2 * g > self.top:  # one level
             return bisect_right(self.sorted[g], t)
         return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
+
+    def free_mask(self, t: float, f: int) -> int:
+        """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
+        ``f``), as a mask; once per time and level until the profile changes."""
+        ms = self._free_masks.get(t)
+        if ms is None:
+            if len(self._free_masks) > 256:
+                self._free_masks.clear()
+            ms = self._free_masks[t] = [None] * (self.top + 1)
+        m = ms[f]
+        if m is None:
+            m = ms[f] = int.from_bytes(np.packbits(self.when[f] <= t, bitorder="little").tobytes(), "little")
+        return m
+
+    def fit_outside(self, t: float, g: int, blocked: int) -> int:
+        """:meth:`fit` on the nodes not in ``blocked`` only: at each level of ``g`` (g, 2g, ...),
+        the nodes free enough at ``t`` less the blocked ones, by a count of bits."""
+        free_mask, keep = self.free_mask, ~blocked
+        if 2 * g > self.top:  # one level
+            return (free_mask(t, g) & keep).bit_count()
+        return sum((free_mask(t, f) & keep).bit_count() for f in range(g, self.top + 1, g))
 
     def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
                           times: list[float]) -> float:
@@ -1245,12 +1276,16 @@ class Availability:
         once: the nodes that the reservations overlapping ``[t, t + runtime)`` hold grow with the
         runtime one reservation start at a time, so one curve per (t, g) answers every job of the
         pass that asks there until a reservation is added or the profile changes (issue 23).
-        [pods that fit with no reservation, the index of the first reservation starting after
-        t, blocked masks by how many of those are included, pods that fit then]."""
+        A reservation added to ``reserved`` since a curve was made is taken into it when next
+        asked: one that ends by ``t`` changes nothing, one over ``t`` joins every mask, one that
+        starts later drops only the masks from its place on.
+        [pods that fit with no reservation, the starts after t of the reservations that overlap
+        some runtime from t, sorted, their masks in the same order, blocked masks by how many of
+        those are included (the first: those over t), pods that fit then, reservations taken in]."""
         book = self._curves
-        if book[0] is not reserved or book[1] != len(reserved):
-            book = self._curves = [reserved, len(reserved), {}]
-        c = book[2].get((t, g))
+        if book[0] is not reserved:
+            book = self._curves = [reserved, {}]
+        c = book[1].get((t, g))
         if c is None:
             _, _, starts, rows, longest = self._sorted(reserved)
             base, hi = 0, bisect_right(starts, t)
@@ -1258,21 +1293,35 @@ class Availability:
                 e, m = rows[k]
                 if t < e:
                     base |= m
-            c = book[2][t, g] = [self.fit(t, g), hi, [base], [None]]
+            c = book[1][t, g] = [self.fit(t, g), starts[hi:], [m for _, m in rows[hi:]], [base], [None],
+                                 len(reserved)]
+        elif c[5] < len(reserved):
+            _, later, masks, prefix, counts, done = c
+            for r in reserved[done:]:
+                if r[1] <= t:
+                    continue
+                m = self._mask_of(r)
+                if r[0] <= t:  # over t: in every mask
+                    prefix[:], counts[:] = [prefix[0] | m], [None]
+                else:
+                    k = bisect_right(later, r[0])
+                    later.insert(k, r[0])
+                    masks.insert(k, m)
+                    del prefix[k + 1:], counts[k + 1:]
+            c[5] = len(reserved)
         return c
 
     def curve_at(self, c: list, t: float, t1: float, g: int) -> tuple[int, int]:
         """(blocked mask, pods that fit outside it) for a job at ``t`` until ``t1`` > ``t``, from
         the curve ``c`` of (t, g): what blocked() and plan() would compute."""
-        fit, hi, prefix, counts = c
-        starts, rows = self._resv[2], self._resv[3]
-        k = bisect_left(starts, t1, hi) - hi  # the reservations starting in (t, t1) count too
+        fit, later, masks, prefix, counts, _ = c
+        k = bisect_left(later, t1)  # the reservations starting in (t, t1) count too
         while len(prefix) <= k:
-            prefix.append(prefix[-1] | rows[hi + len(prefix) - 1][1])
+            prefix.append(prefix[-1] | masks[len(prefix) - 1])
             counts.append(None)
         m, n = prefix[k], counts[k]
         if n is None:
-            n = counts[k] = fit - bisect_right(self._out_of(m, g), t) if m else fit
+            n = counts[k] = self.fit_outside(t, g, m) if m else fit
         return m, n
 
     def blocked(self, reserved: list, t: float, t1: float) -> int:
@@ -1308,7 +1357,7 @@ class Availability:
                 blocked = self.blocked(reserved, t, t + job.planned_runtime)
                 # too few on the nodes left, counted from the sorted levels without building the
                 # masks by free GPUs at t (most plans fail here; the next fit asks the same)
-                if blocked and fit - bisect_right(self._out_of(blocked, g), t) < need:
+                if blocked and self.fit_outside(t, g, blocked) < need:
                     return None
         elif blocked is None:
             blocked = self.blocked(reserved, t, t + job.planned_runtime) if reserved else 0
