@@ -244,21 +244,28 @@ class Cluster:
         per_job = self.alloc.setdefault(name, {})
         free, owner, jobs_on = self.free, self.owner_exclusive, self.jobs_on
         n = gpus = 0
+        buckets = self._buckets
         for i, k in plan:
             if k <= 0:
                 continue
-            if owner[i] is not None or free[i] < g * k:
+            f = free[i]
+            if owner[i] is not None or f < g * k:
                 raise ValueError(f"pod of {name} does not fit on {self.nodes[i].name}")
             b = per_job.get(i)
             if b is None:
-                b = per_job[i] = Binding(i, 0, 0, 0)
-                jobs_on[i][name] = 0
-            b.pods += k
-            b.gpus += g * k
-            jobs_on[i][name] += k
-            self._set_free(i, free[i] - g * k)
+                per_job[i] = Binding(i, k, g * k, 0)
+                jobs_on[i][name] = k
+            else:
+                b.pods += k
+                b.gpus += g * k
+                jobs_on[i][name] += k
+            bucket = buckets[f]  # (what _set_free does)
+            del bucket[bisect.bisect_left(bucket, i)]
+            bisect.insort(buckets[f - g * k], i)
+            free[i] = f - g * k
             n += k
             gpus += g * k
+        self._free_total -= gpus
         if not per_job:
             del self.alloc[name]
         if n:
@@ -298,16 +305,18 @@ class Cluster:
 
     def release(self, job: str) -> int:
         """Free every pod of ``job``; returns the GPUs freed."""
-        freed = 0
+        freed = pods = 0
         for i, b in sorted(self.alloc.pop(job, {}).items()):
             freed += b.gpus
-            self._count(job, -b.pods, -b.gpus)
+            pods += b.pods
             del self.jobs_on[i][job]
             if self.nodes[i].memory:
                 self.free_mem[i] += b.memory
             if self.owner_exclusive[i] == job:
                 self.owner_exclusive[i] = None
             self._set_free(i, self.free[i] + b.gpus)
+        if pods:
+            self._count(job, -pods, -freed)  # (the totals once: what node by node would leave)
         return freed
 
     def place(self, job: Job, count: int, *, spread: bool = False,

@@ -102,16 +102,17 @@ class Slurm(Policy):
         self._distinct_ends: list[float] = []
         self._ends_count: dict[float, int] = {}
         self._avail: Availability | None = None
-        self._last_nodes: dict[str, list[int]] = {}  # running job -> its nodes (for on_finish)
+        #: running job -> its nodes, and whether it holds every GPU of each (for on_finish)
+        self._last_nodes: dict[str, tuple[list[int], bool]] = {}
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
-        self._node_gpus: list[int] | None = None
+        self._window: tuple | None = None  # (the jobs _schedule_fast hands backfill, their names)
         self._infeasible: dict[str, str | None] = {}
         # fast path: the feasible pending jobs already in priority order, the jobs submitted since
         # the last cycle, those of them not yet told Priority, and each job shape's verdict once
         self._queue: list[tuple] = []
         self._new: list[tuple] = []
-        self._untold: list[tuple] = []  # (key..., run) behind the head whose reason is not Priority
+        self._untold: list[tuple] = []  # (key..., name, run) behind the head whose reason is not Priority
         self._shape_verdict: dict[tuple, str | None] = {}
         self._starts = self._ends_seen = self._window_changes = 0
         #: fast path: the last backfill pass that started nothing, [time, starts, ends, window
@@ -131,7 +132,7 @@ class Slurm(Policy):
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
         for run in runs:
-            self._new.append((-run.job.priority, run.job.submit, run.seq, run))
+            self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
 
     # ---- capacity arithmetic ---------------------------------------------------------------
     @staticmethod
@@ -283,9 +284,11 @@ class Slurm(Policy):
             self._ends_count[e] = self._ends_count.get(e, 0) + 1
             if self._ends_count[e] == 1:
                 insort(self._distinct_ends, e)
-            self._last_nodes[run.name] = [i for i, _ in plan]
-            if self._avail is not None:
-                self._avail.touch(self._last_nodes[run.name])
+            nodes = [i for i, _ in plan]
+            whole = all(k * run.job.gpus_per_pod == state.cluster.capacity for _, k in plan)
+            self._last_nodes[run.name] = (nodes, whole)
+            if self._avail is not None:  # (on whole nodes: each holds this job alone, until e)
+                self._avail.touch(nodes, e if whole else None)
         state.set_reason(run, None)
 
     # ---- the cycle -----------------------------------------------------------------------------
@@ -368,12 +371,20 @@ class Slurm(Policy):
             if self._carry is not None:  # and no start in the window up to now's end either
                 self._carry = self._carry._replace(time=state.now)
             return
-        left = list(map(itemgetter(-1), queue[: self.bf_max_job_test]))
+        window = queue[: self.bf_max_job_test]
+        left = list(map(itemgetter(-1), window))
         main_starts = self._starts
+        self._window = (left, list(map(itemgetter(3), window)))  # (their names, for _backfill_fast)
         self._backfill(state, left)
+        self._window = None
         if self._starts != main_starts:  # started by backfill: out of the queue
-            n, gone = len(left), {id(r) for r in self._bf_started}
-            queue[:n] = [e for e in queue[:n] if id(e[-1]) not in gone]
+            at = self._bf_started_at  # (their places in the queue, rising; the slow way if not)
+            if len(at) == len(self._bf_started) and all(queue[k][-1] is r for k, r in zip(at, self._bf_started)):
+                for k in reversed(at):
+                    del queue[k]
+            else:
+                n, gone = len(left), {id(r) for r in self._bf_started}
+                queue[:n] = [e for e in queue[:n] if id(e[-1]) not in gone]
         if self._starts != starts_before:
             self._memo = None
         else:  # nothing started: the next pass may be this one again (_same_pass)
@@ -497,11 +508,12 @@ class Slurm(Policy):
         dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
+        self._bf_started_at: list[int] = []  # (their indexes in pending)
+        window = self._window  # (the queue's names of these jobs, when _schedule_fast passes them on)
+        names = window[1] if window is not None and window[0] is pending else None
         pending = pending[: self.bf_max_job_test]
-        names = list(map(_job_name, pending))
-        gpus = self._node_gpus
-        if gpus is None:  # (the nodes' GPUs: a start uses every one of its nodes', or not)
-            gpus = self._node_gpus = [node.gpus for node in state.cluster.nodes]
+        names = list(map(_job_name, pending)) if names is None else names[: self.bf_max_job_test]
+        node_gpus = state.cluster.capacity  # (every node's GPUs: a start uses all of its nodes', or not)
 
         def search(job: Job, plain: bool, k: int):
             """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
@@ -715,7 +727,7 @@ class Slurm(Policy):
 
         fresh_span = (-1, 0, 0)  # (len(times_all), its indexes past the last window up to horizon)
         started = []  # the jobs this pass starts: not in the queue the next pass walks
-        started_at = []  # their indexes in names
+        started_at = self._bf_started_at  # their indexes in names
         # A pass in place visits only the jobs whose outcome may change, in order: the reserved
         # and the roots (marks, last_roots), the jobs new to the window, and a job some other one
         # ruled out once that one has a start now or left (kids); every other job has no start
@@ -815,7 +827,7 @@ class Slurm(Policy):
             # a start now exactly as reserved, on whole nodes, holds what the reservation held
             # (the same nodes, every GPU, until the same end): for the jobs after it nothing moved
             moved = start == now and not (old is not None and (start, plan) == old and all(
-                k * job.gpus_per_pod == gpus[i] for i, k in plan))
+                k * job.gpus_per_pod == node_gpus for _, k in plan))
             if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
                 # a reservation the later jobs met moved (or became a job that may leave some of
                 # its nodes' GPUs free): where it was, they must look again
@@ -952,7 +964,8 @@ class Slurm(Policy):
                 # says. (Ended on time, its nodes' times are its end, not after now: every
                 # question the profile answers about a later time is the same; only what it
                 # read from the cluster's buckets for now must be read again.)
-                self._avail.touch(self._last_nodes.pop(run.name, ()))
+                nodes, whole = self._last_nodes.pop(run.name, ((), False))
+                self._avail.touch(nodes, -math.inf if whole else None)
             elif self._avail is not None:
                 self._avail.forget_now()
         self._last_nodes.pop(run.name, None)
@@ -1059,6 +1072,7 @@ class Availability:
         self.when[top + 1] = np.inf  # no node ever has more than all its GPUs free
         self.sorted = [None] + [[-math.inf] * n for _ in range(top)]
         self.dirty: set[int] = set(range(n)) if cluster.free_gpus != cluster.total_gpus else set()
+        self._whole: dict[int, float] = {}  # dirty node -> what touch() was told it holds
         self.now = None
         self._levels: dict[float, list[int]] = {}
         self._resv: list = [None]
@@ -1073,8 +1087,16 @@ class Availability:
         self._last_blocked: tuple = (None, 0, 0.0, 0.0, 0)
         self._last_out: tuple = (None, 0, [])  # the last _out_of: (mask, g, its times)
 
-    def touch(self, nodes) -> None:
+    def touch(self, nodes, whole: float | None = None) -> None:
+        """Mark the nodes changed. ``whole``: the caller knows what each now holds, one job on all
+        its GPUs until that time (a start on whole nodes), or nothing at all (-inf: such a job
+        ended early): their columns need not be worked out from the jobs on them."""
         self.dirty.update(nodes)
+        if whole is None:
+            for i in nodes:
+                self._whole.pop(i, None)
+        else:
+            self._whole.update(dict.fromkeys(nodes, whole))
 
     def forget_now(self) -> None:
         """Drop the levels read from the cluster's buckets (a job ended now, on time)."""
@@ -1092,11 +1114,18 @@ class Availability:
         self._curves, self._free_masks = [None, {}], {}
         cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
         free, jobs_on, alloc = cluster.free, cluster.jobs_on, cluster.alloc
-        dirty, neg = sorted(self.dirty), -math.inf
+        dirty, neg, whole = sorted(self.dirty), -math.inf, self._whole
         # a node with no job, or one job that holds every GPU not free, is free from level
         # f + 1 up at that job's end (one numpy step for all of them); others one by one
         frees, at, other = [], [], []
-        for k, i in enumerate(dirty):
+        if len(whole) == len(dirty):  # (each node's column told by touch(): no job to look at)
+            at = [whole[i] for i in dirty]
+            frees = [top if e == neg else 0 for e in at]
+            dirty_told = ()
+        else:
+            dirty_told = dirty
+        whole.clear()
+        for k, i in enumerate(dirty_told):
             f, jobs = free[i], jobs_on[i]
             if not jobs:
                 frees.append(top)
@@ -1123,8 +1152,7 @@ class Availability:
         self.dirty.clear()
         if len(dirty) * 8 >= self.n:
             when[1:top + 1, dirty] = cols
-            for level in range(1, top + 1):
-                self.sorted[level] = np.sort(when[level]).tolist()
+            self.sorted[1:] = np.sort(when[1:top + 1], axis=1).tolist()
             return
         for i, col in zip(dirty, cols.T.tolist()):
             for level in range(1, top + 1):
@@ -1228,10 +1256,8 @@ class Availability:
         if m is None:
             if t <= self.now:  # now: exactly what the cluster's buckets say
                 m = _mask(self.cluster.bucket(f), self.n)
-            else:
-                when = self.when
-                row = np.packbits((when[f] <= t) & (when[f + 1] > t), bitorder="little")
-                m = int.from_bytes(row.tobytes(), "little")
+            else:  # at least f free, and not f + 1
+                m = self.free_mask(t, f) & ~self.free_mask(t, f + 1) if f < self.top else self.free_mask(t, f)
             lv[f] = m
         return m
 
