@@ -513,3 +513,36 @@ def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, dat
                       "_queue_of", "held_by_queue", "_free_total"):
             assert getattr(at_once, field) == getattr(by_pod, field), field
         assert {j: dict(b) for j, b in at_once.alloc.items()} == {j: dict(b) for j, b in by_pod.alloc.items()}
+
+
+@pytest.mark.parametrize("options", [{}, {"bf_max_job_test": 8}, {"backfill": False}])
+def test_the_queue_head_the_slurm_policy_mirrors_is_the_queue_head(options):
+    """Slurm keeps the runs and names of its queue's first entries from cycle to cycle (insertions,
+    main-scheduler starts, backfill starts and removals made in both) instead of copying them out
+    of the queue at every backfill pass: after every cycle they are exactly the queue's head, and
+    every backfill pass is handed exactly its first bf_max_job_test jobs (issue 23)."""
+    seen = {"cycles": 0, "passes": 0}
+
+    class Checked(Slurm):
+        def schedule(self, state):
+            out = super().schedule(state)
+            runs, names = self._head_runs, self._head_names
+            assert runs == [e[-1] for e in self._queue[:len(runs)]]
+            assert names == [e[-1].name for e in self._queue[:len(runs)]] == [e[3] for e in self._queue[:len(runs)]]
+            seen["cycles"] += 1
+            return out
+
+        def _backfill(self, state, pending):
+            assert pending == [e[-1] for e in self._queue[: self.bf_max_job_test]]
+            seen["passes"] += 1
+            super()._backfill(state, pending)
+
+    import dataclasses
+    base = overloaded_workload(5, nodes=6, jobs=400)
+    rng = random.Random(5)  # (some jobs jump the queue: insertions into its head)
+    w = Workload(base.cluster, [dataclasses.replace(j, priority=rng.choice([0, 0, 0, 1, 2])) for j in base.jobs])
+    pol = Checked(w, **options)
+    from courselib.sim.gang import EventLoop, default_horizon
+    sim = EventLoop(w, pol)
+    sim.run(default_horizon(w))
+    assert seen["cycles"] > 100 and (seen["passes"] > 50 or options.get("backfill") is False)

@@ -107,6 +107,10 @@ class Slurm(Policy):
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
         self._window: tuple | None = None  # (the jobs _schedule_fast hands backfill, their names)
+        #: the runs and names of the queue's first entries, in order (at most bf_max_job_test
+        #: after a pass), kept as the queue changes
+        self._head_runs: list[JobRun] = []
+        self._head_names: list[str] = []
         self._infeasible: dict[str, str | None] = {}
         # fast path: the feasible pending jobs already in priority order, the jobs submitted since
         # the last cycle, those of them not yet told Priority, and each job shape's verdict once
@@ -337,9 +341,13 @@ class Slurm(Policy):
             if reason:
                 state.set_reason(e[-1], reason)
             else:
-                if bisect_right(queue, e) < self.bf_max_job_test:
+                p = bisect_right(queue, e)
+                if p < self.bf_max_job_test:
                     self._window_changes += 1  # backfill's jobs are not the same as last pass's
-                insort(queue, e)
+                queue.insert(p, e)
+                if p < len(self._head_runs):  # (the head's mirrors: see below)
+                    self._head_runs.insert(p, e[-1])
+                    self._head_names.insert(p, e[3])
                 insort(self._untold, e)
         starts_before = self._starts
         k = 0
@@ -353,7 +361,7 @@ class Slurm(Policy):
         self.reservations = {}
         if k == len(queue):
             del queue[:]
-            self._untold = []
+            self._untold, self._head_runs, self._head_names = [], [], []
             return
         head = queue[k]
         state.set_reason(head[-1], "Resources")
@@ -362,7 +370,7 @@ class Slurm(Policy):
         for e in untold[u:]:
             state.set_reason(e[-1], "Priority")
         self._untold = [head]  # the next cycle tells it Priority if another job is blocked first
-        del queue[:k]
+        del queue[:k], self._head_runs[:k], self._head_names[:k]
         if not self.backfill:
             return
         if k == 0 and self._same_pass(state.now):
@@ -371,20 +379,29 @@ class Slurm(Policy):
             if self._carry is not None:  # and no start in the window up to now's end either
                 self._carry = self._carry._replace(time=state.now)
             return
-        window = queue[: self.bf_max_job_test]
-        left = list(map(itemgetter(-1), window))
+        # the jobs backfill tests and their names: the queue's head, mirrored from cycle to cycle
+        # (each insertion, start and removal above is made in the mirrors too) instead of
+        # copied out of the queue at every pass
+        left, names, cap = self._head_runs, self._head_names, self.bf_max_job_test
+        if len(left) > cap:
+            del left[cap:], names[cap:]
+        elif len(left) < min(cap, len(queue)):
+            more = queue[len(left):cap]
+            left.extend(map(itemgetter(-1), more))
+            names.extend(map(itemgetter(3), more))
         main_starts = self._starts
-        self._window = (left, list(map(itemgetter(3), window)))  # (their names, for _backfill_fast)
+        self._window = (left, names)  # (their names, for _backfill_fast)
         self._backfill(state, left)
         self._window = None
         if self._starts != main_starts:  # started by backfill: out of the queue
             at = self._bf_started_at  # (their places in the queue, rising; the slow way if not)
             if len(at) == len(self._bf_started) and all(queue[k][-1] is r for k, r in zip(at, self._bf_started)):
                 for k in reversed(at):
-                    del queue[k]
+                    del queue[k], left[k], names[k]
             else:
                 n, gone = len(left), {id(r) for r in self._bf_started}
                 queue[:n] = [e for e in queue[:n] if id(e[-1]) not in gone]
+                self._head_runs, self._head_names = [], []  # (made again at the next pass)
         if self._starts != starts_before:
             self._memo = None
         else:  # nothing started: the next pass may be this one again (_same_pass)
@@ -739,7 +756,7 @@ class Slurm(Policy):
             heap += [k - m for r in last_roots if m + first <= (k := r[0]) < m + n]
             heap += range(n, len(names))
             if look_again:
-                pos = {name: k for k, name in enumerate(names)}
+                pos = dict(zip(names, range(len(names))))
                 heap += [pos[c] for c in look_again if c in pos]
             heapify(heap)
         last = first - 1
@@ -773,6 +790,25 @@ class Slurm(Policy):
                             roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
                             unseeded.append(roots_now[-1])
                         continue
+                    if d is None and same and not released and edge >= now:
+                        # a root, where only the times past the last window are new: what
+                        # try_times' common case asks, without the rest of the walk when none
+                        # fits (a root still; most are, and most passes have ~30)
+                        job = run.job
+                        g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
+                        if fresh_span[0] != len(times_all):
+                            fresh_span = (len(times_all), bisect_right(times_all, edge),
+                                          bisect_right(times_all, horizon))
+                        _, lo, hi = fresh_span
+                        if runtime > 0 and hi - lo <= 8:
+                            for k in range(lo, hi):
+                                t = times_all[k]
+                                if avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)[1] >= pods:
+                                    break  # (it fits there: the walk below finds and reserves it)
+                            else:
+                                roots_now.append((idx, name, g, pods, runtime))
+                                unseeded.append(roots_now[-1])
+                                continue
                 elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
                         and not (released and _hit(released, -math.inf, s0 + run.job.planned_runtime)) \
                         and _has(times_all, s0):
@@ -846,7 +882,7 @@ class Slurm(Policy):
                 marks_now.append(idx)
                 if selective and name in kids:  # the jobs it ruled out: to be looked at again
                     if pos is None:
-                        pos = {nm: k for k, nm in enumerate(names)}
+                        pos = dict(zip(names, range(len(names))))
                     for c in kids[name]:
                         k = pos.get(c)
                         if k is not None and k > idx:
@@ -877,7 +913,8 @@ class Slurm(Policy):
             for c, d in dom_now.items():
                 kids.setdefault(d, set()).add(c)
         if started:
-            names = [name for name in names if name not in started]
+            for k in reversed(started_at):  # (names is this pass's own list)
+                del names[k]
             roots_now = [(r[0] - bisect_left(started_at, r[0]),) + r[1:] for r in roots_now]
             gone = set(started_at)
             marks_now = [k - bisect_left(started_at, k) for k in marks_now if k not in gone]
@@ -1010,7 +1047,14 @@ class _Staircase:
         end = j
         while end < len(ps) and rs[end] >= runtime:  # corners the new one dominates
             end += 1
-        ps[j:end], rs[j:end], ws[j:end] = [pods], [runtime], [who]
+        if end == j:
+            ps.insert(j, pods)
+            rs.insert(j, runtime)
+            ws.insert(j, who)
+        elif end == j + 1:
+            ps[j], rs[j], ws[j] = pods, runtime, who
+        else:
+            ps[j:end], rs[j:end], ws[j:end] = [pods], [runtime], [who]
 
 
 def _hit(intervals: list, a: float, b: float) -> bool:
@@ -1118,13 +1162,11 @@ class Availability:
         # a node with no job, or one job that holds every GPU not free, is free from level
         # f + 1 up at that job's end (one numpy step for all of them); others one by one
         frees, at, other = [], [], []
-        if len(whole) == len(dirty):  # (each node's column told by touch(): no job to look at)
-            at = [whole[i] for i in dirty]
-            frees = [top if e == neg else 0 for e in at]
-            dirty_told = ()
-        else:
-            dirty_told = dirty
+        told = len(whole) == len(dirty)  # (each node's column told by touch(): no job to look at)
+        if told:
+            at = [whole[i] for i in dirty]  # (every level of a node: the same time)
         whole.clear()
+        dirty_told = () if told else dirty
         for k, i in enumerate(dirty_told):
             f, jobs = free[i], jobs_on[i]
             if not jobs:
@@ -1141,7 +1183,8 @@ class Availability:
                 frees.append(f)
                 at.append(neg)
         levels = np.arange(1, top + 1)[:, None]
-        cols = np.where(levels > np.array(frees)[None, :], np.array(at)[None, :], neg)
+        cols = np.broadcast_to(np.array(at), (top, len(dirty))) if told else \
+            np.where(levels > np.array(frees)[None, :], np.array(at)[None, :], neg)
         for k in other:
             i = dirty[k]
             f, col = free[i], [neg] * (top + 1)
@@ -1273,11 +1316,19 @@ class Availability:
             resv = self._resv = [reserved, 0, [], [], 0.0]
         _, done, starts, rows, longest = resv
         if done < len(reserved):
-            for r in reserved[done:]:
-                k = bisect_right(starts, r[0])
-                starts.insert(k, r[0])
-                rows.insert(k, (r[1], self._mask_of(r)))
-                longest = max(longest, r[1] - r[0])
+            if len(reserved) - done > 8:  # (many at once, as a pass keeps the last one's: one sort)
+                mask_of = self._mask_of
+                items = sorted([(t, e, m) for t, (e, m) in zip(starts, rows)] + [
+                    (r[0], r[1], mask_of(r)) for r in reserved[done:]], key=itemgetter(0))  # (stable)
+                starts[:] = [x[0] for x in items]
+                rows[:] = [(x[1], x[2]) for x in items]
+                longest = max(longest, max(r[1] - r[0] for r in reserved[done:]))
+            else:
+                for r in reserved[done:]:
+                    k = bisect_right(starts, r[0])
+                    starts.insert(k, r[0])
+                    rows.insert(k, (r[1], self._mask_of(r)))
+                    longest = max(longest, r[1] - r[0])
             resv[1], resv[4] = len(reserved), longest
         return resv
 
