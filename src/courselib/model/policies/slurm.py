@@ -958,7 +958,7 @@ class Slurm(Policy):
             if old is None or old[0] is None:  # it held nothing the later jobs met: GPUs taken
                 changes.append((t, t + run.job.planned_runtime))
                 continue
-            if old[0] != t or sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan) or \
+            if old[0] != t or (old[1] != plan and sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan)) or \
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
                 return None
         return (carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots,
@@ -1195,22 +1195,31 @@ class Availability:
         self.dirty.clear()
         if len(dirty) * 8 >= self.n:
             when[1:top + 1, dirty] = cols
-            self.sorted[1:] = np.sort(when[1:top + 1], axis=1).tolist()
+            self.sorted[1:] = [None] * top  # (each level sorted again when next asked: level())
             return
         for i, col in zip(dirty, cols.T.tolist()):
             for level in range(1, top + 1):
                 old, e = when[level, i], col[level - 1]
                 if old != e:
                     lst = self.sorted[level]
-                    del lst[bisect_left(lst, old)]
-                    insort(lst, e)
+                    if lst is not None:
+                        del lst[bisect_left(lst, old)]
+                        insort(lst, e)
                     when[level, i] = e
 
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
         if 2 * g > self.top:  # one level
-            return bisect_right(self.sorted[g], t)
-        return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
+            return bisect_right(self.sorted[g] or self.sorted_times(g), t)
+        return sum(bisect_right(self.sorted[f] or self.sorted_times(f), t) for f in range(g, self.top + 1, g))
+
+    def sorted_times(self, f: int) -> list[float]:
+        """Level ``f``'s times, sorted (``self.sorted[f]``), sorted again if a refresh left it to
+        be (most passes ask one or two levels: whole-node pods only the top one)."""
+        lst = self.sorted[f]
+        if lst is None:
+            lst = self.sorted[f] = np.sort(self.when[f]).tolist()
+        return lst
 
     def free_mask(self, t: float, f: int) -> int:
         """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
@@ -1240,7 +1249,7 @@ class Availability:
         time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
         those times are running jobs' expected ends, which are all in ``times``."""
         mask = self.blocked(reserved, t, t1)
-        rows = self.sorted[g:self.top + 1:g]
+        rows = [self.sorted[f] or self.sorted_times(f) for f in range(g, self.top + 1, g)]
         if len(rows) * (self.n - mask.bit_count()) < pods:
             return math.inf
         # the same count with the blocked nodes' times taken out: all nodes' counts come from the
