@@ -244,7 +244,6 @@ class Cluster:
         per_job = self.alloc.setdefault(name, {})
         free, owner, jobs_on = self.free, self.owner_exclusive, self.jobs_on
         n = gpus = 0
-        buckets = self._buckets
         for i, k in plan:
             if k <= 0:
                 continue
@@ -259,13 +258,9 @@ class Cluster:
                 b.pods += k
                 b.gpus += g * k
                 jobs_on[i][name] += k
-            bucket = buckets[f]  # (what _set_free does)
-            del bucket[bisect.bisect_left(bucket, i)]
-            bisect.insort(buckets[f - g * k], i)
-            free[i] = f - g * k
+            self._set_free(i, f - g * k)
             n += k
             gpus += g * k
-        self._free_total -= gpus
         if not per_job:
             del self.alloc[name]
         if n:

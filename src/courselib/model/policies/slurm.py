@@ -106,7 +106,6 @@ class Slurm(Policy):
         self._last_nodes: dict[str, tuple[list[int], bool]] = {}
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         self._mask_cache: dict = {}
-        self._window: tuple | None = None  # (the jobs _schedule_fast hands backfill, their names)
         #: the runs and names of the queue's first entries, in order (at most bf_max_job_test
         #: after a pass), kept as the queue changes
         self._head_runs: list[JobRun] = []
@@ -390,9 +389,7 @@ class Slurm(Policy):
             left.extend(map(itemgetter(-1), more))
             names.extend(map(itemgetter(3), more))
         main_starts = self._starts
-        self._window = (left, names)  # (their names, for _backfill_fast)
         self._backfill(state, left)
-        self._window = None
         if self._starts != main_starts:  # started by backfill: out of the queue
             at = self._bf_started_at  # (their places in the queue, rising; the slow way if not)
             if len(at) == len(self._bf_started) and all(queue[k][-1] is r for k, r in zip(at, self._bf_started)):
@@ -526,8 +523,8 @@ class Slurm(Policy):
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
         self._bf_started_at: list[int] = []  # (their indexes in pending)
-        window = self._window  # (the queue's names of these jobs, when _schedule_fast passes them on)
-        names = window[1] if window is not None and window[0] is pending else None
+        # (the names of the queue's head, when these are its jobs as _schedule_fast hands them on)
+        names = self._head_names if pending is self._head_runs else None
         pending = pending[: self.bf_max_job_test]
         names = list(map(_job_name, pending)) if names is None else names[: self.bf_max_job_test]
         node_gpus = state.cluster.capacity  # (every node's GPUs: a start uses all of its nodes', or not)
@@ -690,21 +687,10 @@ class Slurm(Policy):
             time (a plan only where the job fits)."""
             g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
             if until is None and not released and runtime > 0 and edge >= now:
-                # (the common case: only the times past the last window, the same for every job
-                # until a reservation adds an end; one capacity curve per time answers them all)
-                nonlocal fresh_span
-                if fresh_span[0] != len(times_all):
-                    fresh_span = (len(times_all), bisect_right(times_all, edge),
-                                  bisect_right(times_all, horizon))
-                _, lo, hi = fresh_span
-                if hi - lo > 8:
-                    return search(job, True, lo) + (True,)
-                for k in range(lo, hi):
-                    t = times_all[k]  # (> now: past the last window)
-                    mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
-                    if fit >= pods:
-                        return t, avail.plan(job, t, reserved, mask), False
-                return None, None, False
+                hit = fresh_fit(g, pods, runtime)
+                if hit is False:
+                    return search(job, True, fresh_span[1]) + (True,)
+                return (hit[0], avail.plan(job, hit[0], reserved, hit[1]), False) if hit else (None, None, False)
             top = (bisect_right(times_all, horizon) if until is None
                    else min(bisect_left(times_all, until), bisect_right(times_all, horizon)))
             spans = [(bisect_right(times_all, edge), top)]
@@ -743,6 +729,24 @@ class Slurm(Policy):
             return None, None, False
 
         fresh_span = (-1, 0, 0)  # (len(times_all), its indexes past the last window up to horizon)
+
+        def fresh_fit(g: int, pods: int, runtime: float):
+            """try_times' common case (no start last time, nothing moved, runtime > 0): only the
+            times past the last window are new, the same for every job until a reservation adds
+            an end, and one capacity curve per time answers them all. (t, blocked mask) of the
+            first where the pods fit; None if none; False if so many that a search is quicker."""
+            nonlocal fresh_span
+            if fresh_span[0] != len(times_all):
+                fresh_span = (len(times_all), bisect_right(times_all, edge), bisect_right(times_all, horizon))
+            _, lo, hi = fresh_span
+            if hi - lo > 8:
+                return False
+            for k in range(lo, hi):
+                t = times_all[k]  # (> now: past the last window)
+                mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                if fit >= pods:
+                    return t, mask
+            return None
         started = []  # the jobs this pass starts: not in the queue the next pass walks
         started_at = self._bf_started_at  # their indexes in names
         # A pass in place visits only the jobs whose outcome may change, in order: the reserved
@@ -790,25 +794,14 @@ class Slurm(Policy):
                             roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
                             unseeded.append(roots_now[-1])
                         continue
-                    if d is None and same and not released and edge >= now:
-                        # a root, where only the times past the last window are new: what
-                        # try_times' common case asks, without the rest of the walk when none
-                        # fits (a root still; most are, and most passes have ~30)
-                        job = run.job
-                        g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
-                        if fresh_span[0] != len(times_all):
-                            fresh_span = (len(times_all), bisect_right(times_all, edge),
-                                          bisect_right(times_all, horizon))
-                        _, lo, hi = fresh_span
-                        if runtime > 0 and hi - lo <= 8:
-                            for k in range(lo, hi):
-                                t = times_all[k]
-                                if avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)[1] >= pods:
-                                    break  # (it fits there: the walk below finds and reserves it)
-                            else:
-                                roots_now.append((idx, name, g, pods, runtime))
-                                unseeded.append(roots_now[-1])
-                                continue
+                    job = run.job
+                    if d is None and same and not released and edge >= now and job.planned_runtime > 0 \
+                            and fresh_fit(job.gpus_per_pod, job.pods, job.planned_runtime) is None:
+                        # a root that finds no start at the new times either: a root still, without
+                        # the rest of the walk (most are, and most passes have ~30)
+                        roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
+                        unseeded.append(roots_now[-1])
+                        continue
                 elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
                         and not (released and _hit(released, -math.inf, s0 + run.job.planned_runtime)) \
                         and _has(times_all, s0):
@@ -1047,14 +1040,7 @@ class _Staircase:
         end = j
         while end < len(ps) and rs[end] >= runtime:  # corners the new one dominates
             end += 1
-        if end == j:
-            ps.insert(j, pods)
-            rs.insert(j, runtime)
-            ws.insert(j, who)
-        elif end == j + 1:
-            ps[j], rs[j], ws[j] = pods, runtime, who
-        else:
-            ps[j:end], rs[j:end], ws[j:end] = [pods], [runtime], [who]
+        ps[j:end], rs[j:end], ws[j:end] = [pods], [runtime], [who]
 
 
 def _hit(intervals: list, a: float, b: float) -> bool:
@@ -1182,9 +1168,8 @@ class Availability:
                 other.append(k)
                 frees.append(f)
                 at.append(neg)
-        levels = np.arange(1, top + 1)[:, None]
         cols = np.broadcast_to(np.array(at), (top, len(dirty))) if told else \
-            np.where(levels > np.array(frees)[None, :], np.array(at)[None, :], neg)
+            np.where(np.arange(1, top + 1)[:, None] > np.array(frees)[None, :], np.array(at)[None, :], neg)
         for k in other:
             i = dirty[k]
             f, col = free[i], [neg] * (top + 1)
@@ -1195,31 +1180,22 @@ class Availability:
         self.dirty.clear()
         if len(dirty) * 8 >= self.n:
             when[1:top + 1, dirty] = cols
-            self.sorted[1:] = [None] * top  # (each level sorted again when next asked: level())
+            self.sorted[1:] = np.sort(when[1:top + 1], axis=1).tolist()
             return
         for i, col in zip(dirty, cols.T.tolist()):
             for level in range(1, top + 1):
                 old, e = when[level, i], col[level - 1]
                 if old != e:
                     lst = self.sorted[level]
-                    if lst is not None:
-                        del lst[bisect_left(lst, old)]
-                        insort(lst, e)
+                    del lst[bisect_left(lst, old)]
+                    insort(lst, e)
                     when[level, i] = e
 
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
         if 2 * g > self.top:  # one level
-            return bisect_right(self.sorted[g] or self.sorted_times(g), t)
-        return sum(bisect_right(self.sorted[f] or self.sorted_times(f), t) for f in range(g, self.top + 1, g))
-
-    def sorted_times(self, f: int) -> list[float]:
-        """Level ``f``'s times, sorted (``self.sorted[f]``), sorted again if a refresh left it to
-        be (most passes ask one or two levels: whole-node pods only the top one)."""
-        lst = self.sorted[f]
-        if lst is None:
-            lst = self.sorted[f] = np.sort(self.when[f]).tolist()
-        return lst
+            return bisect_right(self.sorted[g], t)
+        return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
 
     def free_mask(self, t: float, f: int) -> int:
         """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
@@ -1249,7 +1225,7 @@ class Availability:
         time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
         those times are running jobs' expected ends, which are all in ``times``."""
         mask = self.blocked(reserved, t, t1)
-        rows = [self.sorted[f] or self.sorted_times(f) for f in range(g, self.top + 1, g)]
+        rows = self.sorted[g:self.top + 1:g]
         if len(rows) * (self.n - mask.bit_count()) < pods:
             return math.inf
         # the same count with the blocked nodes' times taken out: all nodes' counts come from the
@@ -1325,19 +1301,11 @@ class Availability:
             resv = self._resv = [reserved, 0, [], [], 0.0]
         _, done, starts, rows, longest = resv
         if done < len(reserved):
-            if len(reserved) - done > 8:  # (many at once, as a pass keeps the last one's: one sort)
-                mask_of = self._mask_of
-                items = sorted([(t, e, m) for t, (e, m) in zip(starts, rows)] + [
-                    (r[0], r[1], mask_of(r)) for r in reserved[done:]], key=itemgetter(0))  # (stable)
-                starts[:] = [x[0] for x in items]
-                rows[:] = [(x[1], x[2]) for x in items]
-                longest = max(longest, max(r[1] - r[0] for r in reserved[done:]))
-            else:
-                for r in reserved[done:]:
-                    k = bisect_right(starts, r[0])
-                    starts.insert(k, r[0])
-                    rows.insert(k, (r[1], self._mask_of(r)))
-                    longest = max(longest, r[1] - r[0])
+            for r in reserved[done:]:
+                k = bisect_right(starts, r[0])
+                starts.insert(k, r[0])
+                rows.insert(k, (r[1], self._mask_of(r)))
+                longest = max(longest, r[1] - r[0])
             resv[1], resv[4] = len(reserved), longest
         return resv
 
