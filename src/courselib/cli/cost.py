@@ -5,10 +5,11 @@ its arguments first (``ARG …`` lines) so anyone can reproduce it; ``--json`` p
 """
 from __future__ import annotations
 
+from courselib.cli.barrier import add_ladder_arguments, ladder_from_args
 from courselib.errors import InputError
 from courselib.io.policy import check_count
 from courselib.model import checkpoint as ckpt
-from courselib.model import cost
+from courselib.model import cost, recovery
 from courselib.units import format_duration, format_usd, parse_duration
 
 
@@ -23,6 +24,14 @@ def register(subparsers) -> None:
     p.add_argument("--gang-size", type=int, help="the whole job's GPUs (e.g. 512), to show how many are missing")
     p.add_argument("--preset", choices=sorted(cost.PRESETS),
                    help="the seed's 400/112/25 min at $2-4, or the exercise's 480/32/40 min at $3")
+    p.add_argument("--recovery", choices=recovery.RUNGS + ("all",),
+                   help="price one lost rank recovered on this rung of the recovery ladder (or all of them)")
+    p.add_argument("--ranks", type=int, help="with --recovery: ranks (GPUs) in the job (default 512)")
+    p.add_argument("--since-checkpoint", help="with --recovery: how long after the last checkpoint the rank "
+                   "is lost (default 30m)")
+    p.add_argument("--loss-kind", choices=("error", "silent"),
+                   help="with --recovery: error (its process is gone, NCCL reports it) or silent (it hangs)")
+    add_ladder_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=_cost)
 
@@ -83,7 +92,72 @@ def cost_document(w: cost.GangWait) -> dict:
     }
 
 
+def recovery_document(args) -> dict:
+    """``cost --recovery``: each rung's figures for one lost rank, priced."""
+    if args.preset or args.gpus is not None or args.wait is not None:
+        raise InputError("--recovery prices a lost rank, not GPUs held while waiting", field="--recovery",
+                         hint="drop --gpus/--wait/--preset (use --ranks)")
+    kw = ladder_from_args(args)
+    if args.ranks is not None:
+        check_count("gpus", args.ranks, field="--ranks")
+        kw["ranks"] = args.ranks
+    if args.since_checkpoint is not None:
+        kw["since_checkpoint_s"] = parse_duration(args.since_checkpoint, field="--since-checkpoint")
+    if args.loss_kind:
+        kw["loss"] = args.loss_kind
+    x = recovery.LadderInputs(**kw)
+    price = cost.Price.parse(args.price)
+    names = recovery.RUNGS if args.recovery == "all" else (args.recovery,)
+    rows = []
+    for r in (recovery.rung(n, x) for n in names):
+        row = r.to_dict()
+        row["cost_usd"] = _round(price.times(r.lost_gpu_hours))
+        rows.append(row)
+    return {"inputs": {k: v for k, v in x.__dict__.items()}, "state_bytes": x.state_bytes,
+            "price_usd_per_gpu_hour": [price.low, price.high] if price.is_range else price.low,
+            "rungs": rows}
+
+
+def _recovery(args) -> int:
+    doc = recovery_document(args)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(doc)
+        return 0
+    x = doc["inputs"]
+    print(f"ARG ranks {x['ranks']}  ARG since-checkpoint {format_duration(x['since_checkpoint_s'])}  "
+          f"ARG loss-kind {x['loss']}  ARG params {x['params']:g}  ARG replacement-wait "
+          f"{format_duration(x['replacement_wait_s'])}  ARG price {args.price}")
+    print(f"state to reload or move: {x['params']:g} parameters × {x['bytes_per_param']:g} bytes = "
+          f"{doc['state_bytes'] / 1e12:,.2f} TB")
+    print()
+    head = ("rung", "detect", "recover", "redone", "idle GPUs", "lost GPU-h", "cost", "ranks after")
+    lines = [head]
+    def t(v):
+        return format_duration(round(v, 1) if v < 60 else round(v))
+    for r in doc["rungs"]:
+        lines.append((r["name"], t(r["detection_s"]), t(r["recovery_s"]), t(r["redone_s"]), str(r["idle_gpus"]), f"{r['lost_gpu_hours']:,.2f}",
+                      format_usd(r["cost_usd"]), f"{r['capacity_after']}"
+                      + (f" (+{r['spare_gpus']} spare)" if r["spare_gpus"] else "")))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    for line in lines:
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+    print()
+    for r in doc["rungs"]:
+        parts = " + ".join(f"{k} {t(v)}" for k, v in r["parts"].items())
+        print(f"{r['name']}: recover = {parts}; needs {r['needs']}")
+    return 0
+
+
 def _cost(args) -> int:
+    if args.recovery:
+        return _recovery(args)
+    for flag, value in (("--ranks", args.ranks), ("--since-checkpoint", args.since_checkpoint),
+                        ("--loss-kind", args.loss_kind)):
+        if value is not None:
+            raise InputError(f"{flag} goes with --recovery", field=flag, hint="add --recovery RUNG")
+    if ladder_from_args(args):
+        raise InputError("the ladder's inputs go with --recovery", field="--recovery", hint="add --recovery RUNG")
     w = _wait_from_args(args)
     doc = cost_document(w)
     if args.json:

@@ -59,11 +59,17 @@ def _t(seconds) -> str:
 
 def table(result) -> str:
     """The compact per-job table of a :class:`~courselib.sim.gang.Result`."""
-    head = ("job", "state", "submit", "1st bound", "start", "end", "GPUs", "held max", "wasted GPU-h", "reason")
+    losses = any(j.pods_lost or j.restarts or j.end_reason for j in result.jobs)
+    head = ("job", "state", "submit", "1st bound", "start", "end", "GPUs", "held max", "wasted GPU-h") \
+        + (("pods lost", "restarts", "back after"), ("reason",))[not losses] + (("reason",) if losses else ())
     rows = [head]
     for j in result.jobs:
-        rows.append((j.name, j.state, _t(j.submit), _t(j.first_bound), _t(j.start), _t(j.end), str(j.gpus),
-                     str(j.gpus_held_max), f"{j.wasted_gpu_hours:.2f}", j.pending_reason or ""))
+        row = (j.name, j.state, _t(j.submit), _t(j.first_bound), _t(j.start), _t(j.end), str(j.gpus),
+               str(j.gpus_held_max), f"{j.wasted_gpu_hours:.2f}")
+        if losses:
+            back = ", ".join("never" if b is None else _t(b - a) for a, b in j.recoveries) or "-"
+            row += (str(j.pods_lost), str(j.restarts), back)
+        rows.append(row + (j.end_reason or j.pending_reason or "",))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     return "\n".join(("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip() for r in rows)
 
@@ -80,7 +86,12 @@ def cmd_simulate(args) -> int:
     from courselib.io.workload import load_workload
     from courselib.sim.gang import simulate
 
+    from courselib.sim.gang import EVENT_POLICIES
     workload = load_workload(args.workload)
+    if (workload.events or any(j.preemption_policy for j in workload.jobs)) and args.policy not in EVENT_POLICIES:
+        raise InputError(f"the workload has events (preemption, failures), which are modelled for "
+                         f"{', '.join(EVENT_POLICIES)}", file=str(args.workload), field="--policy",
+                         hint="choose --policy kube-default, kube-gang or kueue")
     horizon = None if args.horizon is None else parse_duration(args.horizon, field="--horizon")
     options = dict(_option(o) for o in args.set)
     factor = options.get("overcommit_factor")
@@ -105,6 +116,13 @@ def cmd_simulate(args) -> int:
         print("allocation sequence:")
         for e in result.trace:
             print(f"  t={_t(e.time):>7}  {e.job:<12} {e.what}  [holds {e.held}]")
+    for e in result.events:
+        if "preempt" in e:
+            got = ", ".join(f"{n} lost {k} pod{'s' if k > 1 else ''}" for n, k in e["victims"].items()) \
+                or "no pod was preempted"
+            print(f"event t={_t(e['at'])}: {e['preempt']} arrived to preempt {e['job']}: {got}")
+        else:
+            print(f"event t={_t(e['at'])}: pod {e['pod']} of {e['fail']} fails")
     print(summary(result))
     print(result.verdict)
     return 0

@@ -9,9 +9,22 @@ Format::
                                              #   {nvlink: "1-40", h100: "41-75"} (1-based node ranges)
     queues:                                  # optional (Kueue ClusterQueues / Volcano queues)
       - {name: team-a, nominal_quota: 256, cohort: all, borrowing_limit: 64, lending_limit: 64}
+        # optional: within_cluster_queue: LowerPriority (Kueue preemption.withinClusterQueue)
     jobs:
       - {name: a, pods: 512, gpus_per_pod: 1, submit: 0, duration: 2h}
-        # optional: min_member, priority, queue, constraint, exclusive, time_limit, memory_per_pod
+        # optional: min_member, priority, queue, constraint, exclusive, time_limit, memory_per_pod,
+        #   kind: jobset (with max_restarts: N), disruption_mode: all (a v1.37 PodGroup's)
+    events:                                  # optional: what happens to running jobs
+      - {at: 30m, preempt: {job: a, by: {name: urgent, pods: 1, gpus_per_pod: 8, duration: 10m,
+                                         priority: 1000}}}
+      - {at: 50m, fail: {job: a, pod: 3}}    # pod 3 (its completion index) of a fails
+
+A ``preempt`` event submits ``by`` (a job like the others, without ``submit``) at ``at`` with a
+PriorityClass that may preempt (``PreemptLowerPriority``); ``job`` names the job expected to lose
+pods — which pods go is the scheduler's choice. Without a ``queue`` the preempting job is a plain
+one that no Kueue queue manages (its queue is ``""``): under ``--policy kueue`` the kube-scheduler
+preempts for it; with a ``queue`` Kueue admits it, and preempts whole workloads if that
+ClusterQueue says ``within_cluster_queue: LowerPriority``.
 
 Durations (``submit``, ``duration``, ``time_limit``) accept seconds or ``30s``/``25m``/``2h``/``1d``
 (:func:`courselib.units.parse_duration`); memory accepts ``1Gi``/``80G`` (:func:`~courselib.units.parse_memory`).
@@ -19,18 +32,23 @@ Durations (``submit``, ``duration``, ``time_limit``) accept seconds or ``30s``/`
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from courselib.errors import InputError
 from courselib.io.policy import check_count
 from courselib.io.yamlfile import Fields, load_one
 from courselib.model.cluster import parse_constraint
-from courselib.model.workload import ClusterSpec, Job, Queue, Workload
+from courselib.model.workload import (DISRUPTION_MODES, JOB_KINDS, ClusterSpec, Fail, Job, Preempt,
+                                      Queue, Workload)
 from courselib.units import parse_duration, parse_memory
 
 JOB_FIELDS = {"name", "pods", "gpus_per_pod", "submit", "duration", "min_member", "priority", "queue",
-              "constraint", "exclusive", "time_limit", "memory_per_pod"}
+              "constraint", "exclusive", "time_limit", "memory_per_pod", "kind", "max_restarts",
+              "disruption_mode"}
+EVENT_FIELDS = {"at", "preempt", "fail"}
 CLUSTER_FIELDS = {"nodes", "gpus_per_node", "memory_per_node", "features", "island_size"}
-QUEUE_FIELDS = {"name", "nominal_quota", "cohort", "borrowing_limit", "lending_limit"}
+QUEUE_FIELDS = {"name", "nominal_quota", "cohort", "borrowing_limit", "lending_limit",
+                "within_cluster_queue"}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
 
 
@@ -83,10 +101,11 @@ def parse_cluster(doc, file: str | None) -> ClusterSpec:
     return ClusterSpec(nodes, gpn, mem, features, island)
 
 
-def parse_job(doc, file: str | None, index: int) -> Job:
+def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
+              submit: float | None = None, preemption_policy: str | None = None) -> Job:
     name_hint = doc.get("name") if isinstance(doc, dict) else None
-    f = Fields(doc, file=file, where=f"jobs[{index}]" + (f"({name_hint})" if name_hint else ""))
-    f.unknown(JOB_FIELDS)
+    f = Fields(doc, file=file, where=(where or f"jobs[{index}]") + (f"({name_hint})" if name_hint else ""))
+    f.unknown(JOB_FIELDS - ({"submit"} if submit is not None else set()))
 
     def dur(key):
         return lambda v: parse_duration(v, field=key)
@@ -108,11 +127,25 @@ def parse_job(doc, file: str | None, index: int) -> Job:
     time_limit = f.opt("time_limit", dur("time_limit"), None)
     if time_limit is not None and time_limit <= 0:
         raise f.error("time_limit", "must be longer than 0")
-    return Job(name=name, pods=pods, gpus_per_pod=gpp, submit=f.opt("submit", dur("submit"), 0.0),
+    kind = f.opt("kind", str, "job")
+    if kind not in JOB_KINDS:
+        raise f.error("kind", f"unknown kind {kind!r}", hint="write job (a batch/v1 Job) or jobset (a JobSet)")
+    max_restarts = f.opt("max_restarts", int, None)
+    if max_restarts is not None:
+        if kind != "jobset":
+            raise f.error("max_restarts", "only a JobSet has a failure policy", hint="add 'kind: jobset'")
+        _positive(f, "max_restarts", max_restarts, 0)
+    disruption = f.opt("disruption_mode", str, "single")
+    if disruption not in DISRUPTION_MODES:
+        raise f.error("disruption_mode", f"unknown disruption mode {disruption!r}", hint="write single or all")
+    return Job(name=name, pods=pods, gpus_per_pod=gpp,
+               submit=submit if submit is not None else f.opt("submit", dur("submit"), 0.0),
                duration=duration, min_member=min_member, priority=f.opt("priority", int, 0),
                queue=f.opt("queue", str, "default"), constraint=constraint,
                exclusive=f.opt("exclusive", bool, False), time_limit=time_limit,
-               memory_per_pod=f.opt("memory_per_pod", lambda v: parse_memory(v, field="memory_per_pod"), 0))
+               memory_per_pod=f.opt("memory_per_pod", lambda v: parse_memory(v, field="memory_per_pod"), 0),
+               kind=kind, max_restarts=max_restarts, preemption_policy=preemption_policy,
+               disruption_mode=disruption)
 
 
 def parse_queue(doc, file: str | None, index: int) -> Queue:
@@ -122,14 +155,56 @@ def parse_queue(doc, file: str | None, index: int) -> Queue:
     def count(key):
         value = f.opt(key, int, None)
         return None if value is None else _positive(f, key, value, 0, limit="gpus")
+    within = f.opt("within_cluster_queue", str, "Never")
+    if within not in ("Never", "LowerPriority"):
+        raise f.error("within_cluster_queue", f"{within!r} is not modelled",
+                      hint="write Never (Kueue's default) or LowerPriority")
     return Queue(f.req("name", str), count("nominal_quota"), f.opt("cohort", str, None),
-                 count("borrowing_limit"), count("lending_limit"))
+                 count("borrowing_limit"), count("lending_limit"), within)
+
+
+def parse_event(doc, file: str | None, index: int, jobs: dict[str, Job]) -> tuple:
+    """One entry of ``events`` → ``(event, the preemptor Job or None)``."""
+    f = Fields(doc, file=file, where=f"events[{index}]")
+    f.unknown(EVENT_FIELDS)
+    at = f.req("at", lambda v: parse_duration(v, field="at"))
+    kinds = [k for k in ("preempt", "fail") if f.has(k)]
+    if len(kinds) != 1:
+        raise f.error(None, "an event is either preempt or fail", hint="write {at: 30m, preempt: {job: a, by: {...}}}")
+    what = kinds[0]
+    g = Fields(f.req(what), file=file, where=f"events[{index}].{what}")
+    if what == "preempt":
+        g.unknown({"job", "by"})
+        job = g.req("job", str)
+        if job not in jobs:
+            raise g.error("job", f"no job named {job!r}", hint=f"name one of: {', '.join(jobs)}")
+        by = g.req("by")
+        if not isinstance(by, dict):
+            raise g.error("by", "expected the preempting job: {name: urgent, pods: 1, gpus_per_pod: 8, "
+                                "duration: 10m, priority: 1000}")
+        preemptor = parse_job(by, file, index, where=f"events[{index}].preempt.by", submit=at,
+                              preemption_policy="PreemptLowerPriority")
+        if "queue" not in by:  # a plain pod: no Kueue queue (under kueue, kube-scheduler preempts)
+            preemptor = replace(preemptor, queue="")
+        if preemptor.priority <= jobs[job].priority:
+            raise g.error("by", f"priority {preemptor.priority} does not exceed {job}'s "
+                                f"{jobs[job].priority}: the scheduler preempts only lower priorities",
+                          hint="give 'by' a higher priority, e.g. priority: 1000")
+        return Preempt(at, job, preemptor.name), preemptor
+    g.unknown({"job", "pod"})
+    job = g.req("job", str)
+    if job not in jobs:
+        raise g.error("job", f"no job named {job!r}", hint=f"name one of: {', '.join(jobs)}")
+    pod = g.opt("pod", int, 0)
+    if not 0 <= pod < jobs[job].pods:
+        raise g.error("pod", f"{job} has pods 0..{jobs[job].pods - 1}, not {pod}")
+    return Fail(at, job, pod), None
 
 
 def parse_workload(doc, file: str | None = None) -> Workload:
     """A parsed YAML document (with line information) → :class:`Workload`."""
     top = Fields(doc, file=file)
-    top.unknown({"cluster", "jobs", "queues"})
+    top.unknown({"cluster", "jobs", "queues", "events"})
     cluster = parse_cluster(top.req("cluster"), file)
     jobs_doc = top.req("jobs")
     if not isinstance(jobs_doc, list) or not jobs_doc:
@@ -151,7 +226,25 @@ def parse_workload(doc, file: str | None = None) -> Workload:
     if not isinstance(queues_doc, list):
         raise top.error("queues", "expected a list of queues")
     queues = [parse_queue(q, file, i) for i, q in enumerate(queues_doc)]
-    return Workload(cluster, tuple(jobs), tuple(queues))
+    events_doc = top.opt("events", None, [])
+    if not isinstance(events_doc, list):
+        raise top.error("events", "expected a list of events", hint="- {at: 30m, preempt: {job: a, by: {...}}}")
+    events = []
+    for i, ed in enumerate(events_doc):
+        event, preemptor = parse_event(ed, file, i, {j.name: j for j in jobs})
+        if preemptor is not None:
+            if preemptor.name in seen:
+                raise InputError(f"duplicate job name {preemptor.name!r} (first at line {seen[preemptor.name]})",
+                                 file=file, line=events_doc.line_of(i), field=f"events[{i}].preempt.by.name",
+                                 hint="give the preempting job its own name")
+            if preemptor.gpus_per_pod > cluster.gpus_per_node:
+                raise InputError(f"gpus_per_pod {preemptor.gpus_per_pod} exceeds gpus_per_node "
+                                 f"{cluster.gpus_per_node}", file=file, line=events_doc.line_of(i),
+                                 field=f"events[{i}].preempt.by.gpus_per_pod", hint="a pod lives on one node")
+            seen[preemptor.name] = events_doc.line_of(i)
+            jobs.append(preemptor)
+        events.append(event)
+    return Workload(cluster, tuple(jobs), tuple(queues), tuple(events))
 
 
 def load_workload(path) -> Workload:

@@ -18,6 +18,9 @@ from courselib.model.cluster import Cluster
 from courselib.model.workload import Job, Workload
 
 PENDING, HOLDING, RUNNING, COMPLETED, TIMEOUT = "PENDING", "HOLDING", "RUNNING", "COMPLETED", "TIMEOUT"
+FAILED = "FAILED"   # a batch/v1 Job past its backoffLimit, or a JobSet that failed (model.jobset)
+#: why a running job lost a pod (SchedState.lose_pod)
+PREEMPTED, POD_FAILED = "preempted", "failed"
 
 
 @dataclass(frozen=True, slots=True)  # slots: a run of 100,000 jobs logs millions of these
@@ -48,6 +51,11 @@ class JobRun:
     restarts: int = 0
     evictions: int = 0
     history: list = field(default_factory=list)  # (time, held GPUs, training?) change points
+    #: pods lost while the job held them (preempted or failed), and when each recovery began and
+    #: ended: [(lost at, every pod running again at or None)]
+    pods_lost: int = 0
+    recoveries: list = field(default_factory=list)
+    end_reason: str | None = None
 
     @property
     def name(self) -> str:
@@ -55,7 +63,7 @@ class JobRun:
 
     @property
     def finished(self) -> bool:
-        return self.state in (COMPLETED, TIMEOUT)
+        return self.state in (COMPLETED, TIMEOUT, FAILED)
 
 
 class SchedState:
@@ -73,6 +81,9 @@ class SchedState:
         self.now = 0.0
         self._bound_this_cycle: dict[str, int] = {}
         self.stopped: list[JobRun] = []  # runs whose training the simulator must interrupt
+        #: pods lost this cycle, for the simulator's controllers: (run, node, cause, by)
+        self.lost: list[tuple] = []
+        self.preemptions: list[tuple] = []  # (time, victim job, preempting job) per pod
         self.touched: dict[str, JobRun] = {}  # runs bound or stopped since the last barrier check
         #: runs whose pending_reason changed, for a policy that asked (set it to a list)
         self.reason_changes: list[JobRun] | None = None
@@ -181,11 +192,26 @@ class SchedState:
             self.log(run.name, f"waiting: {reason}")
         run.pending_reason, run.reason_kind = reason, kind
 
-    def stop_training(self, run: JobRun, why: str) -> None:
-        """The barrier broke (a rank was lost): training stops, progress is lost (no checkpoint)."""
+    def lose_pod(self, run: JobRun, node: int, cause: str, by: str | None = None) -> None:
+        """One pod of ``run`` on ``node`` is gone (``PREEMPTED`` by job ``by``, or ``POD_FAILED``):
+        its GPUs come back now; what its controller does about it is the simulator's business
+        (``courselib.sim.gang.react``)."""
+        self.cluster.unbind_one(run.job, node)
+        run.pods_lost += 1
+        what = (f"pod on {self.cluster.nodes[node].name} preempted by {by}" if cause == PREEMPTED
+                else f"pod on {self.cluster.nodes[node].name} failed (its container exited non-zero)")
+        self.log(run.name, what)
+        self.note(run)
+        self.lost.append((run, node, cause, by))
+        if cause == PREEMPTED:
+            self.preemptions.append((self.now, run.name, by))
+
+    def stop_training(self, run: JobRun, why: str, restart: bool = True) -> None:
+        """The barrier broke (a rank was lost): training stops, progress is lost (no checkpoint).
+        ``restart`` False: the job was stopped as a whole (evicted), which is not a restart."""
         run.state = HOLDING
         run.remaining = run.job.duration
-        run.restarts += 1
+        run.restarts += restart
         self.stopped.append(run)
         self.touched[run.name] = run
         self.log(run.name, f"training stopped: {why}")

@@ -20,11 +20,24 @@ Public API (stable; the Slurm replay of issue 7 builds on it):
   of island ``k`` also carries the feature ``island{k}``. ``memory_per_node`` 0 = not modelled.
 - :class:`Queue` — a Kueue ClusterQueue / Volcano queue: ``nominal_quota`` in GPUs (None =
   the whole cluster), ``cohort``, ``borrowing_limit``, ``lending_limit`` (FACTS §3.2).
-- :class:`Workload` — ``Workload(cluster, jobs, queues=())``.
+- :class:`Workload` — ``Workload(cluster, jobs, queues=(), events=())``.
+- Events that happen to running jobs (``events``): :class:`Preempt` — at ``at`` a higher-priority
+  job (``by``, one of ``jobs``, submitted at ``at`` with ``preemption_policy`` PreemptLowerPriority)
+  arrives that only fits by taking GPUs from ``job``; which pods go is the scheduler's choice — and
+  :class:`Fail` — at ``at`` pod ``pod`` of ``job`` fails (its container exits non-zero).
+- A job's ``kind``: ``job`` (a ``batch/v1`` Job) or ``jobset`` (a JobSet of one replicated Job:
+  ``max_restarts`` is its ``failurePolicy.maxRestarts``, restart strategy Recreate; ``None``: no
+  failure policy, so the first failed child Job fails the JobSet — see :mod:`courselib.model.jobset`).
+  ``disruption_mode`` ``all`` is a v1.37 PodGroup's ``spec.disruptionMode: {all: {}}`` (kube-gang):
+  the scheduler preempts the whole group or none of it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
+JOB_KINDS = ("job", "jobset")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+DISRUPTION_MODES = ("single", "all")
 
 
 @dataclass(frozen=True)
@@ -108,8 +121,21 @@ class Job:
     exclusive: bool = False
     time_limit: float | None = None
     memory_per_pod: int = 0
+    kind: str = "job"                       # "job" (batch/v1 Job) or "jobset" (JobSet)
+    max_restarts: int | None = None         # JobSet failurePolicy.maxRestarts (None: no policy)
+    preemption_policy: str | None = None    # PriorityClass preemptionPolicy; None: the policy's
+    disruption_mode: str = "single"         # v1.37 PodGroup disruptionMode: single or all
 
     def __post_init__(self):
+        if self.kind not in JOB_KINDS:
+            raise ValueError(f"job {self.name!r}: kind must be one of {', '.join(JOB_KINDS)}")
+        if self.max_restarts is not None and (self.kind != "jobset" or self.max_restarts < 0):
+            raise ValueError(f"job {self.name!r}: max_restarts (>= 0) needs kind jobset")
+        if self.preemption_policy not in (None,) + PREEMPTION_POLICIES:
+            raise ValueError(f"job {self.name!r}: preemption_policy must be one of "
+                             f"{', '.join(PREEMPTION_POLICIES)}")
+        if self.disruption_mode not in DISRUPTION_MODES:
+            raise ValueError(f"job {self.name!r}: disruption_mode must be single or all")
         if self.duration is None:
             raise ValueError(f"job {self.name!r}: duration is required")
         if self.pods < 1 or self.gpus_per_pod < 0:
@@ -141,30 +167,66 @@ class Job:
 
 @dataclass(frozen=True)
 class Queue:
-    """A ClusterQueue (Kueue) / queue (Volcano) with a GPU quota; None = the whole cluster."""
+    """A ClusterQueue (Kueue) / queue (Volcano) with a GPU quota; None = the whole cluster.
+
+    ``within_cluster_queue`` is Kueue's ``preemption.withinClusterQueue``: ``Never`` (Kueue's
+    default) or ``LowerPriority`` (a pending workload may evict admitted lower-priority workloads
+    of the same ClusterQueue, each as a whole)."""
 
     name: str
     nominal_quota: int | None = None
     cohort: str | None = None
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+    within_cluster_queue: str = "Never"
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """At ``at`` (s) job ``by`` (a higher-priority job of the workload, submitted then) arrives and
+    only fits by taking GPUs from ``job``. The scheduler, not this event, chooses the victims:
+    ``job`` names the job the story expects to lose pods (a result says whether it did)."""
+
+    at: float
+    job: str
+    by: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """At ``at`` (s) pod ``pod`` (its completion index) of ``job`` fails: the container exits
+    non-zero and the pod ends ``Failed``, as a real kubelet reports a crashed rank."""
+
+    at: float
+    job: str
+    pod: int = 0
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A cluster and the jobs submitted to it (and, optionally, their queues)."""
+    """A cluster and the jobs submitted to it (and, optionally, their queues and events)."""
 
     cluster: ClusterSpec
     jobs: tuple[Job, ...]
     queues: tuple[Queue, ...] = field(default=())
+    events: tuple = field(default=())
 
     def __post_init__(self):
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "queues", tuple(self.queues))
+        object.__setattr__(self, "events", tuple(sorted(self.events, key=lambda e: e.at)))
         seen: set[str] = set()
         dup = {j.name for j in self.jobs if j.name in seen or seen.add(j.name)}
         if dup:
             raise ValueError(f"duplicate job names: {sorted(dup)}")
+        names = {j.name: j for j in self.jobs}
+        for e in self.events:
+            if e.job not in names:
+                raise ValueError(f"event at {e.at:g}s names job {e.job!r}, which is not in the workload")
+            if isinstance(e, Preempt) and e.by not in names:
+                raise ValueError(f"preempt at {e.at:g}s: job {e.by!r} is not in the workload")
+            if isinstance(e, Fail) and not 0 <= e.pod < names[e.job].pods:
+                raise ValueError(f"fail at {e.at:g}s: job {e.job!r} has no pod {e.pod}")
 
     def queue(self, name: str) -> Queue:
         """The named queue; a queue never declared has the whole cluster as its quota."""
@@ -174,4 +236,13 @@ class Workload:
         return Queue(name)
 
     def replace_jobs(self, jobs) -> "Workload":
-        return replace(self, jobs=tuple(jobs))
+        """The same cluster, queues and events with other jobs (events naming a job that is no
+        longer there are dropped)."""
+        jobs = tuple(jobs)
+        names = {j.name for j in jobs}
+        events = tuple(e for e in self.events
+                       if e.job in names and getattr(e, "by", e.job) in names)
+        return replace(self, jobs=jobs, events=events)
+
+    def job(self, name: str) -> Job:
+        return next(j for j in self.jobs if j.name == name)

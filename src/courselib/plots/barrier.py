@@ -88,3 +88,34 @@ def timeline(result, title: str | None = None, hours: bool = True, ax=None):
         ax.set_title(title, pad=34 if result.failures else None)
     fig.tight_layout()
     return fig
+
+
+def ladder(rungs, title: str | None = None, ax=None):
+    """The recovery ladder for one lost rank: work lost per rung (GPU-hours), split into work redone
+    and GPUs held while detecting and recovering; returns the matplotlib Figure.
+    ``rungs`` are :class:`courselib.model.recovery.Rung` objects (``recovery.ladder(inputs)``)."""
+    import matplotlib.pyplot as plt
+
+    plots.use_style()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    else:
+        fig = ax.figure
+    names = [r.name for r in rungs]
+    redone = [r.redone_gpu_hours for r in rungs]
+    rest = [max(0.0, r.lost_gpu_hours - d) for r, d in zip(rungs, redone)]
+    y = range(len(rungs))
+    ax.barh(y, redone, color=plots.HELD_IDLE, label="work redone (back to the checkpoint, or the step in flight)")
+    ax.barh(y, rest, left=redone, color=plots.ORANGE, label="GPUs held while detecting and recovering")
+    for i, r in enumerate(rungs):
+        ax.text(r.lost_gpu_hours + max(x.lost_gpu_hours for x in rungs) * 0.01, i, f"{r.lost_gpu_hours:,.1f} GPU-h → {r.capacity_after} ranks",
+                va="center", fontsize=7)
+    ax.set_yticks(list(y), names)
+    ax.set_ylim(len(rungs) - 0.5, -0.5)
+    ax.set_xlim(0, max(r.lost_gpu_hours for r in rungs) * 1.45)
+    ax.set_xlabel("GPU-hours that did no useful work because of one lost rank")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=1, fontsize=7, frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

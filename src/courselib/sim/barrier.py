@@ -45,6 +45,7 @@ from typing import Sequence
 import simpy
 
 from courselib.errors import InputError
+from courselib.model import recovery
 from courselib.model.cost import SECONDS_PER_HOUR
 from courselib.model.nccl import NCCL_ERROR_AFTER_S, PG_NCCL_TIMEOUT_S, RENDEZVOUS_JOIN_TIMEOUT_S
 
@@ -93,6 +94,11 @@ class BarrierScenario:
     join_times_s: tuple[float, ...] | None = None   # None: every pod starts at 0
     losses: tuple[RankLoss, ...] = ()
     strategy: str = "restart-all"
+    #: a rung of the recovery ladder (``courselib.model.recovery.RUNGS``) timed with the ladder's
+    #: figures; None: torchrun's restart with ``restart_s``
+    recovery: str | None = None
+    #: what the ladder's figures depend on besides the above (model size, bandwidths, spare wait)
+    ladder: dict = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self):
         if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
@@ -128,6 +134,25 @@ class BarrierScenario:
         if self.strategy not in STRATEGIES:
             raise InputError(f"unknown strategy {self.strategy!r}", field="strategy",
                              hint="use " + " or ".join(STRATEGIES))
+        if self.recovery is not None:
+            if self.recovery not in recovery.RUNGS:
+                raise InputError(f"unknown recovery rung {self.recovery!r}", field="recovery",
+                                 hint="use " + ", ".join(recovery.RUNGS))
+            if self.strategy != "restart-all":
+                raise InputError("--recovery and --strategy replace-rank do not go together",
+                                 field="recovery", hint="drop --strategy")
+            self.rung()   # checks the ladder's inputs
+
+    def ladder_inputs(self, since_checkpoint_s: float | None = None) -> "recovery.LadderInputs":
+        """The recovery ladder's inputs for this scenario (``ladder`` adds model size etc.)."""
+        kw = dict(self.ladder)
+        kw.setdefault("since_checkpoint_s", self.checkpoint_every_s / 2 if since_checkpoint_s is None
+                      else since_checkpoint_s)
+        kw.setdefault("loss", next((l.kind for l in self.losses), "error"))
+        return recovery.LadderInputs(ranks=self.ranks, step_s=self.step_s, **kw)
+
+    def rung(self, since_checkpoint_s: float | None = None) -> "recovery.Rung | None":
+        return None if self.recovery is None else recovery.rung(self.recovery, self.ladder_inputs(since_checkpoint_s))
 
     @property
     def total_steps(self) -> int:
@@ -216,6 +241,8 @@ class Failure:
     last_checkpoint_at_s: float | None   # when the work kept was saved (None: init never completed)
     resumed_from_step: int
     lost_gpu_hours: float
+    recovery: str = "restart"          # the rung that recovered
+    ranks_after: int = 0               # ranks training once it recovered
 
     @property
     def hang_detected_after_s(self) -> float | None:
@@ -256,6 +283,7 @@ class BarrierResult:
         return {
             "ranks": sc.ranks,
             "strategy": sc.strategy,
+            "recovery": sc.recovery or "restart",
             "finished": self.finished,
             "finished_at_s": self.finished_at_s,
             "hang_detected_after_s": self.hang_detected_after_s,
@@ -268,7 +296,8 @@ class BarrierResult:
                  "stalled_in": f.stalled_in, "stalled_at_s": f.stalled_at_s,
                  "detected_at_s": f.detected_at_s, "detected_by": f.detected_by, "restarted_at_s": f.restarted_at_s,
                  "last_checkpoint_at_s": f.last_checkpoint_at_s, "since_checkpoint_s": f.since_checkpoint_s,
-                 "resumed_from_step": f.resumed_from_step, "lost_gpu_hours": round(f.lost_gpu_hours, 2)}
+                 "resumed_from_step": f.resumed_from_step, "lost_gpu_hours": round(f.lost_gpu_hours, 2),
+                 "recovery": f.recovery, "ranks_after": f.ranks_after}
                 for f in self.failures],
             "trace": [{"t_s": e.t_s, "phase": e.phase, "ranks": e.ranks, "detail": e.detail}
                       for e in self.trace],
@@ -359,10 +388,19 @@ class _Run:
 class _Attempt:
     """One launch of all workers by torchrun: a communicator and one process per rank."""
 
-    def __init__(self, run: _Run, index: int, joins: Sequence[float], resume_step: int):
+    def __init__(self, run: _Run, index: int, joins: Sequence[float], resume_step: int,
+                 members: Sequence[int] | None = None, step_s: float | None = None,
+                 skip_init: bool = False, until: float | None = None):
         self.run, self.index, self.resume_step = run, index, resume_step
         env = run.env
-        self.comm = Communicator(env, run.n, index, on_start=self._watch)
+        #: the ranks in this communicator (a shrunk one lacks the lost rank, or a torchft group)
+        self.members = tuple(range(run.n)) if members is None else tuple(members)
+        self.n = len(self.members)
+        self.step_s = run.sc.step_s if step_s is None else step_s
+        self.skip_init = skip_init     # a shrunk/regrouped communicator: no rendezvous, no init
+        self.until = until             # torchft: regroup at the first step boundary after this
+        self.done_step, self.done_at = resume_step, env.now   # the last step all members finished
+        self.comm = Communicator(env, self.n, index, on_start=self._watch)
         self.over = env.event()          # value: None (finished) or the op that timed out
         self.init_done_at: float | None = None
         self.last_commit_at: float | None = None
@@ -374,12 +412,16 @@ class _Attempt:
         self.replacement = None
         self.state: dict[int, tuple[str, float]] = {}     # rank -> (state, since)
         self.blocked_since: dict[int, float] = {}
-        self.procs = {r: env.process(self._rank(r, joins[r])) for r in range(run.n)}
+        self.procs = {r: env.process(self._rank(r, joins[r])) for r in self.members}
 
     # the watchdog: PyTorch aborts a collective `timeout` after it was enqueued (``pytorch-distributed-init``)
     def limit(self, op: _Op) -> float:
         sc = self.run.sc
-        return sc.first_barrier_timeout_s if op.key[0] == "init" else sc.timeout_s
+        if op.key[0] == "init":
+            return sc.first_barrier_timeout_s
+        if sc.recovery == "per-step":   # torchft's Manager times its collectives out itself
+            return min(sc.timeout_s, recovery.TORCHFT_TIMEOUT_S)
+        return sc.timeout_s
 
     def _end(self, op: _Op, detected_by: str) -> None:
         if not op.event.triggered and not self.over.triggered:
@@ -434,20 +476,26 @@ class _Attempt:
         try:
             if join_at > env.now:
                 yield env.timeout(join_at - env.now)         # the pod is not running yet
-            self.enter(r, WAITING)
-            self.blocked_since[r] = env.now
-            yield self.comm.arrive(("init", 0), r)           # ncclCommInitRank: waits for all
-            if self.init_done_at is None:
-                self.init_done_at = self.last_commit_at = env.now
-                run.log("joined", run.n, f"communicator {self.index}: all {run.n} ranks joined "
-                        f"(the rendezvous completed, the workers started, ncclCommInitRank returned)")
-                run.log("training", run.n, f"from step {self.resume_step} of {sc.total_steps}")
+            if self.skip_init:
+                if self.init_done_at is None:
+                    self.init_done_at = self.last_commit_at = env.now
+            else:
+                self.enter(r, WAITING)
+                self.blocked_since[r] = env.now
+                yield self.comm.arrive(("init", 0), r)           # ncclCommInitRank: waits for all
+                if self.init_done_at is None:
+                    self.init_done_at = self.last_commit_at = env.now
+                    run.log("joined", self.n, f"communicator {self.index}: all {self.n} ranks joined "
+                            f"(the rendezvous completed, the workers started, ncclCommInitRank returned)")
+                    run.log("training", self.n, f"from step {self.resume_step} of {sc.total_steps}")
             self.enter(r, TRAINING)
             while step < sc.total_steps:
-                yield env.timeout(sc.step_s)                  # forward + backward
+                yield env.timeout(self.step_s)                # forward + backward
                 step += 1
                 self.blocked_since[r] = env.now
                 yield self.comm.arrive(("all-reduce", step), r)
+                if step > self.done_step:
+                    self.done_step, self.done_at = step, env.now
                 if step % sc.checkpoint_every_steps == 0 and step < sc.total_steps:
                     self.enter(r, CHECKPOINTING)
                     if sc.checkpoint_cost_s:
@@ -457,8 +505,13 @@ class _Attempt:
                     if self.committed_step < step:
                         self.committed_step, self.last_commit_at = step, env.now
                         run.step_done = step
-                        run.log("checkpoint", run.n, f"step {step} saved by all {run.n} ranks")
+                        run.log("checkpoint", self.n, f"step {step} saved by all {self.n} ranks")
                     self.enter(r, TRAINING)
+                if self.until is not None and env.now >= self.until and step < sc.total_steps:
+                    self.close(r, env.now, None)               # torchft: the next quorum regroups
+                    if not self.over.triggered:
+                        self.over.succeed("regroup")
+                    return
             self.close(r, env.now, None)
             if not self.over.triggered:
                 self.over.succeed(None)
@@ -466,8 +519,8 @@ class _Attempt:
             return      # lost or torn down: the attempt already closed this rank's segment
 
     def lose(self, r: int, kind: str = "silent") -> bool:
-        proc = self.procs[r]
-        if not proc.is_alive or self.over.triggered:
+        proc = self.procs.get(r)
+        if proc is None or not proc.is_alive or self.over.triggered:
             return False
         now = self.run.env.now
         self.comm.lose(r)
@@ -535,61 +588,141 @@ def _chaos(run: _Run, loss: RankLoss):
 
 
 def _torchrun(run: _Run):
-    """The launcher: start all workers; on a worker failure stop all and restart all (``torchrun-elastic``)."""
+    """The launcher: start all workers; on a worker failure recover on the scenario's rung.
+
+    Without a rung (or ``restart``), torchrun stops all workers and restarts all from the last
+    checkpoint (``torchrun-elastic``); ``in-place`` and ``requeue`` do the same with their own
+    recovery times; ``shrink`` and ``grow`` go on from the step in flight without (or, after the
+    spare joins, with) the lost rank; ``per-step`` lets every replica group but the lost rank's go
+    on at once, and takes that group back at the first step after it healed. Times come from
+    :mod:`courselib.model.recovery`.
+    """
     env, sc = run.env, run.sc
     joins = list(sc.joins)
     index = 0
+    att = run.attempt = _Attempt(run, index, joins, run.step_done)
     while True:
-        att = run.attempt = _Attempt(run, index, joins, run.step_done)
         op = yield att.over
         if op is None:
             run.finished_at = env.now
-            run.log("finished", run.n, f"all {sc.total_steps} steps done")
+            run.log("finished", att.n, f"all {sc.total_steps} steps done")
             return
+        if op == "regroup":    # torchft: the healed group rejoins at this step's quorum
+            run.collectives.extend(att.comm.completed)
+            index += 1
+            run.log("regrouped", run.n, f"replica group back: all {run.n} ranks train again from step "
+                    f"{att.done_step} (communicator {index})")
+            att = run.attempt = _Attempt(run, index, [env.now] * run.n, att.done_step, skip_init=True)
+            continue
         detected = env.now
         lost = sorted(att.lost)
         kind = op_name(op.key)
         arrived = att.arrived_at_timeout
-        missing = run.n - arrived
+        missing = att.n - arrived
+        name = sc.recovery or "restart"
+        if not lost:
+            name = "restart"      # a late rank in the first barrier: nothing to shrink around
+        whole = name in ("restart", "in-place", "requeue")
+        then = {"restart": "torchrun stops all workers", "in-place": "every container restarts in place",
+                "requeue": "the job is requeued (Slurm expedited requeue)",
+                "shrink": "the survivors revoke the communicator and shrink it",
+                "grow": "the survivors revoke and shrink the communicator, then grow it with a spare",
+                "per-step": "torchft drops the lost rank's replica group from this step's quorum"}[name]
         run.log("stalled", arrived,
                 f"{arrived} ranks blocked in {kind} (communicator {index}); "
                 f"{missing} never arrived" + (f" (rank {', '.join(map(str, lost))} lost)" if lost else ""),
                 t=op.started)
         if att.detected_by == "NCCL error":
-            run.log("nccl error", run.n, f"NCCL reports an error {detected - op.started:.1f}s into {kind} "
-                    "(the sends to the vanished rank ran out of InfiniBand retries); the watchdog sees the "
-                    "asynchronous error and tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING=3); "
-                    "torchrun stops all workers")
+            run.log("nccl error", att.n, f"NCCL reports an error {detected - op.started:.1f}s into {kind} "
+                    "(the sends to the vanished rank ran out of InfiniBand retries)"
+                    + ("; the watchdog sees the asynchronous error and tears the process down "
+                       "(TORCH_NCCL_ASYNC_ERROR_HANDLING=3)" if whole else "") + f"; {then}")
         elif att.detected_by == "first barrier timeout":
-            run.log("timed out", run.n, f"{kind} not complete after {att.limit(op):g}s: torchrun's rendezvous "
+            run.log("timed out", att.n, f"{kind} not complete after {att.limit(op):g}s: torchrun's rendezvous "
                     "times out (RendezvousTimeoutError, which torchrun treats as non-retryable); the job "
                     "fails and its job manager starts every worker again")
         else:
-            run.log("timed out", run.n, f"watchdog: {kind} not done after {att.limit(op):g}s; the "
-                    "process crashes and torchrun stops all workers")
-        joined = [r for r in range(run.n) if joins[r] <= detected]
+            run.log("timed out", att.n, f"{'torchft' if name == 'per-step' else 'watchdog'}: {kind} not "
+                    f"done after {att.limit(op):g}s; {then}")
         att.tear_down(op)
         run.collectives.extend(att.comm.completed)
-        yield env.timeout(sc.restart_s)          # rescheduling + reloading the checkpoint
-        restarted = env.now
-        for r in joined:
-            run.seg(r, detected, restarted, RESTARTING)
-        anchor = att.last_commit_at       # None: init never completed, nothing to lose but time
-        lost_s = (detected - anchor) * len(joined) if anchor is not None else 0.0
-        lost_s += sc.restart_s * len(joined)
-        run.failures.append(Failure(
-            cause="rank lost" if lost else "late rank", detected_by=att.detected_by,
-            lost_ranks=tuple(lost), lost_at_s=min(att.lost.values()) if lost else None,
-            stalled_in=kind, stalled_at_s=op.started, detected_at_s=detected,
-            restarted_at_s=restarted, last_checkpoint_at_s=anchor,
-            resumed_from_step=att.committed_step, lost_gpu_hours=lost_s / SECONDS_PER_HOUR))
-        why = (f"; rank {lost[0]} alone could not rejoin: communicator {index} is unusable once a "
-               f"rank is lost and a new one needs all {run.n} ranks in its first barrier") if lost else ""
-        run.log("restarted", run.n, f"all {run.n} workers restarted by torchrun, resuming from "
-                f"step {att.committed_step}" + (" (the last checkpoint)" if att.committed_step else "")
-                + why)
-        joins = [max(j, restarted) for j in joins]
+        rung = sc.rung(None if att.last_commit_at is None or not lost
+                       else max(0.0, min(att.lost.values()) - att.last_commit_at))
         index += 1
+        if whole:
+            joined = [r for r in range(run.n) if joins[r] <= detected]
+            wait = sc.restart_s if rung is None else rung.recovery_s
+            yield env.timeout(wait)          # rescheduling + reloading the checkpoint
+            restarted = env.now
+            for r in joined:
+                run.seg(r, detected, restarted, RESTARTING)
+            anchor = att.last_commit_at       # None: init never completed, nothing to lose but time
+            lost_s = (detected - anchor) * len(joined) if anchor is not None else 0.0
+            lost_s += wait * len(joined)
+            _failure(run, att, op, kind, detected, restarted, anchor, att.committed_step, lost_s, name, run.n)
+            why = (f"; rank {lost[0]} alone could not rejoin: communicator {index - 1} is unusable once a "
+                   f"rank is lost and a new one needs all {run.n} ranks in its first barrier") if lost else ""
+            how = {"restart": "restarted by torchrun", "in-place": "restarted in place",
+                   "requeue": "started again by the requeued job"}[name]
+            run.log("restarted", run.n, f"all {run.n} workers {how}, resuming from "
+                    f"step {att.committed_step}" + (" (the last checkpoint)" if att.committed_step else "")
+                    + why)
+            joins = [max(j, restarted) for j in joins]
+            att = run.attempt = _Attempt(run, index, joins, run.step_done)
+            continue
+        survivors = [r for r in att.members if r not in att.lost]
+        base = sc.step_s
+        if name in ("shrink", "grow"):
+            yield env.timeout(rung.recovery_s)
+            restarted = env.now
+            for r in survivors:
+                run.seg(r, detected, restarted, RESTARTING)
+            members = survivors if name == "shrink" else sorted(set(att.members) | set(lost))
+            lost_s = len(survivors) * (restarted - att.done_at)
+            _failure(run, att, op, kind, detected, restarted, att.done_at, att.done_step, lost_s, name, len(members))
+            run.log("restarted", len(members),
+                    f"communicator {index - 1} revoked and shrunk to {len(survivors)} ranks"
+                    + (f", then grown back to {len(members)} with a spare in rank {lost[0]}'s place"
+                       if name == "grow" else " (the global batch rescaled: each step takes "
+                       f"{run.n}/{len(members)} as long)")
+                    + f"; training goes on from step {att.done_step} (the step in flight is redone), not "
+                    "from the checkpoint")
+            joins = [restarted] * run.n
+            att = run.attempt = _Attempt(run, index, joins, att.done_step, members=members,
+                                         step_s=base * run.n / len(members), skip_init=True)
+            continue
+        # per-step (torchft): the lost rank's replica group leaves; the others go on at once
+        g = run.n // rung_groups(sc)
+        group = set(range(lost[0] // g * g, lost[0] // g * g + g))
+        rest = [r for r in survivors if r not in group]
+        back = rung.recovery_s
+        for r in group - set(lost):
+            run.seg(r, detected, detected + back, RESTARTING)
+        lost_s = len(att.members) * (detected - att.done_at) + len(group) * back
+        _failure(run, att, op, kind, detected, detected, att.done_at, att.done_step, lost_s, name, len(rest))
+        run.log("restarted", len(rest), f"the {len(rest)} ranks of the other replica groups go on from step "
+                f"{att.done_step} (its uncommitted step redone), each step {run.n}/{len(rest)} as long; the "
+                f"{g} ranks of rank {lost[0]}'s group restart and heal from a peer replica for "
+                f"{back:.0f}s")
+        att = run.attempt = _Attempt(run, index, [detected] * run.n, att.done_step, members=rest,
+                                     step_s=base * run.n / len(rest), skip_init=True, until=detected + back)
+
+
+def rung_groups(sc: BarrierScenario) -> int:
+    """The torchft replica groups of ``sc``'s ladder inputs."""
+    return sc.ladder_inputs().groups
+
+
+def _failure(run: _Run, att: _Attempt, op: _Op, kind: str, detected: float, restarted: float,
+             anchor: float | None, resumed: int, lost_s: float, name: str, ranks_after: int) -> None:
+    lost = sorted(att.lost)
+    run.failures.append(Failure(
+        cause="rank lost" if lost else "late rank", detected_by=att.detected_by,
+        lost_ranks=tuple(lost), lost_at_s=min(att.lost.values()) if lost else None,
+        stalled_in=kind, stalled_at_s=op.started, detected_at_s=detected,
+        restarted_at_s=restarted, last_checkpoint_at_s=anchor,
+        resumed_from_step=resumed, lost_gpu_hours=lost_s / SECONDS_PER_HOUR,
+        recovery=name, ranks_after=ranks_after))
 
 
 def simulate(scenario: BarrierScenario) -> BarrierResult:

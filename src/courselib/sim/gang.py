@@ -40,8 +40,9 @@ from itertools import groupby
 
 import simpy
 
-from courselib.model.gang import (COMPLETED, HOLDING, PENDING, RUNNING, TIMEOUT, JobRun, SchedState,
-                                  TraceEvent, integrate, percentile, verdict)
+from courselib.model import jobset
+from courselib.model.gang import (COMPLETED, FAILED, HOLDING, PENDING, POD_FAILED, PREEMPTED, RUNNING,
+                                  TIMEOUT, JobRun, SchedState, TraceEvent, integrate, percentile, verdict)
 from courselib.model.policies import Policy, make_policy
 from courselib.model.workload import Workload
 
@@ -61,6 +62,10 @@ class JobResult:
     pending_reason: str | None
     restarts: int = 0
     evictions: int = 0
+    pods_lost: int = 0               # pods preempted or failed while the job held them
+    #: [lost at, every pod running again at (None: never)] for each loss the job recovered from
+    recoveries: tuple = ()
+    end_reason: str | None = None    # FAILED: BackoffLimitExceeded, FailedJobs, ReachedMaxRestarts
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,8 @@ class Result:
     trace: tuple[TraceEvent, ...]
     histories: dict = field(repr=False, default_factory=dict)  # name -> [(t, held, training)]
     verdict: str = ""
+    #: one entry per workload event: what it did (``preempt``: the victims the scheduler chose)
+    events: tuple = ()
 
     def job(self, name: str) -> JobResult:
         return next(j for j in self.jobs if j.name == name)
@@ -90,6 +97,8 @@ class Result:
                                               "mean_wait", "p95_wait", "mean_jct", "p95_jct",
                                               "horizon", "end_time", "total_gpus", "verdict")}
         out["jobs"] = [asdict(j) for j in self.jobs]
+        if self.events:
+            out["events"] = [dict(e) for e in self.events]
         if trace:
             out["trace"] = [asdict(e) for e in self.trace]
         return out
@@ -108,6 +117,7 @@ class Simulation:
         self.wake = self.env.event()
         self.training: dict[str, simpy.Process] = {}
         self.timers: set[float] = set()
+        self.deferred: list = []   # controller actions that wait for the end of a scheduling cycle
 
     @property
     def now(self) -> float:
@@ -136,6 +146,9 @@ class Simulation:
         env = self.env
         env.process(arrivals(env, self))
         env.process(scheduler(env, self))
+        for event in self.workload.events:
+            if hasattr(event, "pod"):
+                env.process(failure(env, self, event))
         while env.peek() <= horizon:  # step, so that "nothing left to happen" is visible afterwards
             env.step()
         return env.peek() == float("inf")
@@ -234,6 +247,102 @@ def arrivals(env: simpy.Environment, sim: Simulation):
         sim.request_cycle()
 
 
+def failure(env: simpy.Environment, sim: Simulation, event):
+    """A ``fail`` event: at its time one pod of the job fails (its container exits non-zero)."""
+    yield env.timeout(event.at - env.now)
+    sim.sync()
+    state = sim.state
+    run = state.runs.get(event.job)
+    nodes = [] if run is None or run.finished else \
+        [i for i, b in sorted(state.cluster.alloc.get(event.job, {}).items()) for _ in range(b.pods)]
+    if not nodes:
+        state.log(event.job, f"pod {event.pod} would fail now, but the job holds no pod: no effect")
+        return
+    state.lose_pod(run, nodes[min(event.pod, len(nodes) - 1)], POD_FAILED)
+    react(sim)
+    sim.request_cycle()
+
+
+def react(sim: Simulation) -> None:
+    """What the controllers of the pods lost this cycle do (``SchedState.lost``).
+
+    - ``kind: jobset`` — a lost pod fails its child Job (``backoffLimit: 0``); the JobSet
+      controller restarts the whole JobSet (every child Job deleted with its pods, then created
+      again) or fails it at ``maxRestarts`` (:func:`courselib.model.jobset.on_child_job_failed`).
+    - ``kind: job`` (``batch/v1``) — a *preempted* pod is replaced by the Job controller: the replay's
+      Jobs say ``podFailurePolicy`` Ignore on the ``DisruptionTarget`` condition, which the scheduler
+      sets on its victims, so preemption does not count against ``backoffLimit``; the other ranks
+      keep their pods and GPUs but stop training ("if k<=n workers fail all workers are stopped and
+      restarted", FACTS §4.3) until the replacement is placed. A *failed* pod exceeds
+      ``backoffLimit: 0``: the Job fails and its other pods are deleted (reason ``BackoffLimitExceeded``).
+    """
+    state, policy = sim.state, sim.policy
+    lost, state.lost = state.lost, []
+    by_run: dict[str, list] = {}
+    for item in lost:
+        by_run.setdefault(item[0].name, []).append(item)
+    for name, items in by_run.items():
+        run = items[0][0]
+        if run.finished:
+            continue
+        causes = {c for _, _, c, _ in items}
+        was_training = run.state == RUNNING
+        if was_training:
+            sim.interrupt(run)
+            run.remaining = run.job.duration   # the ranks restart from the job's start (no checkpoint)
+        if run.job.kind == "jobset":
+            r = jobset.on_child_job_failed(run.job.max_restarts, run.restarts)
+            policy.forget_pods(state, run)
+            run.state = HOLDING if state.held(run) else PENDING
+            state.release(run, f"JobSet: child Job failed ({len(items)} pod{'s' if len(items) > 1 else ''} "
+                               f"lost); {r.reason}: every child Job and pod deleted")
+            if r.action == jobset.FAIL:
+                _fail(sim, run, r.reason)
+                continue
+            run.restarts = r.restarts
+            run.remaining = run.job.duration
+            run.recoveries.append([state.now, None])
+            # the new child Job (same name) is created only once the old one and its pods are gone
+            # (foreground deletion): the scheduler sees the freed GPUs one cycle before the new pods
+            sim.deferred.append(lambda run=run, r=r: _recreate(sim, run, r))
+        elif POD_FAILED in causes:
+            policy.forget_pods(state, run)
+            state.release(run, "Job failed: BackoffLimitExceeded (backoffLimit 0); its other pods deleted")
+            _fail(sim, run, "BackoffLimitExceeded")
+            continue
+        else:
+            if was_training:
+                run.state = HOLDING
+                run.restarts += 1
+                state.log(run.name, "training stopped: a rank was preempted: all ranks restart")
+            run.recoveries.append([state.now, None])
+            state.log(run.name, f"{len(items)} preempted pod{'s' if len(items) > 1 else ''} replaced by the "
+                                "Job controller (podFailurePolicy Ignore on DisruptionTarget)")
+            policy.requeue_pods(state, run, len(items), restart=False)
+        state.touched[run.name] = run
+        state.note(run)
+    sim.request_cycle()   # pods created again: the scheduler looks at them at once
+
+
+def _recreate(sim: Simulation, run: JobRun, r) -> None:
+    state = sim.state
+    if run.finished:
+        return
+    state.log(run.name, f"JobSet restart {r.restarts}"
+                        + (f" of at most {run.job.max_restarts}" if run.job.max_restarts is not None else "")
+                        + f": every child Job created again, {run.job.pods} new pods")
+    sim.policy.requeue_pods(state, run, run.job.pods, restart=True)
+    state.touched[run.name] = run
+
+
+def _fail(sim: Simulation, run: JobRun, reason: str) -> None:
+    state = sim.state
+    run.state, run.end, run.end_reason = FAILED, state.now, reason
+    state.log(run.name, f"FAILED: {reason}")
+    state.note(run)
+    sim.policy.on_finish(state, run)
+
+
 def scheduler(env: simpy.Environment, sim: Simulation):
     """Wait for a change; let everything else at this instant happen; run one cycle."""
     while True:
@@ -256,6 +365,8 @@ def cycle(sim: Simulation) -> None:
                 sim.timers.add(t)
                 sim.add_timer(t)
         sim.state.flush_binds()
+        if sim.state.lost:
+            react(sim)
         for run in sim.state.stopped:
             sim.interrupt(run)
         sim.state.stopped.clear()
@@ -266,6 +377,12 @@ def cycle(sim: Simulation) -> None:
                 ready = True
         if sim.check:
             sim.state.check()
+        if sim.deferred:   # what the controllers do once the scheduler has seen this cycle
+            later, sim.deferred = sim.deferred, []
+            for action in later:
+                action()
+            sim.request_cycle()
+            return
         if not (ready and sim.policy.cycle_when_ready()):
             return
 
@@ -282,6 +399,8 @@ def barrier_passed(sim: Simulation, run: JobRun) -> None:
     run.state = RUNNING
     if run.start is None:
         run.start = state.now
+    if run.recoveries and run.recoveries[-1][1] is None:
+        run.recoveries[-1][1] = state.now
     state.log(run.name, f"barrier passed: training on {state.held(run)} GPUs")
     state.note(run)
     sim.start_training(run)
@@ -317,6 +436,10 @@ def end_training(sim: Simulation, run: JobRun, began: float) -> None:
     sim.request_cycle()
 
 
+#: the policies whose models say what happens to a running job's pods (preemption, failures)
+EVENT_POLICIES = ("kube-default", "kube-gang", "kueue")
+
+
 def default_horizon(workload: Workload) -> float:
     last = max((j.submit for j in workload.jobs), default=0.0)
     return last + max(86400.0, 2 * sum(j.duration for j in workload.jobs))
@@ -331,6 +454,12 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
     same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
     ``progress``, if given, is called with 1 each time a job ends (the default path only).
     """
+    if workload.events or any(j.preemption_policy for j in workload.jobs) \
+            or any(q.within_cluster_queue != "Never" for q in workload.queues):
+        if policy not in EVENT_POLICIES:
+            raise ValueError(f"events and preempting jobs are modelled for {', '.join(EVENT_POLICIES)}, "
+                             f"not {policy}")
+        reference = True   # small by nature; the policies' fast paths do not model losses
     pol = make_policy(policy, workload, seed=seed, **policy_options)
     pol.reference = reference
     sim = Simulation(workload, pol, check=check, reference=True) if reference else \
@@ -346,11 +475,28 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
     # the accounting window: to the last event, but a deadlock holds its GPUs until the horizon
     last_event = max([e.time for e in state.trace] + [0.0])
     end_time = h if (deadlock or not quiescent) else last_event
-    return _result(pol.name, state, runs, h, end_time, deadlock)
+    return _result(pol.name, state, runs, h, end_time, deadlock, event_outcomes(workload, state))
+
+
+def event_outcomes(workload: Workload, state: SchedState) -> tuple:
+    """Each event of the workload and what it did: a ``preempt`` names the pods the scheduler took
+    from each job for the preempting job (``victims``) and whether ``job`` was among them."""
+    out = []
+    for e in workload.events:
+        if hasattr(e, "by"):
+            victims: dict[str, int] = {}
+            for t, victim, by in state.preemptions:
+                if by == e.by:
+                    victims[victim] = victims.get(victim, 0) + 1
+            out.append({"at": e.at, "preempt": e.by, "job": e.job, "victims": victims,
+                        "as_expected": e.job in victims})
+        else:
+            out.append({"at": e.at, "fail": e.job, "pod": e.pod})
+    return tuple(out)
 
 
 def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, end_time: float,
-            deadlock: bool) -> Result:
+            deadlock: bool, events: tuple = ()) -> Result:
     jobs, train_total, idle_total = [], 0.0, 0.0
     for r in runs:
         tr, idle = integrate(r.history, end_time)
@@ -359,7 +505,8 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
         jobs.append(JobResult(r.name, r.state, r.job.submit, r.first_bound, r.start, r.end, r.job.gpus,
                               r.gpus_held_max, state.held(r), idle / 3600.0,
                               None if r.finished or r.state == RUNNING else r.pending_reason,
-                              r.restarts, r.evictions))
+                              r.restarts, r.evictions, r.pods_lost,
+                              tuple(tuple(x) for x in r.recoveries), r.end_reason))
     t0 = min((r.job.submit for r in runs), default=0.0)
     window = max(0.0, end_time - t0) * state.cluster.total_gpus
     waits = [r.start - r.job.submit for r in runs if r.start is not None]
@@ -371,5 +518,5 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
                   sum(waits) / len(waits) if waits else None, percentile(waits, 95),
                   sum(jcts) / len(jcts) if jcts else None, percentile(jcts, 95),
                   tuple(jobs), tuple(state.trace), {r.name: list(r.history) for r in runs},
-                  verdict(policy, rows, deadlock, wasted))
+                  verdict(policy, rows, deadlock, wasted), events)
 

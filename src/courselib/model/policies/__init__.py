@@ -47,6 +47,15 @@ class Policy:
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         """``run`` completed (or hit its time limit) and released its GPUs."""
 
+    def forget_pods(self, state: SchedState, run: JobRun) -> None:
+        """Every pod of ``run`` not yet bound is deleted (its controller deleted them)."""
+
+    def requeue_pods(self, state: SchedState, run: JobRun, count: int, restart: bool) -> None:
+        """``count`` pods of ``run`` are created again: a preempted pod replaced (``restart``
+        False) or, ``restart`` True, a restarted JobSet's pods (every one: ``count`` = pods).
+        A policy that models events (``courselib.sim.gang.EVENT_POLICIES``) queues them."""
+        raise NotImplementedError(f"{self.name} does not model pods created again")
+
     def cycle_when_ready(self) -> bool:
         """``True``: a job passing its barrier (its pods ready) can change what this policy does,
         so the simulator runs another cycle at the same instant (Kueue's blockAdmission)."""

@@ -66,7 +66,8 @@ class KubeDefault(Policy):
 
     @property
     def fast(self) -> bool:
-        return not (self.reference or self.preemption)
+        return not (self.reference or self.preemption
+                    or any(j.preemption_policy for j in self.workload.jobs))
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.create_pods(runs, {r.name: r.job.pods for r in runs}, recorded=True)
@@ -183,7 +184,7 @@ class KubeDefault(Policy):
                 unschedulable[run.name] = unschedulable.get(run.name, 0) + 1
                 continue
             node = cluster.first_fit_node(job, spread=True)
-            if node is None and self.preemption:
+            if node is None and self.may_preempt(job):
                 node = self._preempt_for(state, run)
             if node is None:
                 failed[key] = min(job.gpus_per_pod, failed.get(key, job.gpus_per_pod))
@@ -280,43 +281,72 @@ class KubeDefault(Policy):
         state.reason_changes = []
         return []
 
+    # ---- events: pods lost and created again ---------------------------------------------------
+    def forget_pods(self, state: SchedState, run: JobRun) -> None:
+        self.drop_pods(run)
+
+    def requeue_pods(self, state: SchedState, run: JobRun, count: int, restart: bool) -> None:
+        self.create_pods([run], {run.name: count})
+
+    def may_preempt(self, job) -> bool:
+        """The job's PriorityClass says ``PreemptLowerPriority`` (or, without one, the policy's
+        ``preemption`` option does)."""
+        if job.preemption_policy is not None:
+            return job.preemption_policy == "PreemptLowerPriority"
+        return self.preemption
+
     # ---- preemption (PostFilter) -----------------------------------------------------------
     def _preempt_for(self, state: SchedState, run: JobRun) -> int | None:
-        """Evict the fewest, lowest-priority pods on one node so that one pod of ``run`` fits."""
+        """DefaultPreemption for one pod of ``run`` (kube-scheduler v1.37.2, GenericWorkload off).
+
+        On each node (``preemption.go`` ``DryRunPreemption`` L430–503): every pod of a lower
+        priority is a potential victim (``default_preemption.go`` L479–483); all are removed, and
+        if the pod then fits they are reprieved one by one, most important first — higher
+        priority, then the earlier start (``preemption/util.go`` ``MoreImportantVictim`` L67–84) —
+        each kept if the pod still fits with it back (``default_preemption.go`` L286–448). Of the
+        nodes where this works, ``pickOneNodeForPreemption`` (``preemption.go`` L324–428) takes the
+        one with the lowest highest-priority victim, then the lowest sum of victim priorities
+        (each + 2^31: in effect the fewest victims), then the fewest victims, then the node whose
+        highest-priority victims' earliest start is the latest; then "the first such node" — a map's order in the real scheduler, the lowest node
+        index here. The victims are deleted (their GPUs come back, :meth:`SchedState.lose_pod`)
+        and the pod binds there.
+        """
         cluster, job = state.cluster, run.job
         allowed = cluster.allowed(job.constraint)
         best = None
         for i, node in enumerate(cluster.nodes):
             if allowed is not None and i not in allowed:
                 continue
-            victims = sorted(((state.runs[name].job.priority, name) for name in cluster.jobs_on[i]
-                              if state.runs[name].job.priority < job.priority), key=lambda v: v)
-            free, chosen = cluster.free[i], []
-            for prio, name in victims:
-                if free >= job.gpus_per_pod:
-                    break
-                victim = state.runs[name]
-                for _ in range(cluster.jobs_on[i][name]):
-                    if free >= job.gpus_per_pod:
-                        break
-                    chosen.append(victim)
-                    free += victim.job.gpus_per_pod
-            if free >= job.gpus_per_pod and chosen:
-                score = (max(v.job.priority for v in chosen), len(chosen), i)
-                if best is None or score < best[0]:
-                    best = (score, i, chosen)
+            pods = []  # (priority, start, job name) per lower-priority pod on the node
+            for name, count in cluster.jobs_on[i].items():
+                other = state.runs[name]
+                if other.job.priority < job.priority:
+                    start = other.first_bound if other.first_bound is not None else state.now
+                    pods += [(other.job.priority, start, other.seq, name)] * count
+            if not pods:
+                continue
+            free = cluster.free[i] + sum(state.runs[p[3]].job.gpus_per_pod for p in pods)
+            if free < job.gpus_per_pod:
+                continue
+            victims = []
+            for p in sorted(pods, key=lambda p: (-p[0], p[1], p[2])):  # most important first
+                g = state.runs[p[3]].job.gpus_per_pod
+                if free - g >= job.gpus_per_pod:
+                    free -= g          # reprieved: it stays
+                else:
+                    victims.append(p)
+            if not victims:
+                continue
+            top = max(v[0] for v in victims)
+            score = (top, sum(v[0] + 2 ** 31 for v in victims), len(victims),
+                     -min(v[1] for v in victims if v[0] == top), i)
+            if best is None or score < best[0]:
+                best = (score, i, victims)
         if best is None:
             return None
-        _, i, chosen = best
-        for victim in chosen:
-            cluster.unbind_one(victim.job, i)
-            state.log(victim.name, f"pod on {cluster.nodes[i].name} preempted by {run.name} "
-                                   f"(priority {victim.job.priority} < {job.priority})")
-            if victim.state == RUNNING:
-                state.stop_training(victim, "a rank was preempted: all ranks restart")
-            state.note(victim)
-            self.create_pods([victim], {victim.name: 1})  # its Job controller recreates the pod
+        _, i, victims = best
+        for prio, _, _, name in victims:
+            state.lose_pod(state.runs[name], i, "preempted", by=run.name)
         if not cluster.fits(job, i):
             return None
         return i
-

@@ -195,6 +195,78 @@ class KubeGang(Policy):
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self._forget(run.name)
 
+    # ---- events: pods lost and created again ---------------------------------------------------
+    def forget_pods(self, state: SchedState, run: JobRun) -> None:
+        self._forget(run.name)
+
+    def requeue_pods(self, state: SchedState, run: JobRun, count: int, restart: bool) -> None:
+        """The new pods join their PodGroup (``spec.schedulingGroup``), which enters the queue again
+        with the new pods' timestamp (``scheduling_queue.go`` L414–427)."""
+        if not self.pod_group_cycle:
+            self._create(state, [run], {run.name: count})
+            return
+        self.failed.pop(run.name, None)
+        self.groups[run.name] = run
+        self.stamp[run.name] = (state.now, self._next())
+
+    def _preempt_for_group(self, state: SchedState, run: JobRun, want: int) -> bool:
+        """Workload-aware preemption for the PodGroup ``run`` (KEP-5710; kube-scheduler v1.37.2
+        ``framework/preemption/podgrouppreemption.go``, GenericWorkload on).
+
+        The domain is the whole cluster (L96–99). Each running pod of a lower priority (L373–376)
+        is a victim on its own — unless its PodGroup says ``disruptionMode: {all: {}}``, when the
+        group's scheduled pods are one victim (``types.go`` ``getCrossNodesVictims`` L250–279).
+        Every potential victim is removed, the group is placed on what is left (L238–243: else no
+        preemption), and the victims are reprieved one by one, most important first (higher
+        priority, a group before a pod, the larger group, the earlier start: ``util.go``
+        ``MoreImportantVictim`` L67–84), each kept if every placed pod of the group still fits with
+        it back (L264–325). The rest are preempted: **a victim with disruption mode All goes
+        whole**. The placement is the model's usual one (most free GPUs, lowest node index).
+        """
+        cluster, job = state.cluster, run.job
+        allowed = cluster.allowed(job.constraint)
+        free = list(cluster.free)
+        victims = []   # (priority, rank, size, start, seq, name, {node: pods})
+        for name, nodes in cluster.alloc.items():
+            other = state.runs[name]
+            if other is run or other.job.priority >= job.priority:
+                continue
+            start = other.first_bound if other.first_bound is not None else state.now
+            for i, b in nodes.items():
+                free[i] += b.pods * other.job.gpus_per_pod
+            if other.job.disruption_mode == "all":
+                victims.append((other.job.priority, 2, sum(b.pods for b in nodes.values()), start,
+                                other.seq, name, {i: b.pods for i, b in nodes.items()}))
+            else:
+                victims += [(other.job.priority, 2, 1, start, other.seq, name, {i: 1})
+                            for i, b in sorted(nodes.items()) for _ in range(b.pods)]
+        if not victims:
+            return False
+        g, placed = job.gpus_per_pod, 0
+        for _ in range(want):   # the group's pods on the cluster without victims
+            cands = [i for i in range(len(free)) if free[i] >= g and (allowed is None or i in allowed)]
+            if not cands:
+                break
+            i = max(cands, key=lambda k: (free[k], -k))
+            free[i] -= g
+            placed += 1
+        if state.bound(run) + placed < job.min_member:
+            return False
+        chosen = []
+        for v in sorted(victims, key=lambda v: (-v[0], -v[1], -v[2], v[3], v[4])):
+            per = state.runs[v[5]].job.gpus_per_pod
+            if all(free[i] >= k * per for i, k in v[6].items()):
+                for i, k in v[6].items():
+                    free[i] -= k * per      # reprieved
+            else:
+                chosen.append(v)
+        for v in chosen:
+            victim = state.runs[v[5]]
+            for i, k in sorted(v[6].items()):
+                for _ in range(k):
+                    state.lose_pod(victim, i, "preempted", by=run.name)
+        return bool(chosen)
+
     def _forget(self, name: str) -> None:
         self.groups.pop(name, None)
         self.failed.pop(name, None)
@@ -225,6 +297,9 @@ class KubeGang(Policy):
         job, bound = run.job, state.bound(run)
         waiting = job.pods - bound
         fit = self._fit(state, run, waiting)
+        if bound + fit < job.min_member and job.preemption_policy == "PreemptLowerPriority" \
+                and self._preempt_for_group(state, run, waiting):
+            fit = self._fit(state, run, waiting)
         if bound + fit >= job.min_member and (fit or bound < job.min_member):
             state.place(run, waiting, spread=True)  # the group's placed pods bind together
             left = job.pods - state.bound(run)

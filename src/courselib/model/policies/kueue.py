@@ -100,11 +100,41 @@ class Kueue(Policy):
         self._usage: dict[str, int] = {}
         self._deadlines: list[tuple] = []  # (admitted + timeout, seq, name, admitted) heap
         self._queue_names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
+        self.recovering: dict[str, float] = {}  # admitted workloads that lost pods -> since when
+        self.was_ready: set[str] = set()         # admitted workloads that have been ready since
+        self._wake: list[float] = []             # timers asked for between cycles
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        plain = [r for r in runs if not self.managed(r.job)]
+        if plain:   # no queue: Kueue does not see them; the scheduler places their pods at once
+            self.pods.create_pods(plain, {r.name: r.job.pods for r in plain})
+        runs = [r for r in runs if self.managed(r.job)]
         self.workloads.extend(runs)
         for run in runs:
             self._fresh[run.name] = run
+
+    @staticmethod
+    def managed(job) -> bool:
+        """A job Kueue manages: it names a queue (a workload event's preempting job without one
+        is a plain pod that only the kube-scheduler sees)."""
+        return job.queue != ""
+
+    # ---- events: pods lost and created again -------------------------------------------------
+    def forget_pods(self, state: SchedState, run: JobRun) -> None:
+        self.pods.drop_pods(run)
+
+    def requeue_pods(self, state: SchedState, run: JobRun, count: int, restart: bool) -> None:
+        """The lost pods (or, after a JobSet restart, all pods) are created again while the workload
+        stays admitted: the JobSet restarts inside its quota. Its PodsReady condition turns false
+        with reason ``WaitForRecovery`` (``pkg/controller/jobframework/reconciler.go`` L1630–1656),
+        and with waitForPodsReady on, a workload not ready again within ``recoveryTimeout`` (in the
+        v1beta2 configuration the ``timeout`` unless set, ``apis/config/v1beta2/defaults.go`` L99)
+        is evicted (``pkg/controller/core/workload_controller.go`` L1343–1346)."""
+        self.pods.create_pods([run], {run.name: count})
+        if self.managed(run.job) and run.name in self.admitted and self.wait_for_pods_ready:
+            self.was_ready.add(run.name)
+            self.recovering[run.name] = state.now
+            self._wake.append(state.now + self.timeout)
 
     def _key(self, run: JobRun) -> tuple:
         """Kueue's queue order: priority, queue-order timestamp, then (UID) the tie order."""
@@ -124,6 +154,7 @@ class Kueue(Policy):
 
     def _set_admitted(self, run: JobRun, at: float | None) -> None:
         """Admit ``run`` at time ``at`` (reserve its quota) or, with None, release its quota."""
+        self.was_ready.discard(run.name)
         if at is None:
             if self.admitted.pop(run.name, None) is None:
                 return
@@ -190,12 +221,21 @@ class Kueue(Policy):
     # ---- cycle -------------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
         self.pods.reference = self.reference
-        wake: list[float] = []
+        wake, self._wake = self._wake, []
         now = state.now
+        for name, since in list(self.recovering.items()):
+            run = state.runs[name]
+            if run.finished or run.state == RUNNING or name not in self.admitted:
+                del self.recovering[name]
+            elif now >= since + self.timeout:
+                del self.recovering[name]
+                wake += self._evict(state, run, "PodsReadyTimeout (WaitForRecovery)")
+        self.was_ready.update(n for n in self.admitted if state.runs[n].state == RUNNING)
         if self.wait_for_pods_ready:
             for run in (list(self.workloads) if self.reference else self._timed_out(state)):
                 t0 = self.admitted.get(run.name)
-                if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout:
+                if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout \
+                        and run.name not in self.was_ready:   # WaitForStart; after: WaitForRecovery
                     wake += self._evict(state, run)
         self._admit(state, wake)
         self.pods.schedule(state)
@@ -229,10 +269,48 @@ class Kueue(Policy):
                 state.set_reason(run, BLOCKED)
                 continue
             ok, why = self.fits_quota(state, run)
+            if not ok and self.workload.queue(run.job.queue).within_cluster_queue == "LowerPriority":
+                ok = self._preempt_within(state, run)
             if not ok:
                 self._refuse(state, run, why)
                 continue
             self._admit_one(state, run, wake)
+
+    def _preempt_within(self, state: SchedState, run: JobRun) -> bool:
+        """Kueue's classical preemption within a ClusterQueue (``preemption.withinClusterQueue:
+        LowerPriority``; Kueue v0.17.1 ``pkg/scheduler/preemption/preemption.go``
+        ``classicalPreemptions`` L271–326): candidates are the admitted workloads of the same
+        ClusterQueue with a lower priority, in ``CandidatesOrdering`` (``common/ordering.go``
+        L41–81: lower priority first, then the most recently admitted); they are removed one by one
+        until the workload fits, then every one but the last is added back if it still fits
+        (``fillBackWorkloads`` L328–341). Each target is evicted **as a whole** — all its pods
+        deleted (a JobSet is suspended, which deletes its child Jobs) — and requeued with its
+        creation timestamp (``pkg/workload/workload.go`` L1257–1275)."""
+        queue = run.job.queue
+        cands = sorted((r for r in self.workloads
+                        if r.name in self.admitted and not r.finished and r.job.queue == queue
+                        and r.job.priority < run.job.priority),
+                       key=lambda r: (r.job.priority, -self.admitted[r.name], r.seq))
+        free = self.available(state, queue)[0]
+        targets = []
+        for cand in cands:
+            targets.append(cand)
+            free += cand.job.gpus
+            if run.job.gpus <= free:
+                break
+        else:
+            return False
+        for cand in reversed(targets[:-1]):   # fill back
+            if run.job.gpus <= free - cand.job.gpus:
+                free -= cand.job.gpus
+                targets.remove(cand)
+        for cand in targets:
+            state.log(cand.name, f"Preempted: evicted by Kueue to admit {run.name} "
+                                 f"(withinClusterQueue LowerPriority, priority {cand.job.priority} < "
+                                 f"{run.job.priority})")
+            self._evict(state, cand, "Preempted")
+            state.preemptions += [(state.now, cand.name, run.name)] * cand.job.pods
+        return self.fits_quota(state, run)[0]
 
     def _admit_one(self, state: SchedState, run: JobRun, wake: list[float]) -> None:
         self._set_admitted(run, state.now)
@@ -309,12 +387,21 @@ class Kueue(Policy):
             self._held[queue] = NeedIndex(j.gpus for j in self.workload.jobs if j.queue == queue)
         return self._held[queue]
 
-    def _evict(self, state: SchedState, run: JobRun) -> list[float]:
+    def _evict(self, state: SchedState, run: JobRun, why: str = "PodsReadyTimeout") -> list[float]:
         self._set_admitted(run, None)
+        self.recovering.pop(run.name, None)
+        if run.state == RUNNING:   # evicted while training: every pod goes, the job stops
+            state.stop_training(run, f"evicted by Kueue ({why})", restart=False)
+            run.pods_lost += state.bound(run)
+            run.recoveries.append([state.now, None])
+        self.pods.drop_pods(run)
+        state.release(run, f"evicted: {why}")
+        if why == "Preempted":   # requeued at once, keeping its creation timestamp
+            run.evictions += 1
+            state.set_reason(run, "Pending: preempted; waiting for quota")
+            return []
         if self.requeue_by_eviction:  # back in the queue as if created now (GetQueueOrderTimestamp)
             self._order_time[run.name] = state.now
-        self.pods.drop_pods(run)
-        state.release(run, "evicted: PodsReadyTimeout")
         n = self.requeues[run.name] = self.requeues.get(run.name, 0) + 1
         if self.backoff_limit is not None and n > self.backoff_limit:
             self.deactivated.add(run.name)
