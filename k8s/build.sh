@@ -4,7 +4,7 @@
 #   ${COURSELIB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/allornothing}/<component>-<version>/bin/
 # A component whose folder holds a stamp for the same go.sum is skipped, so a warm machine returns at
 # once. `make setup-k8s` and .ci/run call this; courselib finds the binaries in the same place.
-#   k8s/build.sh            every component (etcd, kube, kueue)
+#   k8s/build.sh            every component (etcd, kube, kueue, jobset)
 #   k8s/build.sh kube etcd  only those
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +23,8 @@ components=(
   "kube|kube|k8s.io/kubernetes|k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 [ -f "$here/kueue/go.mod" ] && components+=("kueue|kueue|sigs.k8s.io/kueue|sigs.k8s.io/kueue/cmd/kueue")
+# JobSet's manager is the module's root package (main.go); go names the binary "jobset".
+[ -f "$here/jobset/go.mod" ] && components+=("jobset|jobset|sigs.k8s.io/jobset|sigs.k8s.io/jobset")
 
 want=("$@")
 for entry in "${components[@]}"; do
@@ -48,6 +50,10 @@ for entry in "${components[@]}"; do
     # What the manager logs at start (sigs.k8s.io/kueue/pkg/version), as Kueue's Makefile sets it.
     ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version"
   fi
+  if [ "$name" = jobset ]; then
+    # What the manager logs at start (sigs.k8s.io/jobset/pkg/version), as JobSet's Makefile sets it.
+    ldflags+=" -X sigs.k8s.io/jobset/pkg/version.GitVersion=$version"
+  fi
   echo "k8s/build.sh: building $name $version into $out/bin (first time: minutes on 2 cores)"
   start=$(date +%s)
   mkdir -p "$out/bin"
@@ -55,9 +61,9 @@ for entry in "${components[@]}"; do
   (cd "$moddir" && go build -trimpath -ldflags "$ldflags" -o "$out/bin/" $pkgs)
   # go names a /vN module's binary after the element before it: etcd's main is "server".
   if [ "$name" = etcd ] && [ -x "$out/bin/server" ]; then mv "$out/bin/server" "$out/bin/etcd"; fi
-  if [ "$name" = kueue ]; then
-    # Kueue's own CRDs and webhook manifests, as the module ships them (courselib kube up --with
-    # kueue applies them): copied next to the binary, never into the repository.
+  if [ "$name" = kueue ] || [ "$name" = jobset ]; then
+    # The controller's own CRDs and webhook manifests, as the module ships them (courselib kube up
+    # --with kueue|jobset applies them): copied next to the binary, never into the repository.
     src=$(cd "$moddir" && go list -m -f '{{.Dir}}' "$vmod")/config/components
     rm -rf "$out/config"
     mkdir -p "$out/config"
