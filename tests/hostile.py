@@ -72,7 +72,7 @@ WARM = ("courselib.cli.main", "courselib.io.workload", "courselib.io.scenario", 
         "courselib.sim.gang", "courselib.sim.memcg", "courselib.model.qos", "courselib.model.replay",
         "courselib.model.lint", "courselib.live.slurm", "courselib.live.slurm_replay",
         "courselib.grading.grade", "courselib.model.policies.kube_default", "courselib.model.policies.volcano",
-        "courselib.model.policies.kueue", "courselib.model.policies.slurm", "yaml", "nbformat")
+        "courselib.model.policies.kueue", "courselib.model.policies.slurm_fast", "yaml", "nbformat")
 
 
 def warm() -> None:

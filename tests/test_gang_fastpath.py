@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from courselib.model.gang import SchedState
 from courselib.model.generate import overloaded_workload, scale_workload
 from courselib.model.policies.slurm import Slurm
+from courselib.model.policies.slurm_fast import SlurmFast
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
 from courselib.sim.gang import simulate
 
@@ -91,18 +92,22 @@ def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> No
 def _slurm_passes():
     """Record ``Slurm.reservations`` after every scheduling cycle, by path (reference or fast)."""
     passes: dict[bool, list] = {False: [], True: []}
-    original = Slurm.schedule
+    originals = {cls: cls.schedule for cls in (Slurm, SlurmFast)}
 
-    def recording(self, state):
-        out = original(self, state)
-        passes[self.reference].append((state.now, dict(self.reservations)))
-        return out
+    def recorder(original):
+        def recording(self, state):
+            out = original(self, state)
+            passes[self.reference].append((state.now, dict(self.reservations)))
+            return out
+        return recording
 
-    Slurm.schedule = recording
+    for cls, original in originals.items():
+        cls.schedule = recorder(original)
     try:
         yield passes
     finally:
-        Slurm.schedule = original
+        for cls, original in originals.items():
+            cls.schedule = original
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -222,7 +227,7 @@ def planning_states(draw):
     nodes = draw(st.integers(1, 70))  # past 64 nodes the masks span more than one machine word
     gpn = draw(st.sampled_from([1, 2, 4, 8]))
     w = Workload(ClusterSpec(nodes, gpn), [Job("probe", 1, 1, duration=1.0)])
-    pol = Slurm(w)
+    pol = SlurmFast(w)
     state = SchedState(w)
     state.now = float(draw(st.integers(0, 100)))
     for k in range(draw(st.integers(0, 3 * nodes))):
@@ -253,11 +258,9 @@ def test_the_availability_profile_plans_what_the_arrays_plan(setup, data):
     job = Job("x", data.draw(st.integers(1, 40)), data.draw(st.integers(1, gpn)),
               duration=float(data.draw(st.integers(1, 900))))
     fast = pol.plan(state, job, t, reserved)
-    pol.reference = True
-    try:
-        ref = pol.plan(state, job, t, reserved)
-    finally:
-        pol.reference = False
+    reference = Slurm(pol.workload)  # the reference, planning from the same running jobs
+    reference.expected_end = pol.expected_end
+    ref = reference.plan(state, job, t, reserved)
     assert fast == ref
 
 
@@ -285,7 +288,7 @@ def test_a_shorter_job_behind_one_that_found_no_start_still_gets_its_reservation
 def test_the_staircase_answers_what_a_walk_over_every_failure_answers(failures, probes):
     """slurm._Staircase (the corners of the failed jobs) against the plain definition: some failed
     job as wide per pod with no more pods and no longer a runtime."""
-    from courselib.model.policies.slurm import _Staircase
+    from courselib.model.policies.slurm_fast import _Staircase
     stairs, seen = _Staircase(), []
     for g, pods, runtime in failures:
         stairs.add(g, pods, runtime)
@@ -301,7 +304,7 @@ def test_the_staircase_answers_what_a_walk_over_every_failure_answers(failures, 
 def test_slurm_backfill_passes_repeated_behind_a_long_queue_match_the_reference(seed, tested, window, reserve):
     """The overloaded cluster, small, with few jobs tested and short windows: most cycles are
     arrivals behind the jobs backfill tests, where the fast path repeats the last pass's
-    reservations instead of searching again (Slurm._same_pass) — unless something started or
+    reservations instead of searching again (SlurmFast._same_pass) — unless something started or
     ended, the tested jobs changed, or a candidate time came into the window. Every pass's
     reservations are compared with the reference's (same())."""
     w = overloaded_workload(seed, nodes=3, gpus_per_node=8, jobs=40, gap_s=600.0)
@@ -312,7 +315,7 @@ def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them
     """Availability._out_of reuses its last answer for the same mask object (a failed plan asks
     again); once a job starts or ends on those nodes the profile changes and the times must too."""
     from courselib.model.cluster import Cluster
-    from courselib.model.policies.slurm import Availability
+    from courselib.model.policies.slurm_profile import Availability
     from courselib.model.workload import ClusterSpec, Job
 
     cluster = Cluster(ClusterSpec(nodes=3, gpus_per_node=4))
@@ -374,7 +377,7 @@ def long_queues(draw):
 @given(long_queues(), st.sampled_from([{}, {"bf_max_job_test": 8}, {"bf_window": 7200.0},
                                        {"bf_max_job_test": 20, "bf_window": 14400.0}]))
 def test_slurm_passes_that_carry_the_last_ones_outcomes_match_the_reference(w, options):
-    """A backfill pass that carries the last pass's outcomes over (Slurm._carried: a reservation
+    """A backfill pass that carries the last pass's outcomes over (SlurmFast._carried: a reservation
     is kept if its plan still works, a job with no start is tried only at the times where it
     could now have one) makes every reservation the reference's full search makes (same())."""
     same(w, "slurm", **options)
@@ -429,7 +432,7 @@ def test_the_profile_after_a_change_is_the_profile_made_from_scratch(touched):
     and sorts every level again when many did: either way the profile is the one a new
     Availability computes from the cluster as it is."""
     from courselib.model.cluster import Cluster
-    from courselib.model.policies.slurm import Availability
+    from courselib.model.policies.slurm_profile import Availability
     from courselib.model.workload import ClusterSpec, Job
 
     rng = random.Random(touched)
@@ -464,20 +467,20 @@ def test_the_carried_record_holds_only_the_jobs_backfill_tests():
     """A pass updates the last one's record in place: the jobs that left the window (started
     since, or by this pass) must leave it too, or a run of 100,000 jobs would keep them all."""
     sizes: list[int] = []
-    original = Slurm._backfill_fast
+    original = SlurmFast._backfill
 
     def recording(self, state, pending):
         original(self, state, pending)
         if self._carry is not None:
             sizes.append(max(len(self._carry.outcomes), len(self._carry.dom)))
 
-    Slurm._backfill_fast = recording
+    SlurmFast._backfill = recording
     try:
         for seed in range(3):
             w = overloaded_workload(seed, nodes=4, gpus_per_node=8, jobs=200, gap_s=300.0)
             simulate(w, "slurm", bf_max_job_test=8)
     finally:
-        Slurm._backfill_fast = original
+        SlurmFast._backfill = original
     assert len(sizes) > 100 and max(sizes) <= 8, (len(sizes), max(sizes))
 
 
@@ -523,7 +526,7 @@ def test_the_queue_head_the_slurm_policy_mirrors_is_the_queue_head(options):
     every backfill pass is handed exactly its first bf_max_job_test jobs (issue 23)."""
     seen = {"cycles": 0, "passes": 0}
 
-    class Checked(Slurm):
+    class Checked(SlurmFast):
         def schedule(self, state):
             out = super().schedule(state)
             runs, names = self._head_runs, self._head_names

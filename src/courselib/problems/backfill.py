@@ -13,7 +13,7 @@ run time); *hard* has more jobs, priorities not in listing order, a job that can
 from __future__ import annotations
 
 from courselib.model.gang import SchedState
-from courselib.model.policies.slurm import Slurm
+from courselib.model.policies.slurm_fast import SlurmFast
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.problems.base import Problem, Solution, rng
 from courselib.problems.render import table
@@ -147,7 +147,7 @@ def generate(seed: int, difficulty: str) -> Problem:
 
 
 # ---- solution -----------------------------------------------------------------------------------
-class _Explained(Slurm):
+class _Explained(SlurmFast):
     """The course's Slurm policy, recording what backfill saw for each job at t=now (for the trace)."""
 
     def __init__(self, *a, **kw):

@@ -460,8 +460,7 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
             raise ValueError(f"events and preempting jobs are modelled for {', '.join(EVENT_POLICIES)}, "
                              f"not {policy}")
         reference = True   # small by nature; the policies' fast paths do not model losses
-    pol = make_policy(policy, workload, seed=seed, **policy_options)
-    pol.reference = reference
+    pol = make_policy(policy, workload, seed=seed, reference=reference, **policy_options)
     sim = Simulation(workload, pol, check=check, reference=True) if reference else \
         EventLoop(workload, pol, check=check)
     if not reference:

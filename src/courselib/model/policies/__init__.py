@@ -32,6 +32,9 @@ class Policy:
     enforces_time_limit = False
     #: ``True``: take the straightforward reference path (see ``courselib.sim.gang.simulate``)
     reference = False
+    #: the reference as a class of its own, when the fast path is a subclass of it (Slurm's
+    #: ``SlurmFast``): ``make_policy(..., reference=True)`` makes that class instead
+    reference_class: type | None = None
 
     def __init__(self, workload: Workload, seed: int = 0):
         self.workload = workload
@@ -70,9 +73,9 @@ def _registry() -> dict:
     from courselib.model.policies.kube_default import KubeDefault
     from courselib.model.policies.kube_gang import KubeGang
     from courselib.model.policies.kueue import Kueue
-    from courselib.model.policies.slurm import Slurm
+    from courselib.model.policies.slurm_fast import SlurmFast
     from courselib.model.policies.volcano import Volcano
-    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": Slurm,
+    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": SlurmFast,
             "kube-gang": KubeGang}
 
 
@@ -115,9 +118,10 @@ def check_option(policy: str, key: str, value, annotation: str) -> None:
         raise ValueError(f"{key}={value!r}: expected text")
 
 
-def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Policy:
+def make_policy(name: str, workload: Workload, seed: int = 0, reference: bool = False, **options) -> Policy:
     """The policy called ``name`` with its options (e.g. ``overcommit_factor=1.2``); an option of
-    the wrong type or without meaning (``nan``, ``inf``, negative, ``backfill=maybe``) is a ValueError."""
+    the wrong type or without meaning (``nan``, ``inf``, negative, ``backfill=maybe``) is a ValueError.
+    ``reference=True``: the policy's straightforward reference path (:attr:`Policy.reference`)."""
     reg = _registry()
     if name not in reg:
         raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(reg)}")
@@ -129,4 +133,8 @@ def make_policy(name: str, workload: Workload, seed: int = 0, **options) -> Poli
         raise ValueError(f"policy {name!r} has no option {bad[0]!r}; options: {', '.join(allowed) or 'none'}")
     for key, value in options.items():
         check_option(name, key, value, str(params[key].annotation))
-    return cls(workload, seed=seed, **options)
+    if reference and cls.reference_class is not None:
+        cls = cls.reference_class
+    pol = cls(workload, seed=seed, **options)
+    pol.reference = reference
+    return pol

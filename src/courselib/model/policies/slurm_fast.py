@@ -1,0 +1,880 @@
+"""The fast twin of the ``slurm`` policy: :class:`SlurmFast`, what ``make_policy("slurm")`` and
+``--policy slurm`` run. Read :mod:`courselib.model.policies.slurm` first: it is the reference, and
+this subclass makes exactly its decisions (``tests/test_gang_fastpath.py``: every pass's
+reservations, every job's start, end and pending reason), only faster.
+
+The reference replans every pending job it tests from the running jobs at every pass, on arrays
+over every node. The fast path keeps an availability profile
+(:class:`~courselib.model.policies.slurm_profile.Availability`: per node and free-GPU level, the
+time the node gets there, kept up to date as jobs start and finish) and the running jobs' expected
+ends sorted, so a pass asks "when do enough pods fit" with binary searches and jumps over the times
+at which nothing freed up for the job; a plain job's plan is a few operations on bit masks
+(100,000 jobs on 6,250 nodes: over 90 s before, under a minute of CPU). Within a pass, a plain job
+no wider per pod, with no more pods and no longer a runtime than one that found no start in the
+window, is not searched (:class:`_Staircase`). A job that can never run is told so once and leaves
+the queue, and of the jobs behind the blocked one only those not yet told ``Priority`` are told,
+so the main scheduler's cost does not grow with the jobs waiting behind it (issue 23). A backfill
+pass carries the last pass's outcomes over where they must still hold (:meth:`SlurmFast._carried`):
+a reservation where nothing changed, a job with no start that is tried only where it could now
+have one, a job no smaller than one that still has none (75 overloaded nodes, 10,000 jobs: 37 s
+before, 8 s after). Such a pass updates the last one's record in place and visits only the jobs
+whose outcome may change; the jobs with no start that it tries are answered from one capacity
+curve per time (:meth:`Availability.curve`; the figures are in benchmarks/README.md).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from bisect import bisect_left, bisect_right, insort
+from heapq import heapify, heappop, heappush
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
+
+import numpy as np
+
+from courselib.model.gang import JobRun, SchedState
+from courselib.model.policies.slurm import Slurm
+from courselib.model.policies.slurm_profile import Availability
+from courselib.model.workload import Job
+
+_job_name = attrgetter("job.name")
+
+
+class _Pass(NamedTuple):
+    """What a backfill pass leaves for the next one to carry over (:meth:`SlurmFast._carried`)."""
+    time: float
+    outcomes: dict  # plain job -> (start, plan): (None, None) for no start in the window
+    unclean_ends: int  # SlurmFast._unclean_ends then
+    names: list  # the jobs it tested, in order, less those it started
+    marks: list  # indexes into names of the reserved jobs and of those not carried
+    changes: list  # (start, end) of the jobs it started: the jobs before them did not meet them
+    dom: dict  # a job with no start -> an earlier one, no smaller, that had none either
+    resv: dict  # its reservations (Slurm.reservations): a kept one is the same tuple again
+    roots: list  # (index into names, name, GPUs a pod, pods, runtime) of jobs with no start, in order
+    kids: dict  # the inverse of dom: a job -> the set of jobs it rules out
+
+
+class SlurmFast(Slurm):
+    """:class:`~courselib.model.policies.slurm.Slurm`'s decisions, from the availability profile
+    and the last backfill pass's outcomes (see the module's docstring)."""
+
+    reference_class = Slurm
+
+    @functools.wraps(Slurm.__init__, assigned=())  # (make_policy reads the options from its signature)
+    def __init__(self, workload, seed: int = 0, **options):
+        super().__init__(workload, seed, **options)
+        self._ends: list | None = None  # (expected end, job) of the running, this pass
+        self._end_times: list[float] = []
+        #: the running jobs' expected ends, each once and kept sorted as jobs start and finish
+        #: (with a count of jobs per time), and the availability profile for plain jobs
+        self._distinct_ends: list[float] = []
+        self._ends_count: dict[float, int] = {}
+        self._avail: Availability | None = None
+        #: running job -> its nodes, and whether it holds every GPU of each (for on_finish)
+        self._last_nodes: dict[str, tuple[list[int], bool]] = {}
+        self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
+        #: the runs and names of the queue's first entries, in order (at most bf_max_job_test
+        #: after a pass), kept as the queue changes
+        self._head_runs: list[JobRun] = []
+        self._head_names: list[str] = []
+        # the feasible pending jobs already in priority order, the jobs submitted since
+        # the last cycle, those of them not yet told Priority, and each job shape's verdict once
+        self._queue: list[tuple] = []
+        self._new: list[tuple] = []
+        self._untold: list[tuple] = []  # (key..., name, run) behind the head whose reason is not Priority
+        self._shape_verdict: dict[tuple, str | None] = {}
+        self._starts = self._ends_seen = self._window_changes = 0
+        #: the last backfill pass that started nothing, [time, starts, ends, window
+        #: changes, its candidate times, its reservations] (see _same_pass), or None
+        self._memo: list | None = None
+        self._pass_times: list[float] = []
+        #: the last backfill pass (its time, name -> (start, plan), the early ends then),
+        #: the jobs started since (run, time, plan) and the jobs that ended before their time limit
+        self._carry: _Pass | None = None
+        #: backfill passes, those that carried the last one's outcomes, reservations they moved,
+        #: passes that updated the last one's record in place, and searches of a job that the
+        #: roots carried from the last pass spared
+        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0}
+        self._started_since: list[tuple] = []
+        self._unclean_ends = 0
+
+    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
+        super().submit(state, runs)
+        for run in runs:
+            self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
+
+    def infeasible(self, state: SchedState, run: JobRun) -> str | None:
+        job = run.job  # the verdict depends only on the job's shape, not on its name
+        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint)
+        if shape not in self._shape_verdict:
+            self._shape_verdict[shape] = self._why_infeasible(state, run)
+        return self._shape_verdict[shape]
+
+    def _free_at(self, state: SchedState, t: float):
+        key = (state.now, t)
+        if key not in self._free_cache and t > state.now:
+            self._free_cache[key] = self._free_at_from_nearest(state, t)
+        return super()._free_at(state, t)
+
+    def _free_at_from_nearest(self, state: SchedState, t: float):
+        """Fast path of :meth:`Slurm._free_at`: start from the nearest earlier time already computed in
+        this pass and add only what the jobs ending in between release (the running jobs sorted
+        by expected end once per pass), instead of walking every running job for every ``t``."""
+        if not self._free_cache or self._ends is None:
+            alloc = state.cluster.alloc
+            self._ends = sorted((e, name) for name, e in self.expected_end.items() if name in alloc)
+            self._end_times = [e for e, _ in self._ends]
+            self._times_done = []
+        k = bisect_left(self._times_done, t) - 1
+        if k >= 0:
+            t0 = self._times_done[k]
+            free_g, free_m = (a.copy() for a in self._free_cache[(state.now, t0)])
+            lo = bisect_right(self._end_times, t0)
+        else:
+            free_g = np.array(state.cluster.free, dtype=np.int64)
+            free_m = np.array(state.cluster.free_mem, dtype=np.int64)
+            lo = 0
+        for _, name in self._ends[lo:bisect_right(self._end_times, t)]:
+            for i, b in state.cluster.alloc[name].items():
+                free_g[i] += b.gpus
+                free_m[i] += b.memory
+        insort(self._times_done, t)
+        return free_g, free_m
+
+    def _blocked(self, reserved: list, t: float, t1: float, n: int):
+        """:meth:`Slurm._blocked`, on arrays kept as the pass's reservations are made."""
+        if reserved:
+            starts, ends, nodes = self._reservation_arrays(reserved, n)
+            overlap = (starts < t1) & (t < ends)
+            if overlap.any():
+                return nodes[overlap].any(axis=0)
+        return np.zeros(n, dtype=bool)
+
+    def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
+        """:meth:`Slurm.plan`; a plain job's from the free-GPU buckets (now) or the profile."""
+        if state.cluster.plain(job):
+            if t == state.now and not reserved:
+                return self._plan_now(state, job)
+            return self._availability(state).plan(job, t, reserved)
+        return super().plan(state, job, t, reserved)
+
+    def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
+        self._starts += 1
+        if self._carry is not None:
+            self._started_since.append((run, state.now, plan))
+            if len(self._started_since) > 2 * self.bf_max_job_test:  # long since the last pass
+                self._carry, self._started_since = None, []
+        self._ends = None
+        super()._start(state, run, plan)
+        e = self.expected_end[run.name]
+        self._ends_count[e] = self._ends_count.get(e, 0) + 1
+        if self._ends_count[e] == 1:
+            insort(self._distinct_ends, e)
+        nodes = [i for i, _ in plan]
+        whole = all(k * run.job.gpus_per_pod == state.cluster.capacity for _, k in plan)
+        self._last_nodes[run.name] = (nodes, whole)
+        if self._avail is not None:  # (on whole nodes: each holds this job alone, until e)
+            self._avail.touch(nodes, e if whole else None)
+
+    # ---- the cycle -----------------------------------------------------------------------------
+    def schedule(self, state: SchedState) -> list[float]:
+        self._free_cache.clear()
+        self._ends = None
+        self._cycle(state)
+        return []
+
+    def _cycle(self, state: SchedState) -> None:
+        """:meth:`Slurm.schedule` without walking the jobs that wait and cannot change (issue 23). A job
+        that can never run is told so once, when it arrives (its verdict is fixed), and leaves
+        the queue; the main scheduler starts jobs from the head of the feasible queue; of the
+        jobs behind the blocked one only those not already told ``Priority`` are told (the new
+        ones, and the one that was blocked before), in queue order, as the reference tells them
+        all; only the first ``bf_max_job_test`` go to backfill. A Slurm job is bound whole or not
+        at all and is never preempted, so the queue holds exactly the unbound feasible jobs."""
+        queue = self._queue
+        new, self._new = sorted(self._new), []
+        for e in new:
+            reason = self.infeasible(state, e[-1])
+            if reason:
+                state.set_reason(e[-1], reason)
+            else:
+                p = bisect_right(queue, e)
+                if p < self.bf_max_job_test:
+                    self._window_changes += 1  # backfill's jobs are not the same as last pass's
+                queue.insert(p, e)
+                if p < len(self._head_runs):  # (the head's mirrors: see below)
+                    self._head_runs.insert(p, e[-1])
+                    self._head_names.insert(p, e[3])
+                insort(self._untold, e)
+        starts_before = self._starts
+        k = 0
+        while k < len(queue):  # main scheduler: strict priority order
+            run = queue[k][-1]
+            plan = self.plan(state, run.job, state.now, [])
+            if plan is None:
+                break
+            self._start(state, run, plan)
+            k += 1
+        self.reservations = {}
+        if k == len(queue):
+            del queue[:]
+            self._untold, self._head_runs, self._head_names = [], [], []
+            return
+        head = queue[k]
+        state.set_reason(head[-1], "Resources")
+        untold = self._untold
+        u = bisect_right(untold, head)  # (keys are unique: the runs themselves never compare)
+        for e in untold[u:]:
+            state.set_reason(e[-1], "Priority")
+        self._untold = [head]  # the next cycle tells it Priority if another job is blocked first
+        del queue[:k], self._head_runs[:k], self._head_names[:k]
+        if not self.backfill:
+            return
+        if k == 0 and self._same_pass(state.now):
+            self.reservations = self._memo[-1]
+            self._memo[0] = state.now
+            if self._carry is not None:  # and no start in the window up to now's end either
+                self._carry = self._carry._replace(time=state.now)
+            return
+        # the jobs backfill tests and their names: the queue's head, mirrored from cycle to cycle
+        # (each insertion, start and removal above is made in the mirrors too) instead of
+        # copied out of the queue at every pass
+        left, names, cap = self._head_runs, self._head_names, self.bf_max_job_test
+        if len(left) > cap:
+            del left[cap:], names[cap:]
+        elif len(left) < min(cap, len(queue)):
+            more = queue[len(left):cap]
+            left.extend(map(itemgetter(-1), more))
+            names.extend(map(itemgetter(3), more))
+        main_starts = self._starts
+        self._backfill(state, left)
+        if self._starts != main_starts:  # started by backfill: out of the queue
+            at = self._bf_started_at  # (their places in the queue, rising; the slow way if not)
+            if len(at) == len(self._bf_started) and all(queue[k][-1] is r for k, r in zip(at, self._bf_started)):
+                for k in reversed(at):
+                    del queue[k], left[k], names[k]
+            else:
+                n, gone = len(left), {id(r) for r in self._bf_started}
+                queue[:n] = [e for e in queue[:n] if id(e[-1]) not in gone]
+                self._head_runs, self._head_names = [], []  # (made again at the next pass)
+        if self._starts != starts_before:
+            self._memo = None
+        else:  # nothing started: the next pass may be this one again (_same_pass)
+            self._memo = [state.now, self._starts, self._ends_seen, self._window_changes,
+                          self._pass_times, self.reservations]
+
+    def _same_pass(self, now: float) -> bool:
+        """Whether a backfill pass now would make exactly the last pass's reservations: nothing
+        started (in it or since), nothing ended, the jobs it tests are the same, no candidate time
+        of it lies in (its time, now] (no running job's expected end, no reservation's start or
+        end: those are all candidate times), and none comes into the window, (last + bf_window,
+        now + bf_window]. Then every job fails now where it failed at the last pass's time (the
+        same free GPUs, and every reservation that overlapped its run then overlaps it now, as
+        all of them start later), and every other candidate time is tested as before. On the
+        overloaded cluster most cycles are arrivals behind the jobs backfill tests (issue 23)."""
+        memo = self._memo
+        if memo is None or memo[1:4] != [self._starts, self._ends_seen, self._window_changes]:
+            return False
+        t0, times = memo[0], memo[4]
+        if len(times) > 1 and times[1] <= now:  # times[0] is t0 itself
+            return False
+        lo = bisect_right(times, t0 + self.bf_window)
+        return lo == len(times) or times[lo] > now + self.bf_window
+
+    @staticmethod
+    def _plan_now(state: SchedState, job: Job) -> list | None:
+        """:meth:`plan` for a plain job now, from the free-GPU buckets instead of arrays over every
+        node: best fit is the buckets in rising order, each in node order (O(nodes used))."""
+        cluster, g, need = state.cluster, job.gpus_per_pod, job.pods
+        if cluster.pods_that_fit(job) < need:
+            return None
+        out = []
+        for f in range(g, cluster.capacity + 1):
+            for i in cluster.bucket(f):
+                if f // g >= need:
+                    out.append((i, need))
+                    return out
+                out.append((i, f // g))
+                need -= f // g
+        return None
+
+    def _reservation_arrays(self, reserved: list, n: int):
+        """(starts, ends, nodes-matrix) of this pass's reservations, filled in as they are made."""
+        cache = getattr(self, "_resv", None)
+        if cache is None or cache[0] is not reserved:
+            rows = max(1, min(self.bf_max_job_test, 64))
+            cache = self._resv = [reserved, 0, np.zeros(rows), np.zeros(rows), np.zeros((rows, n), dtype=bool)]
+        _, done, starts, ends, nodes = cache
+        if len(reserved) > len(starts):  # grow by doubling
+            rows = max(len(reserved), 2 * len(starts))
+            starts, ends = np.resize(starts, rows), np.resize(ends, rows)
+            nodes = np.vstack([nodes, np.zeros((rows - len(nodes), n), dtype=bool)])
+            cache[2:] = starts, ends, nodes
+        for r in range(done, len(reserved)):
+            starts[r], ends[r] = reserved[r][0], reserved[r][1]
+            nodes[r, :] = False
+            nodes[r, reserved[r][2]] = True
+        cache[1] = len(reserved)
+        k = len(reserved)
+        return starts[:k], ends[:k], nodes[:k]
+
+
+    def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
+        """:meth:`Slurm._backfill` (the reference) with the same decisions, from the availability
+        profile: a plain job's search starts at the first candidate time at which enough of its
+        pods fit with no reservation at all (a binary search: that count never falls with time),
+        and skips every later time at which nothing freed up for pods of its size. What the last
+        pass found is carried over where it must still hold (:meth:`_carried`)."""
+        now, horizon = state.now, state.now + self.bf_window
+        reserved: list = []
+        res_ends: list[float] = []  # sorted: the reservations' ends after now (candidate times too)
+        made = 0
+        avail = self._availability(state)
+        self._failed: dict[float, _Staircase] = {}  # t -> the plain jobs that failed at t
+        times_all = self._candidates(now)  # kept sorted as reservations add their ends
+        never = _Staircase()  # plain jobs with no start in the window, by (GPUs a pod, pods, runtime)
+        failed_at = self._failed
+        direct = type(self).plan is SlurmFast.plan
+        carry = self._carried(state) if direct else None
+        monotone = carry is not None  # this pass only adds to what the last pass's jobs met
+        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids = (
+            carry if monotone else (None, None, [], None, None, {}, {}, [], {}))
+        dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
+        outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
+        self._bf_started: list[JobRun] = []
+        self._bf_started_at: list[int] = []  # (their indexes in pending)
+        # (the names of the queue's head, when these are its jobs as _cycle hands them on)
+        names = self._head_names if pending is self._head_runs else None
+        pending = pending[: self.bf_max_job_test]
+        names = list(map(_job_name, pending)) if names is None else names[: self.bf_max_job_test]
+        node_gpus = state.cluster.capacity  # (every node's GPUs: a start uses all of its nodes', or not)
+
+        def search(job: Job, plain: bool, k: int):
+            """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
+            times = times_all
+            runtime, pods, g = job.planned_runtime, job.pods, job.gpus_per_pod
+            if plain:  # from the first time at which enough pods fit, reservations aside
+                k = max(k, self._first_fit(times, state, avail, job))
+            last, bound = None, -math.inf
+            while k < len(times):
+                t = times[k]
+                if plain and last is not None and last > now:
+                    # It failed at ``last`` and fails again until enough of its pods fit on nodes
+                    # that no reservation blocked then (``bound``), or a reservation ends: until
+                    # then the blocked nodes only grow as the window [t, t + time limit) moves on.
+                    r = bisect_right(res_ends, last)
+                    nxt = min(bound, res_ends[r] if r < len(res_ends) else math.inf)
+                    if nxt > t:
+                        k = bisect_left(times, nxt, k)
+                        if k == len(times):
+                            break
+                        t = times[k]
+                k += 1
+                if t > horizon:
+                    break
+                if plain:
+                    last = t
+                    # it cannot start at t if one as wide per pod, with no more pods and no longer
+                    # a runtime, could not in this pass: the same free GPUs, more reservations
+                    failed = failed_at.get(t)
+                    if failed is not None and failed.covers(g, pods, runtime):
+                        bound = -math.inf  # no bound known from this time's blocked nodes
+                        continue
+                # a plain job's plan straight from the profile (up to date): what self.plan asks,
+                # unless a subclass watches self.plan (the backfill problems' explainer does)
+                plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
+                        else self.plan(state, job, t, reserved))
+                if plan is not None:
+                    return t, plan
+                if plain:
+                    if failed is None:
+                        failed = failed_at[t] = _Staircase()
+                    failed.add(g, pods, runtime, checked=True)
+                    bound = avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
+            return None, None
+
+        # In a carried pass (monotone): ``changes`` are the intervals over which this pass holds
+        # something the last pass's jobs did not meet (a reservation, a running job, a reservation
+        # that moved away); a reservation no change overlaps is exactly the last one, plan and all
+        # (the same free GPUs at its start, the same reservations before it). ``fresh``: a
+        # candidate time lies past the last pass's window and within this one, where a job with
+        # no start last time must now be tried; ``released``: where the reservations that moved
+        # were, where the jobs after them must look again.
+        self.carry_stats["passes"] += 1
+        self.carry_stats["carried"] += monotone
+        edge = since + self.bf_window if monotone else math.inf
+        fresh = monotone and bisect_right(times_all, edge) < bisect_right(times_all, horizon)
+
+        def reserve_end(t1: float) -> bool:
+            """A reservation's end among the candidate times; True if it is new and comes past
+            the last pass's window into this one (then a job with no start must be tried there)."""
+            if t1 > now and not _has(res_ends, t1):
+                insort(res_ends, t1)
+                if not _has(times_all, t1):
+                    insort(times_all, t1)
+                    return edge < t1 <= horizon
+            return False
+
+        def keep(name: str, s0: float, t1: float, plan) -> bool:
+            """The last pass's reservation for ``name`` again (see :meth:`reserve_end`)."""
+            nonlocal made
+            r = last_resv.get(name)  # (the same tuple: the profile knows its nodes' mask)
+            reserved.append(r if r is not None and r[0] == s0 else (s0, t1, [i for i, _ in plan]))
+            self.reservations[name] = reserved[-1]
+            made += 1
+            return reserve_end(t1)
+
+        def set_dom(name: str, d: str | None) -> None:
+            """dom_now[name] = d (None: none), and kids with it (a pass in place)."""
+            was = dom_now.get(name)
+            if was == d:
+                return
+            if was is not None:
+                sibs = kids.get(was)
+                if sibs is not None:
+                    sibs.discard(name)
+                    if not sibs:
+                        del kids[was]
+            if d is None:
+                del dom_now[name]
+            else:
+                dom_now[name] = d
+                kids.setdefault(d, set()).add(name)
+
+        first = 0  # the jobs before it are the last pass's, handled in bulk
+        roots_now: list[tuple] = []
+        marks_now: list[int] = []  # this pass's marks (see _Pass), as the walk makes them
+        same = False  # the last pass's jobs in the same order, less some at the head, and more
+        if monotone and names:
+            try:  # the last pass's jobs before it: started since
+                m = last_names.index(names[0])
+            except ValueError:
+                m = -1
+            n = min(len(names), len(last_names) - m)
+            same = m >= 0 and names[:n] == last_names[m:m + n]
+        look_again: list[str] = []  # jobs ruled out by one that left the window
+        if same:
+            # this pass updates the last one's record in place (the walk writes only what changed)
+            self.carry_stats["in_place"] += 1
+            outcomes, dom_now = carried, dom
+            for name in last_names[:m] + last_names[m + n:]:  # gone from the window
+                outcomes.pop(name, None)
+                set_dom(name, None)
+                look_again.extend(kids.pop(name, ()))
+        else:
+            kids = {}  # (made from dom_now at the end)
+        if same and not fresh:
+            # the same jobs in the same order: walk only the reservations among them (and
+            # any job not carried); the jobs between them found no start and still find none
+            # (what keep() would do for each, at once: the reservations are the last pass's
+            # tuples, their ends join the candidate times; it stops where keep() would)
+            first, tset, kept = n, set(times_all), []
+            for j in marks[bisect_left(marks, m):bisect_left(marks, m + n)]:
+                name = last_names[j]
+                r, old = last_resv.get(name), carried.get(name)  # (only plain jobs are carried)
+                if r is None or old is None or old[0] != r[0] or r[0] <= now or r[0] not in tset \
+                        or (changes and _hit(changes, r[0], r[1])):
+                    first = j - m
+                    break
+                kept.append((name, r))
+                if r[1] > now and r[1] not in tset:
+                    tset.add(r[1])
+                    if edge < r[1] <= horizon:  # a new candidate time in this pass's window
+                        fresh = True
+                        first = j - m + 1
+                        break
+            if kept:
+                reserved.extend(r for _, r in kept)
+                self.reservations.update(kept)
+                made += len(kept)
+                res_ends = sorted({r[1] for _, r in kept if r[1] > now})
+                times_all = sorted(tset)
+            marks_now = [j - m for j in marks[bisect_left(marks, m):bisect_left(marks, m + first)]]
+            roots_now = [(k - m,) + r[1:] for r in last_roots if m <= (k := r[0]) < m + first]
+        # roots: the jobs with no start in this pass that were added to ``never`` or could be (the
+        # last pass's in the part carried in bulk, then as the walk passes them), for the next
+        # pass to seed its own ``never`` with; ``unseeded``: those not yet in this pass's ``never``
+        unseeded, seeded = list(roots_now), set()
+        released: list[tuple[float, float]] = []  # the last pass's reservations this one moved
+
+        def try_times(job: Job, until: float | None):
+            """The earliest start of a carried job before ``until`` (its last start; None: it had
+            none in the last window), its plan, and whether that is its answer from the whole
+            window (a search was quicker); or (None, None, False). Only two kinds of candidate
+            time can be one: past the last window, and in ``(start - runtime, end)`` of a
+            reservation the last pass made and this one moved (nothing else holds less than when
+            the job failed last time). Each is counted from the pass's capacity curve at that
+            time (a plan only where the job fits)."""
+            g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
+            if until is None and not released and runtime > 0 and edge >= now:
+                hit = fresh_fit(g, pods, runtime)
+                if hit is False:
+                    return search(job, True, fresh_span[1]) + (True,)
+                return (hit[0], avail.plan(job, hit[0], reserved, hit[1]), False) if hit else (None, None, False)
+            top = (bisect_right(times_all, horizon) if until is None
+                   else min(bisect_left(times_all, until), bisect_right(times_all, horizon)))
+            spans = [(bisect_right(times_all, edge), top)]
+            for s0, e0 in released:
+                spans.append((bisect_left(times_all, max(now, s0 - runtime)), min(top, bisect_left(times_all, e0))))
+            if len(spans) > 1:
+                spans.sort()
+            if sum(hi - lo for lo, hi in spans if hi > lo) > 8:
+                # many times to try (a busy cluster: ends close together): the search from the
+                # first of them, with its jumps over times at which nothing freed up, answers it
+                lo = min((lo for lo, hi in spans if hi > lo))
+                return search(job, True, lo) + (True,)
+            nxt = 0  # the spans may overlap: each time once, in order
+            ends = self._distinct_ends or [math.inf]
+            for lo, hi in spans:
+                for k in range(max(nxt, lo), hi):
+                    t = times_all[k]
+                    if runtime > 0 and (t > now or ends[0] > now):  # most fail: counted from the
+                        # curve, not planned (now too, unless a running job is due to end now:
+                        # the profile would count its GPUs free; a zero-length job started now)
+                        mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                        if fit >= pods:
+                            return t, avail.plan(job, t, reserved, mask), False
+                        continue
+                    failed = failed_at.get(t)
+                    if failed is not None and failed.covers(g, pods, runtime):
+                        continue
+                    plan = (avail.plan(job, t, reserved) if reserved or t != now
+                            else self.plan(state, job, t, reserved))
+                    if plan is not None:
+                        return t, plan, False
+                    if failed is None:
+                        failed = failed_at[t] = _Staircase()
+                    failed.add(g, pods, runtime, checked=True)
+                nxt = max(nxt, hi)
+            return None, None, False
+
+        fresh_span = (-1, 0, 0)  # (len(times_all), its indexes past the last window up to horizon)
+
+        def fresh_fit(g: int, pods: int, runtime: float):
+            """try_times' common case (no start last time, nothing moved, runtime > 0): only the
+            times past the last window are new, the same for every job until a reservation adds
+            an end, and one capacity curve per time answers them all. (t, blocked mask) of the
+            first where the pods fit; None if none; False if so many that a search is quicker."""
+            nonlocal fresh_span
+            if fresh_span[0] != len(times_all):
+                fresh_span = (len(times_all), bisect_right(times_all, edge), bisect_right(times_all, horizon))
+            _, lo, hi = fresh_span
+            if hi - lo > 8:
+                return False
+            for k in range(lo, hi):
+                t = times_all[k]  # (> now: past the last window)
+                mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
+                if fit >= pods:
+                    return t, mask
+            return None
+        started = []  # the jobs this pass starts: not in the queue the next pass walks
+        started_at = self._bf_started_at  # their indexes in names
+        # A pass in place visits only the jobs whose outcome may change, in order: the reserved
+        # and the roots (marks, last_roots), the jobs new to the window, and a job some other one
+        # ruled out once that one has a start now or left (kids); every other job has no start
+        # still, ruled out by one that has none (the walk would skip it). A job that is not
+        # plain makes the rest new: from it on every job is visited.
+        selective, pos = same, None
+        if selective:
+            heap = [j - m for j in marks[bisect_left(marks, m + first):bisect_left(marks, m + n)]]
+            heap += [k - m for r in last_roots if m + first <= (k := r[0]) < m + n]
+            heap += range(n, len(names))
+            if look_again:
+                pos = dict(zip(names, range(len(names))))
+                heap += [pos[c] for c in look_again if c in pos]
+            heapify(heap)
+        last = first - 1
+        while True:
+            if selective:
+                if not heap:
+                    break
+                idx = heappop(heap)
+                if idx <= last:
+                    continue
+            else:
+                idx = last + 1
+                if idx >= len(names):
+                    break
+            last = idx
+            run, name = pending[idx], names[idx]
+            old = carried.get(name) if monotone else None  # (only plain jobs are carried)
+            if old is not None:
+                s0 = old[0]
+                if s0 is None:
+                    d = dom.get(name)
+                    if (not fresh and not released) or (d is not None and outcomes.get(d, (0,))[0] is None):
+                        # no start in the last window and none where it could find one now; or
+                        # no smaller job before it found one (d: with no more pods, no longer)
+                        if not same:
+                            outcomes[name] = old
+                            if d is not None:
+                                dom_now[name] = d
+                        if d is None:  # still none this pass: it rules out the jobs it covers later on
+                            job = run.job
+                            roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
+                            unseeded.append(roots_now[-1])
+                        continue
+                    job = run.job
+                    if d is None and same and not released and edge >= now and job.planned_runtime > 0 \
+                            and fresh_fit(job.gpus_per_pod, job.pods, job.planned_runtime) is None:
+                        # a root that finds no start at the new times either: a root still, without
+                        # the rest of the walk (most are, and most passes have ~30)
+                        roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
+                        unseeded.append(roots_now[-1])
+                        continue
+                elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
+                        and not (released and _hit(released, -math.inf, s0 + run.job.planned_runtime)) \
+                        and _has(times_all, s0):
+                    # (nothing changed where it is reserved, nor moved away where it could start sooner)
+                    outcomes[name] = old  # the same reservation: the same nodes from the same time
+                    marks_now.append(idx)
+                    fresh = keep(name, s0, s0 + run.job.planned_runtime, old[1]) or fresh
+                    continue
+            job = run.job
+            plain = old is not None or state.cluster.plain(job)
+            runtime, pods = job.planned_runtime, job.pods
+            if unseeded:  # the jobs before it that still have no start, not yet in ``never``
+                for r in unseeded:
+                    if not never.covers(r[2], r[3], r[4]):
+                        never.add(r[2], r[3], r[4], checked=True, who=r[1])
+                        seeded.add(r[1])
+                unseeded = []
+            d = never.owner(job.gpus_per_pod, pods, runtime) if plain else None
+            self.carry_stats["seeded"] += d in seeded
+            if same:
+                set_dom(name, d)
+            if d is not None:
+                # one no wider, with no more pods and no longer, found no start: nor will it
+                start, plan = None, None
+                if not same:
+                    dom_now[name] = d
+            elif old is None:
+                start, plan = search(job, plain, 0)
+            elif old[0] is None:  # no start in the last window: none before its end now either
+                start, plan, _ = try_times(job, None)
+            elif old[0] > now:  # every earlier time fails now as it did: is its plan still there?
+                start, plan, final = try_times(job, old[0])
+                if start is None and not final:  # (still a candidate time unless what ended then moved)
+                    start, plan = old[0], None
+                    if _has(times_all, start):
+                        r = last_resv.get(name)
+                        if job.gpus_per_pod == avail.top and r is not None and r[0] == start \
+                                and not (released and _hit(released, start, start + runtime)) \
+                                and avail.still_free(r, start, start + runtime, reserved):
+                            # Whole-node pods take the free nodes in index order, and since the
+                            # last pass the free nodes at every later time only fell and only
+                            # the moved reservations gave nodes back: with none of those over its
+                            # time, and all its nodes still free and unreserved, its plan is the
+                            # first that many of fewer nodes that still hold them: its own.
+                            plan = old[1]
+                        else:
+                            plan = avail.plan(job, start, reserved)
+                    if plan is None:
+                        start, plan = search(job, plain, bisect_right(times_all, old[0]))
+            else:
+                start, plan = search(job, plain, 0)
+            # a start now exactly as reserved, on whole nodes, holds what the reservation held
+            # (the same nodes, every GPU, until the same end): for the jobs after it nothing moved
+            moved = start == now and not (old is not None and (start, plan) == old and all(
+                k * job.gpus_per_pod == node_gpus for _, k in plan))
+            if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
+                # a reservation the later jobs met moved (or became a job that may leave some of
+                # its nodes' GPUs free): where it was, they must look again
+                released.append((old[0], old[0] + runtime))
+                changes.append(released[-1])
+                self.carry_stats["moved"] += 1
+            if not plain:
+                monotone = selective = False
+            elif monotone and start is not None and (moved or old is None or (start, plan) != old):
+                changes.append((start, start + runtime))  # held now, not by the last pass's jobs
+            if plain:
+                outcomes[name] = (start, plan)
+            elif same:
+                outcomes.pop(name, None)
+            if start is not None or not plain:
+                marks_now.append(idx)
+                if selective and name in kids:  # the jobs it ruled out: to be looked at again
+                    if pos is None:
+                        pos = dict(zip(names, range(len(names))))
+                    for c in kids[name]:
+                        k = pos.get(c)
+                        if k is not None and k > idx:
+                            heappush(heap, k)
+            if start is None:
+                if plain and d is None and not never.covers(job.gpus_per_pod, pods, runtime):
+                    never.add(job.gpus_per_pod, pods, runtime, checked=True, who=name)
+                    roots_now.append((idx, name, job.gpus_per_pod, pods, runtime))
+                continue
+            outcome = self._settle(state, run, start, plan, reserved, made)
+            if outcome == "started":
+                started.append(name)
+                started_at.append(idx)
+                unseeded = []  # (the walk so far met more free GPUs than the rest will)
+                self._bf_started.append(run)
+                avail = self._availability(state)  # one more running job: fewer GPUs free
+                e = self.expected_end[run.name]  # one more end among the candidate times
+                if e > now and not _has(times_all, e):
+                    insort(times_all, e)
+                    fresh = fresh or edge < e <= horizon
+                self._failed = failed_at = {}
+                never = _Staircase()
+            elif outcome == "reserved":
+                made += 1
+                fresh = reserve_end(reserved[-1][1]) or fresh
+        self._pass_times = times_all
+        if not same:
+            for c, d in dom_now.items():
+                kids.setdefault(d, set()).add(c)
+        if started:
+            for k in reversed(started_at):  # (names is this pass's own list)
+                del names[k]
+            roots_now = [(r[0] - bisect_left(started_at, r[0]),) + r[1:] for r in roots_now]
+            gone = set(started_at)
+            marks_now = [k - bisect_left(started_at, k) for k in marks_now if k not in gone]
+            if same:
+                for name in started:
+                    outcomes.pop(name, None)
+        if self._distinct_ends and self._distinct_ends[0] <= now:
+            # a job due to end now still holds its GPUs now but not a moment later, and no
+            # candidate time lies between: what failed now says nothing about just after it
+            self._carry, self._started_since = None, []
+            return
+        # (a job started here, after others were reserved: those met less than the next pass will)
+        self._carry = _Pass(now, outcomes, self._unclean_ends, names, marks_now,
+                            [(now, self.expected_end[name]) for name in started], dom_now,
+                            self.reservations, roots_now, kids)
+        self._started_since = []
+
+    def _carried(self, state: SchedState) -> tuple | None:
+        """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their
+        marks and their dominators (see :class:`_Pass`), when every outcome must still hold as far
+        as the last pass looked; or None. Since the last pass the
+        free GPUs at every time from now on have only fallen: every job that ended did so at its
+        expected end (its GPUs were free from then on in the last profile too); every job that
+        started either had no reservation (more GPUs taken) or started at its reservation's
+        start on exactly its nodes, using every GPU of each (a whole-node reservation, now a
+        running job until the same end). Then a job walked in the same order meets at least what
+        it met last time, at every time: where it failed it fails (at a new candidate time it is
+        no better off than at the last candidate time before it), so a reservation is still its
+        answer if its plan still works there, and a job with no start in the last window can
+        only find one past it. Reservations only (``bf_job_part_count_reserve`` = 0): a limit
+        on them makes "no start" mean something else (issue 23)."""
+        carry = self._carry
+        if carry is None or self.bf_job_part_count_reserve or carry.unclean_ends != self._unclean_ends:
+            return None
+        if self._distinct_ends and self._distinct_ends[0] <= state.now:
+            return None  # a job due to end now: its end is no candidate time now (see the pass's end)
+        outcomes, changes = carry.outcomes, list(carry.changes)
+        nodes = state.cluster.nodes
+        for run, t, plan in self._started_since:
+            old = outcomes.get(run.name)
+            if old is None or old[0] is None:  # it held nothing the later jobs met: GPUs taken
+                changes.append((t, t + run.job.planned_runtime))
+                continue
+            if old[0] != t or (old[1] != plan and sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan)) or \
+                    any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
+                return None
+        return (carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots,
+                carry.kids)
+
+    def _candidates(self, now: float) -> list[float]:
+        """The reference's candidate start times before any reservation: now and the running
+        jobs' expected ends after now, sorted and distinct."""
+        ends = self._distinct_ends
+        return [now] + ends[bisect_right(ends, now):]
+
+    @staticmethod
+    def _first_fit(times: list[float], state: SchedState, avail: "Availability", job: Job) -> int:
+        """Index of the first time in ``times`` (``times[0]`` is now) at which the plain ``job``'s
+        pods all fit on the cluster, reservations aside (len(times) if never): a binary search,
+        as the count never decreases with time."""
+        if state.cluster.fit_count(job.gpus_per_pod) >= job.pods:  # (a plain job: what pods_that_fit says)
+            return 0
+        lo, hi = 1, len(times)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if avail.fit(times[mid], job.gpus_per_pod) >= job.pods:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def on_finish(self, state: SchedState, run: JobRun) -> None:
+        self._ends_seen += 1
+        e = self.expected_end.get(run.name)
+        super().on_finish(state, run)
+        if e != state.now:  # it ended before its time limit: GPUs free earlier than planned
+            self._unclean_ends += 1
+        if e is not None:
+            self._ends_count[e] -= 1
+            if not self._ends_count[e]:
+                del self._ends_count[e]
+                del self._distinct_ends[bisect_left(self._distinct_ends, e)]
+            if self._avail is not None and e > state.now:
+                # the simulator released the job's GPUs just before, earlier than the profile
+                # says. (Ended on time, its nodes' times are its end, not after now: every
+                # question the profile answers about a later time is the same; only what it
+                # read from the cluster's buckets for now must be read again.)
+                nodes, whole = self._last_nodes.pop(run.name, ((), False))
+                self._avail.touch(nodes, -math.inf if whole else None)
+            elif self._avail is not None:
+                self._avail.forget_now()
+        self._last_nodes.pop(run.name, None)
+
+
+    def _availability(self, state: SchedState) -> "Availability":
+        """The availability profile, brought up to date with the nodes changed since its last use."""
+        if self._avail is None:
+            self._avail = Availability(state.cluster, self.expected_end)
+        self._avail.refresh(state.now)
+        return self._avail
+
+
+class _Staircase:
+    """Plain jobs that failed (at one candidate time, or at every one in the backfill window), per
+    GPUs a pod, as the lower-left corners (pods, runtime) none of which dominates another. A later
+    job as wide per pod with at least as many pods and at least as long a runtime fails too: during
+    a pass the free GPUs at any time only fall (jobs start) and the reservations only grow, and at
+    a candidate time added by a new end or reservation a job is no better off than at the candidate
+    before it. So :meth:`covers` answers what the search would (tests/test_gang_fastpath.py), in
+    O(log corners) instead of a walk over every failure."""
+
+    def __init__(self):
+        self._by_g: dict[int, tuple[list, list, list]] = {}  # g -> (pods rising, runtimes falling, who)
+
+    def covers(self, g: int, pods: int, runtime: float) -> bool:
+        ps, rs, _ = self._by_g.get(g, ((), (), ()))
+        i = bisect_right(ps, pods) - 1
+        return i >= 0 and rs[i] <= runtime
+
+    def owner(self, g: int, pods: int, runtime: float):
+        """The name given with a failed job that covers this one (see :meth:`covers`), or None."""
+        ps, rs, ws = self._by_g.get(g, ((), (), ()))
+        i = bisect_right(ps, pods) - 1
+        return ws[i] if i >= 0 and rs[i] <= runtime else None
+
+    def add(self, g: int, pods: int, runtime: float, checked: bool = False, who=True) -> None:
+        """Add a failed job; ``checked``: the caller knows :meth:`covers` is false for it."""
+        if not checked and self.covers(g, pods, runtime):
+            return
+        ps, rs, ws = self._by_g.setdefault(g, ([], [], []))
+        j = bisect_left(ps, pods)
+        end = j
+        while end < len(ps) and rs[end] >= runtime:  # corners the new one dominates
+            end += 1
+        ps[j:end], rs[j:end], ws[j:end] = [pods], [runtime], [who]
+
+
+def _hit(intervals: list, a: float, b: float) -> bool:
+    """Whether any of ``intervals`` ((start, end) pairs) overlaps ``[a, b)``."""
+    for x, y in intervals:
+        if x < b and a < y:
+            return True
+    return False
+
+
+def _has(sorted_list: list[float], t: float) -> bool:
+    k = bisect_left(sorted_list, t)
+    return k < len(sorted_list) and sorted_list[k] == t
+
+

@@ -1,0 +1,399 @@
+"""Slurm's availability profile, what the fast twin (``slurm_fast.py``) plans plain jobs from.
+
+For every node and free-GPU level, the time the node gets there (see :class:`Availability`); node
+sets are bit masks, one Python int each (bit i = node i).
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right, insort
+
+import numpy as np
+
+from courselib.model.workload import Job
+
+
+def _mask(indexes, n: int) -> int:
+    """Node indexes as the bits of one Python int (bit i = node i)."""
+    if not len(indexes):
+        return 0
+    a = np.zeros(n, dtype=bool)
+    a[np.asarray(indexes, dtype=np.int64)] = True
+    return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
+
+
+def _indexes(m: int, n: int) -> list[int]:
+    """The set bits of the mask ``m`` (< 2 ** n), in rising order: :func:`_mask` undone."""
+    bits = np.unpackbits(np.frombuffer(m.to_bytes((n + 7) // 8, "little"), np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def _bits(m: int):
+    """The set bits of the mask ``m``, in rising order, one at a time (for the first few)."""
+    while m:
+        low = m & -m
+        yield low.bit_length() - 1
+        m ^= low
+
+
+class Availability:
+    """Slurm's availability profile for plain jobs, kept up to date as jobs start and finish.
+
+    For every node ``i`` and every level ``f`` (1 … GPUs per node), ``when[f][i]`` is the earliest
+    time the node has at least ``f`` free GPUs: ``-inf`` if it has them now, else the expected end
+    (start + ``--time``) of the running job whose release brings it there. Each level also keeps
+    those times sorted, so the question backfill asks over and over — how many pods of ``g`` GPUs
+    fit at time ``t`` — is a few binary searches, and "did anything free up for ``g``-GPU pods
+    between ``t0`` and ``t1``" two per level; no pass replans from every running job. A node's
+    column is recomputed only when a job starts or ends on it (marked by :meth:`touch`, applied
+    at the next use). Which nodes have exactly ``f`` free GPUs at ``t`` (for a plan's best fit)
+    comes as bit masks, one Python int per level, and reservations as masks of whole nodes.
+    :meth:`plan` decides what :meth:`Slurm.plan` decides on arrays (tests/test_gang_fastpath.py).
+    """
+
+    def __init__(self, cluster, expected_end: dict):
+        self.cluster, self.expected_end = cluster, expected_end
+        n, top = len(cluster.nodes), cluster.capacity
+        self.n, self.top = n, top
+        self.when = np.full((top + 2, n), -np.inf)
+        self.when[top + 1] = np.inf  # no node ever has more than all its GPUs free
+        self.sorted = [None] + [[-math.inf] * n for _ in range(top)]
+        self.dirty: set[int] = set(range(n)) if cluster.free_gpus != cluster.total_gpus else set()
+        self._whole: dict[int, float] = {}  # dirty node -> what touch() was told it holds
+        self.now = None
+        self._levels: dict[float, list[int]] = {}
+        self._resv: list = [None]
+        self._masks: dict[int, tuple] = {}  # id(reservation) -> (it, its nodes' mask)
+        self._curves: list = [None, {}]  # reserved, (t, g) -> curve (see curve())
+        #: t -> by level f, the nodes with at least f free GPUs at t as a mask (free_mask)
+        self._free_masks: dict[float, list] = {}
+        self._full = (1 << n) - 1
+        #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
+        self._blocked_times: dict[tuple, list[float]] = {}
+        #: the last blocked() asked and its answer: a failed plan asks it again for its next fit
+        self._last_blocked: tuple = (None, 0, 0.0, 0.0, 0)
+        self._last_out: tuple = (None, 0, [])  # the last _out_of: (mask, g, its times)
+
+    def touch(self, nodes, whole: float | None = None) -> None:
+        """Mark the nodes changed. ``whole``: the caller knows what each now holds, one job on all
+        its GPUs until that time (a start on whole nodes), or nothing at all (-inf: such a job
+        ended early): their columns need not be worked out from the jobs on them."""
+        self.dirty.update(nodes)
+        if whole is None:
+            for i in nodes:
+                self._whole.pop(i, None)
+        else:
+            self._whole.update(dict.fromkeys(nodes, whole))
+
+    def forget_now(self) -> None:
+        """Drop the levels read from the cluster's buckets (a job ended now, on time)."""
+        self._levels = {}
+
+    def refresh(self, now: float) -> None:
+        """Recompute the columns of the nodes changed since the last use. When many changed (a
+        job on many nodes started or ended), each level's times are sorted again at once instead
+        of moved one node at a time."""
+        if now != self.now:
+            self.now, self._levels = now, {}
+        if not self.dirty:
+            return
+        self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
+        self._curves, self._free_masks = [None, {}], {}
+        cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
+        free, jobs_on, alloc = cluster.free, cluster.jobs_on, cluster.alloc
+        dirty, neg, whole = sorted(self.dirty), -math.inf, self._whole
+        # a node with no job, or one job that holds every GPU not free, is free from level
+        # f + 1 up at that job's end (one numpy step for all of them); others one by one
+        frees, at, other = [], [], []
+        told = len(whole) == len(dirty)  # (each node's column told by touch(): no job to look at)
+        if told:
+            at = [whole[i] for i in dirty]  # (every level of a node: the same time)
+        whole.clear()
+        dirty_told = () if told else dirty
+        for k, i in enumerate(dirty_told):
+            f, jobs = free[i], jobs_on[i]
+            if not jobs:
+                frees.append(top)
+                at.append(neg)
+            elif len(jobs) == 1:
+                (name,) = jobs
+                if f + alloc[name][i].gpus != top:
+                    other.append(k)
+                frees.append(f)
+                at.append(ends[name])
+            else:
+                other.append(k)
+                frees.append(f)
+                at.append(neg)
+        cols = np.broadcast_to(np.array(at), (top, len(dirty))) if told else \
+            np.where(np.arange(1, top + 1)[:, None] > np.array(frees)[None, :], np.array(at)[None, :], neg)
+        for k in other:
+            i = dirty[k]
+            f, col = free[i], [neg] * (top + 1)
+            for e, gp in sorted((ends[name], alloc[name][i].gpus) for name in jobs_on[i]):
+                col[f + 1:f + gp + 1] = [e] * gp
+                f += gp
+            cols[:, k] = col[1:]
+        self.dirty.clear()
+        if len(dirty) * 8 >= self.n:
+            when[1:top + 1, dirty] = cols
+            self.sorted[1:] = np.sort(when[1:top + 1], axis=1).tolist()
+            return
+        for i, col in zip(dirty, cols.T.tolist()):
+            for level in range(1, top + 1):
+                old, e = when[level, i], col[level - 1]
+                if old != e:
+                    lst = self.sorted[level]
+                    del lst[bisect_left(lst, old)]
+                    insort(lst, e)
+                    when[level, i] = e
+
+    def fit(self, t: float, g: int) -> int:
+        """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
+        if 2 * g > self.top:  # one level
+            return bisect_right(self.sorted[g], t)
+        return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
+
+    def free_mask(self, t: float, f: int) -> int:
+        """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
+        ``f``), as a mask; once per time and level until the profile changes."""
+        ms = self._free_masks.get(t)
+        if ms is None:
+            if len(self._free_masks) > 256:
+                self._free_masks.clear()
+            ms = self._free_masks[t] = [None] * (self.top + 1)
+        m = ms[f]
+        if m is None:
+            m = ms[f] = int.from_bytes(np.packbits(self.when[f] <= t, bitorder="little").tobytes(), "little")
+        return m
+
+    def fit_outside(self, t: float, g: int, blocked: int) -> int:
+        """:meth:`fit` on the nodes not in ``blocked`` only: at each level of ``g`` (g, 2g, ...),
+        the nodes free enough at ``t`` less the blocked ones, by a count of bits."""
+        free_mask, keep = self.free_mask, ~blocked
+        if 2 * g > self.top:  # one level
+            return (free_mask(t, g) & keep).bit_count()
+        return sum((free_mask(t, f) & keep).bit_count() for f in range(g, self.top + 1, g))
+
+    def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
+                          times: list[float]) -> float:
+        """The first of ``times`` (sorted; after ``t`` > now) at which ``pods`` pods of ``g`` GPUs
+        fit on the nodes that no reservation overlapping ``[t, t1)`` holds (inf if none): each
+        time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
+        those times are running jobs' expected ends, which are all in ``times``."""
+        mask = self.blocked(reserved, t, t1)
+        rows = self.sorted[g:self.top + 1:g]
+        if len(rows) * (self.n - mask.bit_count()) < pods:
+            return math.inf
+        # the same count with the blocked nodes' times taken out: all nodes' counts come from the
+        # sorted lists (binary searches), the blocked nodes' from their own few sorted times
+        out_of = self._out_of(mask, g)
+        lo, hi = bisect_right(times, t), len(times)  # every crossing time is a candidate time
+        if len(rows) == 1:  # pods of more than half a node: one level, one binary search each
+            row = rows[0]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                x = times[mid]
+                if bisect_right(row, x) - bisect_right(out_of, x) >= pods:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        else:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                x = times[mid]
+                if sum(bisect_right(lst, x) for lst in rows) - bisect_right(out_of, x) >= pods:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        return times[lo] if lo < len(times) else math.inf
+
+    def _out_of(self, mask: int, g: int) -> list[float]:
+        """The times at which the nodes of ``mask`` reach the levels of ``g`` (g, 2g, ...), sorted
+        (a Python list, for bisect): what the sorted levels count that ``mask`` takes out. The same
+        blocked nodes come back often within a pass (a failed plan, then its next fit)."""
+        last = self._last_out  # the same mask object as the last call's: no hash of a long int
+        if last[0] is mask and last[1] == g:
+            return last[2]
+        key = (mask, g)
+        out = self._blocked_times.get(key)
+        if out is None:
+            bits = np.unpackbits(np.frombuffer(mask.to_bytes((self.n + 7) // 8, "little"), np.uint8),
+                                 count=self.n, bitorder="little").view(bool)
+            when = self.when[g] if 2 * g > self.top else self.when[g:self.top + 1:g]
+            out = when[..., bits].ravel()  # a copy: boolean indexing
+            out.sort()
+            out = out.tolist()
+            if len(self._blocked_times) > 512:
+                self._blocked_times.clear()
+            self._blocked_times[key] = out
+        self._last_out = (mask, g, out)
+        return out
+
+    def level(self, t: float, f: int) -> int:
+        """The nodes with exactly ``f`` free GPUs at ``t``, as a mask (bit i = node i); each level
+        is computed when first asked, once per time until the profile changes (a job of ``g``
+        GPUs a pod asks only the levels from ``g`` up: most plans need one or two of them)."""
+        lv = self._levels.get(t)
+        if lv is None:
+            lv = self._levels[t] = [None] * (self.top + 1)
+        m = lv[f]
+        if m is None:
+            if t <= self.now:  # now: exactly what the cluster's buckets say
+                m = _mask(self.cluster.bucket(f), self.n)
+            else:  # at least f free, and not f + 1
+                m = self.free_mask(t, f) & ~self.free_mask(t, f + 1) if f < self.top else self.free_mask(t, f)
+            lv[f] = m
+        return m
+
+    def levels(self, t: float) -> list[int]:
+        """Masks by free GPUs at ``t``: bit i of ``levels[f]`` is set when node i has f free."""
+        return [self.level(t, f) for f in range(self.top + 1)]
+
+    def _sorted(self, reserved: list) -> list:
+        """The pass's reservations sorted by start: [reserved, how many, starts, (end, nodes'
+        mask) in the same order, the longest one's length], brought up to date."""
+        resv = self._resv
+        if resv[0] is not reserved:
+            resv = self._resv = [reserved, 0, [], [], 0.0]
+        _, done, starts, rows, longest = resv
+        if done < len(reserved):
+            for r in reserved[done:]:
+                k = bisect_right(starts, r[0])
+                starts.insert(k, r[0])
+                rows.insert(k, (r[1], self._mask_of(r)))
+                longest = max(longest, r[1] - r[0])
+            resv[1], resv[4] = len(reserved), longest
+        return resv
+
+    def _mask_of(self, r: tuple) -> int:
+        """The nodes' mask of the reservation ``r`` (start, end, nodes), kept while ``r`` is."""
+        known = self._masks.get(id(r))
+        if known is None or known[0] is not r:
+            if len(self._masks) > 4096:
+                self._masks.clear()
+            known = self._masks[id(r)] = (r, _mask(r[2], self.n))
+        return known[1]
+
+    def still_free(self, r: tuple, t: float, t1: float, reserved: list) -> bool:
+        """Whether every node of ``r`` has all its GPUs free at ``t`` (> now) and no reservation
+        of ``reserved`` overlapping [t, t1) holds it."""
+        m = self._mask_of(r)
+        return m & self.level(t, self.top) & ~self.blocked(reserved, t, t1) == m
+
+    def curve(self, reserved: list, t: float, g: int) -> list:
+        """What :meth:`plan` counts at ``t`` for pods of ``g`` GPUs (t > now, or now itself when no
+        running job is due to end now: the profile's times then say what is free), for every runtime at
+        once: the nodes that the reservations overlapping ``[t, t + runtime)`` hold grow with the
+        runtime one reservation start at a time, so one curve per (t, g) answers every job of the
+        pass that asks there until a reservation is added or the profile changes (issue 23).
+        A reservation added to ``reserved`` since a curve was made is taken into it when next
+        asked: one that ends by ``t`` changes nothing, one over ``t`` joins every mask, one that
+        starts later drops only the masks from its place on.
+        [pods that fit with no reservation, the starts after t of the reservations that overlap
+        some runtime from t, sorted, their masks in the same order, blocked masks by how many of
+        those are included (the first: those over t), pods that fit then, reservations taken in]."""
+        book = self._curves
+        if book[0] is not reserved:
+            book = self._curves = [reserved, {}]
+        c = book[1].get((t, g))
+        if c is None:
+            _, _, starts, rows, longest = self._sorted(reserved)
+            base, hi = 0, bisect_right(starts, t)
+            for k in range(bisect_left(starts, t - longest - 1.0), hi):  # (as blocked() looks)
+                e, m = rows[k]
+                if t < e:
+                    base |= m
+            c = book[1][t, g] = [self.fit(t, g), starts[hi:], [m for _, m in rows[hi:]], [base], [None],
+                                 len(reserved)]
+        elif c[5] < len(reserved):
+            _, later, masks, prefix, counts, done = c
+            for r in reserved[done:]:
+                if r[1] <= t:
+                    continue
+                m = self._mask_of(r)
+                if r[0] <= t:  # over t: in every mask
+                    prefix[:], counts[:] = [prefix[0] | m], [None]
+                else:
+                    k = bisect_right(later, r[0])
+                    later.insert(k, r[0])
+                    masks.insert(k, m)
+                    del prefix[k + 1:], counts[k + 1:]
+            c[5] = len(reserved)
+        return c
+
+    def curve_at(self, c: list, t: float, t1: float, g: int) -> tuple[int, int]:
+        """(blocked mask, pods that fit outside it) for a job at ``t`` until ``t1`` > ``t``, from
+        the curve ``c`` of (t, g): what blocked() and plan() would compute."""
+        fit, later, masks, prefix, counts, _ = c
+        k = bisect_left(later, t1)  # the reservations starting in (t, t1) count too
+        while len(prefix) <= k:
+            prefix.append(prefix[-1] | masks[len(prefix) - 1])
+            counts.append(None)
+        m, n = prefix[k], counts[k]
+        if n is None:
+            n = counts[k] = self.fit_outside(t, g, m) if m else fit
+        return m, n
+
+    def blocked(self, reserved: list, t: float, t1: float) -> int:
+        """The nodes of every reservation that overlaps ``[t, t1)``, as a mask. The pass's
+        reservations are kept sorted by start, with the longest one's length: only those that
+        start in ``(t - longest, t1)`` can overlap."""
+        last = self._last_blocked
+        if last[0] is reserved and last[1] == len(reserved) and last[2] == t and last[3] == t1:
+            return last[4]
+        _, _, starts, rows, longest = self._sorted(reserved)
+        out, full = 0, self._full
+        # (a second's margin: ``longest`` is a difference of floats, the test on ``e`` is exact)
+        for k in range(bisect_left(starts, t - longest - 1.0), bisect_left(starts, t1)):
+            e, m = rows[k]
+            if t < e:
+                out |= m
+                if out == full:  # every node blocked: no more to learn
+                    break
+        self._last_blocked = (reserved, len(reserved), t, t1, out)
+        return out
+
+    def plan(self, job: Job, t: float, reserved: list, blocked: int | None = None) -> list | None:
+        """:meth:`Slurm.plan` for a plain job: best fit at ``t`` (fewest free GPUs, then node
+        index) on nodes no overlapping reservation holds, or None if too few pods fit.
+        ``blocked``: those nodes' mask, when the caller knows it (curve_at) and that they fit."""
+        g, need, top = job.gpus_per_pod, job.pods, self.top
+        if blocked is None and t > self.now:
+            blocked = 0
+            fit = self.fit(t, g)
+            if fit < need:  # too few even with no reservation at all
+                return None
+            if reserved:
+                blocked = self.blocked(reserved, t, t + job.planned_runtime)
+                # too few on the nodes left, counted from the sorted levels without building the
+                # masks by free GPUs at t (most plans fail here; the next fit asks the same)
+                if blocked and self.fit_outside(t, g, blocked) < need:
+                    return None
+        elif blocked is None:
+            blocked = self.blocked(reserved, t, t + job.planned_runtime) if reserved else 0
+        level = self.level
+        fit, masks = 0, []
+        for f in range(g, top + 1):
+            m = level(t, f)
+            if m and blocked:
+                m &= ~blocked
+            masks.append(m)
+            if m:
+                fit += (f // g) * m.bit_count()
+        if fit < need:
+            return None
+        out = []
+        for f, m in zip(range(g, top + 1), masks):
+            if not m:
+                continue
+            per = f // g
+            # the nodes in index order: many at once through numpy, a few bit by bit
+            nodes = _indexes(m, self.n) if -(-need // per) > 32 else _bits(m)
+            for i in nodes:
+                if per >= need:
+                    out.append((i, need))
+                    return out
+                out.append((i, per))
+                need -= per
+        return None  # pragma: no cover - fit >= need above
