@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from courselib.errors import InputError
 from courselib.model.policies import policy_names
-from courselib.units import format_duration, parse_duration
+from courselib.plots.text import duration, gang_summary, gang_table
+from courselib.units import parse_duration
 
 POLICIES = policy_names()
 
@@ -53,35 +54,6 @@ def _option(text: str):
     return key.strip(), value.strip()
 
 
-def _t(seconds) -> str:
-    return "-" if seconds is None else format_duration(seconds)
-
-
-def table(result) -> str:
-    """The compact per-job table of a :class:`~courselib.sim.gang.Result`."""
-    losses = any(j.pods_lost or j.restarts or j.end_reason for j in result.jobs)
-    head = ("job", "state", "submit", "1st bound", "start", "end", "GPUs", "held max", "wasted GPU-h") \
-        + (("pods lost", "restarts", "back after"), ("reason",))[not losses] + (("reason",) if losses else ())
-    rows = [head]
-    for j in result.jobs:
-        row = (j.name, j.state, _t(j.submit), _t(j.first_bound), _t(j.start), _t(j.end), str(j.gpus),
-               str(j.gpus_held_max), f"{j.wasted_gpu_hours:.2f}")
-        if losses:
-            back = ", ".join("never" if b is None else _t(b - a) for a, b in j.recoveries) or "-"
-            row += (str(j.pods_lost), str(j.restarts), back)
-        rows.append(row + (j.end_reason or j.pending_reason or "",))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
-    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip() for r in rows)
-
-
-def summary(result) -> str:
-    pct = f"{100 * result.utilisation:.1f}%"
-    return (f"utilisation {pct}  wasted {result.wasted_gpu_hours:.2f} GPU-h  "
-            f"wait mean {_t(result.mean_wait)} p95 {_t(result.p95_wait)}  "
-            f"JCT mean {_t(result.mean_jct)} p95 {_t(result.p95_jct)}  "
-            f"(window {_t(result.end_time)}, {result.total_gpus} GPUs)")
-
-
 def cmd_simulate(args) -> int:
     from courselib.io.workload import load_workload
     from courselib.sim.gang import simulate
@@ -111,19 +83,19 @@ def cmd_simulate(args) -> int:
     extra = "".join(f" --set {o}" for o in args.set)
     print(f"ARG {args.workload} --policy {args.policy}"
           f"{' --horizon ' + args.horizon if args.horizon else ''} --seed {args.seed}{extra}")
-    print(table(result))
+    print(gang_table(result))
     if args.trace:
         print("allocation sequence:")
         for e in result.trace:
-            print(f"  t={_t(e.time):>7}  {e.job:<12} {e.what}  [holds {e.held}]")
+            print(f"  t={duration(e.time):>7}  {e.job:<12} {e.what}  [holds {e.held}]")
     for e in result.events:
         if "preempt" in e:
             got = ", ".join(f"{n} lost {k} pod{'s' if k > 1 else ''}" for n, k in e["victims"].items()) \
                 or "no pod was preempted"
-            print(f"event t={_t(e['at'])}: {e['preempt']} arrived to preempt {e['job']}: {got}")
+            print(f"event t={duration(e['at'])}: {e['preempt']} arrived to preempt {e['job']}: {got}")
         else:
-            print(f"event t={_t(e['at'])}: pod {e['pod']} of {e['fail']} fails")
-    print(summary(result))
+            print(f"event t={duration(e['at'])}: pod {e['pod']} of {e['fail']} fails")
+    print(gang_summary(result))
     print(result.verdict)
     return 0
 

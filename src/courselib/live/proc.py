@@ -12,22 +12,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-# The kernel gives the *initial* namespaces fixed inode numbers (include/uapi/linux/nsfs.h,
-# enum init_ns_ino: IPC_NS_INIT_INO = 0xEFFFFFFF ... TIME_NS_INIT_INO = 0xEFFFFFFA). A process whose
-# PID namespace has another inode is inside a PID namespace someone created: a container, a sandbox.
-INITIAL_NS_INODES = {
-    "ipc": 0xEFFFFFFF,
-    "uts": 0xEFFFFFFE,
-    "user": 0xEFFFFFFD,
-    "pid": 0xEFFFFFFC,
-    "cgroup": 0xEFFFFFFB,
-    "time": 0xEFFFFFFA,
-}
-# Since Linux 6.18 the initial network and mount namespaces are fixed too (NET_NS_INIT_INO,
-# MNT_NS_INIT_INO in the same enum); before, they got ordinary dynamic inode numbers, so there a
-# number other than these constants says nothing.
-FIXED_SINCE_6_18 = {"net": 0xEFFFFFF9, "mnt": 0xEFFFFFF8}
-FIXED_SINCE = (6, 18)
+# (the kernel's constants live in the model; the book and the tests read them here too)
+from courselib.model.namespaces import (FIXED_SINCE, FIXED_SINCE_6_18, INITIAL_NS_INODES,  # noqa: F401
+                                        NS_KINDS, is_initial_namespace)
 
 
 def kernel_version(release: str | None = None) -> tuple[int, int]:
@@ -36,7 +23,6 @@ def kernel_version(release: str | None = None) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-NS_KINDS = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
 UNLIMITED = None  # a memory limit of "max" (v2) or the v1 page-counter maximum
 
 # cgroup v1 reports "no limit" as PAGE_COUNTER_MAX pages rounded to bytes: a huge number
@@ -52,22 +38,11 @@ class Namespace:
 
     @property
     def is_initial(self) -> bool | None:
-        """True if this is the host's initial namespace of its kind; None where it cannot be told.
-
-        ipc, uts, user, pid, cgroup and time: fixed numbers on every kernel. net and mnt: fixed
-        since Linux 6.18, so a different number there means a new namespace; on older kernels only
-        the fixed number itself can be recognised (a kernel that has it is 6.18 or later).
-        """
-        expected = INITIAL_NS_INODES.get(self.kind)
-        if expected is not None:
-            return self.inode == expected
-        fixed = FIXED_SINCE_6_18.get(self.kind)
-        if fixed is None:
-            return None
-        if self.inode == fixed:
-            return True
-        kernel = self.kernel if self.kernel is not None else kernel_version()
-        return False if kernel >= FIXED_SINCE else None
+        """True if this is the host's initial namespace of its kind; None where it cannot be told
+        (:func:`~courselib.model.namespaces.is_initial_namespace`, on this machine's kernel unless
+        ``kernel`` says otherwise)."""
+        return is_initial_namespace(self.kind, self.inode,
+                                    self.kernel if self.kernel is not None else kernel_version())
 
 
 def namespaces(pid: str | int = "self", *, proc: str | Path = "/proc") -> dict[str, Namespace]:

@@ -1,7 +1,7 @@
 """Seeded workloads: the same seed gives the same cluster and jobs on every machine.
 
-Used by the chapters (a mixed workload to compare schedulers on), by practice problems and by
-benchmarks. Sizes follow what shared GPU clusters see: many small jobs, some multi-node gangs and
+Used by the chapters (a mixed workload to compare schedulers on, the seed's race), by practice
+problems, the playgrounds, the website's static views and by benchmarks. Sizes follow what shared GPU clusters see: many small jobs, some multi-node gangs and
 a few that want a large part of the cluster; users' time limits overestimate the real runtime.
 """
 from __future__ import annotations
@@ -10,6 +10,14 @@ import math
 import random
 
 from courselib.model.workload import ClusterSpec, Job, Workload
+
+
+def default_workload(nodes: int = 75, gpus_per_node: int = 8, pods_a: int = 512, pods_b: int = 512,
+                     minutes_b: float = 0.0) -> Workload:
+    """The seed's story 1 (600 free GPUs, two 512-GPU jobs): two 1-GPU-per-rank training jobs of
+    2 h; job b arrives ``minutes_b`` after job a."""
+    return Workload(ClusterSpec(nodes, gpus_per_node),
+                    [Job("a", pods_a, 1, 0.0, 7200.0), Job("b", pods_b, 1, minutes_b * 60, 7200.0)])
 
 
 def mixed_workload(seed: int, *, nodes: int = 16, gpus_per_node: int = 8, jobs: int = 24,

@@ -14,10 +14,52 @@
 
 ``courselib.live.unshare`` runs the same situation on the real kernel where permitted, and the tests
 check the two against each other.
+
+The kinds of namespace ``/proc/PID/ns`` lists, and the fixed inode numbers of the initial ones
+(:func:`is_initial_namespace`), are here too: ``courselib.live.proc`` reads a process's links and
+judges them with these.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+NS_KINDS = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
+
+# The kernel gives the *initial* namespaces fixed inode numbers (include/uapi/linux/nsfs.h,
+# enum init_ns_ino: IPC_NS_INIT_INO = 0xEFFFFFFF ... TIME_NS_INIT_INO = 0xEFFFFFFA). A process whose
+# PID namespace has another inode is inside a PID namespace someone created: a container, a sandbox.
+INITIAL_NS_INODES = {
+    "ipc": 0xEFFFFFFF,
+    "uts": 0xEFFFFFFE,
+    "user": 0xEFFFFFFD,
+    "pid": 0xEFFFFFFC,
+    "cgroup": 0xEFFFFFFB,
+    "time": 0xEFFFFFFA,
+}
+# Since Linux 6.18 the initial network and mount namespaces are fixed too (NET_NS_INIT_INO,
+# MNT_NS_INIT_INO in the same enum); before, they got ordinary dynamic inode numbers, so there a
+# number other than these constants says nothing.
+FIXED_SINCE_6_18 = {"net": 0xEFFFFFF9, "mnt": 0xEFFFFFF8}
+FIXED_SINCE = (6, 18)
+
+
+def is_initial_namespace(kind: str, inode: int, kernel: tuple[int, int] | None = None) -> bool | None:
+    """True if ``inode`` is the host's initial namespace of ``kind`` on a kernel of version
+    ``kernel`` (major, minor; None: not known); None where it cannot be told.
+
+    ipc, uts, user, pid, cgroup and time: fixed numbers on every kernel. net and mnt: fixed
+    since Linux 6.18, so a different number there means a new namespace; on older kernels only
+    the fixed number itself can be recognised (a kernel that has it is 6.18 or later).
+    """
+    expected = INITIAL_NS_INODES.get(kind)
+    if expected is not None:
+        return inode == expected
+    fixed = FIXED_SINCE_6_18.get(kind)
+    if fixed is None:
+        return None
+    if inode == fixed:
+        return True
+    return False if kernel is not None and kernel >= FIXED_SINCE else None
 
 
 @dataclass(frozen=True)

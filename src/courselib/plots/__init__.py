@@ -1,4 +1,5 @@
-"""Figures in one course style. Import matplotlib only when a figure is drawn.
+"""Figures in one course style (and the text views beside them, `text.py`). Import matplotlib only
+when a figure is drawn.
 
 Palette (Okabe-Ito, colour-blind safe). Meaning is fixed across the course so a reader learns
 it once: ``TRAINING`` green, ``HELD_IDLE`` vermillion (the warning colour: GPUs held but not

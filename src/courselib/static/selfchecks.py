@@ -115,7 +115,7 @@ def _ch1_ps_inside() -> SelfCheck:
 
 @_check
 def _ch1_initial_ns() -> SelfCheck:
-    from courselib.live.proc import INITIAL_NS_INODES, Namespace
+    from courselib.model.namespaces import INITIAL_NS_INODES, is_initial_namespace
 
     inode = INITIAL_NS_INODES["pid"]
     other = 4_026_532_301           # an ordinary, dynamically given inode
@@ -123,8 +123,8 @@ def _ch1_initial_ns() -> SelfCheck:
                 None: "cannot be told from the number"}
     return _choice("ch1-initial-ns", "01",
                    f"`readlink /proc/self/ns/pid` prints `pid:[{inode}]`. The process runs in …",
-                   verdicts[Namespace("pid", inode).is_initial],
-                   [verdicts[Namespace("pid", other).is_initial], verdicts[None]],
+                   verdicts[is_initial_namespace("pid", inode)],
+                   [verdicts[is_initial_namespace("pid", other)], verdicts[None]],
                    f"The kernel gives the initial PID namespace a fixed inode, {hex(inode)} = {inode}; any "
                    "other number means a new PID namespace.", inputs={"inode": inode})
 
@@ -352,7 +352,7 @@ def _ch5_timeout() -> SelfCheck:
 @_check
 def _ch6_deadlock() -> SelfCheck:
     from courselib.sim.gang import simulate
-    from courselib.widgets.gang import default_workload
+    from courselib.model.generate import default_workload
 
     r = simulate(default_workload(nodes=75), "kube-default", horizon=3 * 3600)
     held = [j.gpus_held for j in r.jobs]
@@ -510,7 +510,7 @@ def _ch9_level() -> SelfCheck:
 @_check
 def _ch9_zero_waste() -> SelfCheck:
     from courselib.sim.gang import simulate
-    from courselib.widgets.gang import default_workload
+    from courselib.model.generate import default_workload
 
     w = default_workload(nodes=75)
     waste = {p: simulate(w, p, horizon=4 * 3600).wasted_gpu_hours for p in ("kube-default", "volcano", "kueue", "slurm")}

@@ -62,7 +62,7 @@ def race_case(policy: str, nodes: int, delay_min: int) -> dict:
     """The seed's race on ``nodes`` x 8 GPUs under ``policy``, job b ``delay_min`` after job a."""
     from courselib.plots.gang import segments, usage
     from courselib.sim.gang import simulate
-    from courselib.widgets.gang import default_workload
+    from courselib.model.generate import default_workload
 
     result = simulate(default_workload(nodes=nodes, gpus_per_node=RACE_GPUS_PER_NODE, minutes_b=delay_min),
                       policy, horizon=RACE_HORIZON_S)

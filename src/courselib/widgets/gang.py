@@ -6,16 +6,11 @@ draws its Gantt chart without widgets (the static figure a reader without a kern
 """
 from __future__ import annotations
 
-from courselib.model.workload import ClusterSpec, Job, Workload
+from courselib.model.generate import default_workload
+
+__all__ = ["POLICIES", "default_workload", "playground", "show"]
 
 POLICIES = ["kube-default", "kube-gang", "volcano", "kueue", "slurm"]
-
-
-def default_workload(nodes: int = 75, gpus_per_node: int = 8, pods_a: int = 512, pods_b: int = 512,
-                     minutes_b: float = 0.0) -> Workload:
-    """Two 1-GPU-per-rank training jobs of 2 h; job b arrives ``minutes_b`` after job a."""
-    return Workload(ClusterSpec(nodes, gpus_per_node),
-                    [Job("a", pods_a, 1, 0.0, 7200.0), Job("b", pods_b, 1, minutes_b * 60, 7200.0)])
 
 
 def show(policy: str = "kube-default", horizon: float = 6 * 3600, **sizes):
@@ -33,7 +28,7 @@ def playground():
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from courselib.cli.gang import summary, table
+    from courselib.plots.text import gang_summary, gang_table
 
     nodes = w.IntSlider(75, min=1, max=200, description="nodes")
     gpn = w.Dropdown(options=[1, 2, 4, 8], value=8, description="GPUs/node")
@@ -48,8 +43,8 @@ def playground():
             out.clear_output(wait=True)
             result, fig = show(policy.value, nodes=nodes.value, gpus_per_node=gpn.value,
                                pods_a=a.value, pods_b=b.value, minutes_b=delay.value)
-            print(table(result))
-            print(summary(result))
+            print(gang_table(result))
+            print(gang_summary(result))
             display(fig)
             plt.close(fig)
 
