@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+#: The live test loop: one control plane and one Slurm per session, reshaped, not restarted (house).
+pytest_plugins = ("live_fixtures",)
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 

@@ -1,14 +1,13 @@
 """A real Kubernetes control plane: up/down by PID, and replays that must agree with courselib's model.
 
-Runs where the pinned Kubernetes and etcd are built (`make setup-k8s`; .ci/run always builds them)
-and Go is present to build them if not; elsewhere every test is skipped with the reason. The
-control plane uses its own ports (18100+) and private state directory, so one a developer has up
-on the default ports is never touched.
+Runs where the pinned Kubernetes and etcd are built (`make setup-k8s`; .ci/run always builds them);
+elsewhere every test is skipped with the reason. The session's control plane (tests/live_fixtures.py)
+uses its own ports (18100+) and private state directory, so one a developer has up on the default
+ports is never touched.
 """
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,97 +18,48 @@ import pytest
 
 from courselib.io.workload import load_workload
 from courselib.live import kube
-from courselib.live import kube_replay as replay
-from courselib.live.cleanup import alive
+from courselib.live.kube import plan as kplan, replay as kreplay, result as kresult
+from courselib.live.nodes import port_free
+from live_fixtures import FAST_QPS, KUBE_PORT, marked
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "kube"
 SEED = REPO / "examples" / "workloads"
-PORT = 18100
+PORT = KUBE_PORT
 
 
-def _ensure_built() -> str | None:
-    """``None`` when the control plane can run here (building it once if Go is present)."""
-    if kube.missing_binaries() and shutil.which("go"):
-        res = subprocess.run([str(REPO / "k8s" / "build.sh")], capture_output=True, text=True)
-        if res.returncode != 0:
-            return f"k8s/build.sh failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}"
-    return kube.unavailable_reason()
-
-
-REASON = _ensure_built()
+# Built by `make setup-k8s` (and `make test`, .ci/run) under the heavy lock, never while tests are
+# collected: a build started here would race the one those run.
+REASON = kube.unavailable_reason()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=f"local Kubernetes not runnable here: {REASON}"))
 
 
 def _ours_running(state_dir: Path) -> list[int]:
     """PIDs of processes whose environment carries this control plane's marker."""
-    needle = f"{kube.MARKER}={state_dir}".encode()
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    out.append(int(entry.name))
-            except OSError:
-                continue
-    return out
+    return marked(state_dir, kube.MARKER)
 
 
 def _ports_free(shape: kube.KubeShape) -> bool:
-    from courselib.live.nodes import port_free
     return all(port_free(p) for p in list(shape.ports.values())[:5])
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """Brings control planes up on demand (one shape at a time) and proves `down` left nothing."""
-    state = tmp_path_factory.mktemp("kube-state")
-    state.chmod(0o700)
-    old = os.environ.get("COURSELIB_STATE_DIR")
-    os.environ["COURSELIB_STATE_DIR"] = str(state)
-    seen: list[tuple[list[int], Path, kube.KubeShape]] = []
-
-    class Lab:
-        cp: kube.ControlPlane | None = None
-
-        def up(self, shape: kube.KubeShape) -> kube.ControlPlane:
-            shape = kube.KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=shape.gang,
-                                   base_port=PORT)
-            if self.cp is not None and not self.cp.shape.same_nodes(shape):
-                if self.cp.shape.gang == shape.gang:  # fake nodes only: reshape, keep the daemons
-                    return kube.reshape(self.cp, shape)
-                self.down()
-            self.cp = kube.up(shape)
-            seen.append(([p.pid for p in self.cp.procs], self.cp.state_dir, shape))
-            return self.cp
-
-        def down(self) -> None:
-            out = kube.down(self.cp)
-            assert out["left"] == []
-            self.cp = None
-
-    lab = Lab()
-    try:
-        yield lab
-    finally:
-        if lab.cp is not None:
-            lab.down()
-        if old is None:
-            os.environ.pop("COURSELIB_STATE_DIR", None)
-        else:
-            os.environ["COURSELIB_STATE_DIR"] = old
-    for pids, state_dir, shape in seen:
-        assert [p for p in pids if alive(p)] == [], "processes of ours still running after down"
-        assert not state_dir.exists()
-        assert _ours_running(state_dir) == []
-        assert _ports_free(shape)
-    assert not (state / "kube.json").exists()
+@pytest.fixture
+def lab(live_kube):
+    """The session's control plane (tests/live_fixtures.py: reshaped, not restarted, per cluster
+    shape; at the end of the session it proves that `down` left nothing)."""
+    return live_kube
 
 
 _REPLAYS: dict = {}
+
+
+# The seed's story keeps the controller manager's default client rate (20 requests/s), as the recorded
+# run does: the one guard that the story holds as a reader would see it. Every other replay checks
+# agreement with the model given the real pod order, so it runs at FAST_QPS and waits less.
+DEFAULT_RATE = {("seed-600-free-deadlock.yaml", False)}
 
 
 def _replay(lab, path: Path | None, *, gang: bool = False, workload=None):
@@ -117,15 +67,16 @@ def _replay(lab, path: Path | None, *, gang: bool = False, workload=None):
     key = (str(path), gang, id(workload))
     if key not in _REPLAYS:
         workload = workload if workload is not None else load_workload(path)
-        plan = replay.plan_replay(workload, gang=gang, policy="kube-gang" if gang else "kube-default")
-        cp = lab.up(plan.shape)
-        result = replay.run_replay(cp, plan)
-        _REPLAYS[key] = (result, replay.compare(result, name=getattr(path, "name", "workload")))
+        plan = kplan.plan_replay(workload, gang=gang, policy="kube-gang" if gang else "kube-default")
+        qps = None if (getattr(path, "name", None), gang) in DEFAULT_RATE else FAST_QPS
+        cp = lab.up(plan.shape, qps=qps)
+        result = kreplay.run_replay(cp, plan)
+        _REPLAYS[key] = (result, kresult.compare(result, name=getattr(path, "name", "workload")))
     return _REPLAYS[key]
 
 
 def _report(c) -> str:
-    return replay.format_comparison(c)
+    return kresult.format_comparison(c)
 
 
 # ----------------------------------------------------------------------------- up / down
@@ -187,12 +138,12 @@ def test_a_control_plane_that_breaks_mid_replay_fails_in_one_line_and_down_clean
     """The scheduler dies during a replay: the replay stops with an error, not a hang; down
     still stops everything (checked by the fixture)."""
     cp = lab.up(kube.KubeShape(nodes=8, gpus_per_node=8, features=(("nvlink", 4),)))
-    plan = replay.plan_replay(load_workload(EXAMPLES / "apart.yaml"))
+    plan = kplan.plan_replay(load_workload(EXAMPLES / "apart.yaml"))
     sched = next(p for p in cp.procs if p.role == "kube-scheduler")
     import threading
     threading.Timer(4.0, lambda: os.kill(sched.pid, signal.SIGKILL)).start()
     with pytest.raises(kube.CourseError):
-        replay.run_replay(cp, plan, timeout=90)
+        kreplay.run_replay(cp, plan, timeout=90)
     lab.down()
 
 
@@ -248,6 +199,7 @@ KUBE_GANG = [
 ]
 
 
+@pytest.mark.live_kube(gang=True)
 @pytest.mark.parametrize("where,name", KUBE_GANG, ids=[n for _, n in KUBE_GANG])
 def test_kube_gang_agrees_with_the_real_scheduler(lab, where, name):
     result, c = _replay(lab, where / name, gang=True)
@@ -258,6 +210,7 @@ def test_kube_gang_agrees_with_the_real_scheduler(lab, where, name):
     assert not result.deadlock
 
 
+@pytest.mark.live_kube(gang=True)
 def test_native_gang_scheduling_ends_the_seed_deadlock(lab):
     result, c = _replay(lab, SEED / "seed-600-free-deadlock.yaml", gang=True)
     first, second = sorted(result.jobs, key=lambda j: j.start)
@@ -273,6 +226,7 @@ def _lab_ns():
     return solution_namespace("gang-deadlock")
 
 
+@pytest.mark.live_kube(gang=True, order=-1)  # first of the gang group: it replays without, then with
 def test_the_gang_deadlock_lab_holds_on_the_real_control_plane(lab):
     """The lab's answers (labs/06-gang-deadlock), checked in the lab against the model, hold on the
     real scheduler: the rival jobs the solution writes keep `llm` from ever training under the default
@@ -287,19 +241,19 @@ def test_the_gang_deadlock_lab_holds_on_the_real_control_plane(lab):
     # llm never trains unless the Job controller happened to create nearly all of its pods first
     # (the race chapter 6 shows): then the model, given that order, says so too (agreement above)
     first = result.pod_order[:mine.cluster.total_gpus]
-    assert result.job("llm").start is None or first.count("llm") >= ns["LLM"].pods, replay.format_replay(result)
+    assert result.job("llm").start is None or first.count("llm") >= ns["LLM"].pods, kresult.format_replay(result)
     pair, cg = _replay(lab, None, gang=True, workload=ns["PAIR"])
     assert cg.agreement == 1.0, _report(cg)  # the model, given the order the PodGroups reached quorum
     held_idle = [rj.name for rj in pair.jobs if any(0 < n < rj.pods for _, n in rj.timeline)]
     assert held_idle == [] and ns["volcano_idle_gpu_hours"] == 0
     first, second = sorted(pair.jobs, key=lambda j: j.start)
-    assert second.start == first.end, replay.format_replay(pair)  # the moment the first one ends
+    assert second.start == first.end, kresult.format_replay(pair)  # the moment the first one ends
     # Which PodGroup reaches its quorum first is the Job controller's race: it creates the two
     # Jobs' pods interleaved, and on a loaded machine finetune's can all exist first (a CI run of
     # 2026-12-01 did that). When pretrain goes first, as the lab's Volcano queue has it, finetune
     # starts at the lab's answer.
     if first.name == "pretrain":
-        assert second.start / 3600 == ns["finetune_start_hours"], replay.format_replay(pair)
+        assert second.start / 3600 == ns["finetune_start_hours"], kresult.format_replay(pair)
 
 
 # ----------------------------------------------------------------------------- validate
@@ -308,7 +262,7 @@ FILES = REPO / "examples" / "files"
 
 
 def _validate(lab, *paths):
-    from courselib.live import kube_validate
+    from courselib.live.kube import validate as kube_validate
     cp = lab.cp or lab.up(kube.KubeShape(nodes=8, gpus_per_node=8, features=(("nvlink", 4),)))
     return kube_validate.validate_files(cp, [str(p) for p in paths])
 

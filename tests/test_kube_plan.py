@@ -8,7 +8,7 @@ import pytest
 from courselib.errors import InputError
 from courselib.io.workload import load_workload, parse_workload
 from courselib.live import kube
-from courselib.live import kube_replay as replay
+from courselib.live.kube import plan as kplan, replay as kreplay
 from courselib.sim.gang import simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def _wl(text: str):
 
 def test_a_job_becomes_an_indexed_batch_job_that_the_api_server_accepts():
     wl = load_workload(REPO / "examples" / "kube" / "constraint.yaml")
-    m = replay.job_manifest(wl.jobs[0], wl, "r1")
+    m = kplan.job_manifest(wl.jobs[0], wl, "r1")
     spec = m["spec"]
     assert (spec["parallelism"], spec["completions"], spec["completionMode"]) == (6, 6, "Indexed")
     pod = spec["template"]["spec"]
@@ -33,7 +33,7 @@ def test_a_job_becomes_an_indexed_batch_job_that_the_api_server_accepts():
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
         {"key": kube.FEATURE_PREFIX + "nvlink", "operator": "In", "values": ["true"]}]}]
-    assert m["metadata"]["labels"][replay.REPLAY_LABEL] == "r1"
+    assert m["metadata"]["labels"][kplan.REPLAY_LABEL] == "r1"
     import kubernetes_validate
     kubernetes_validate.validate(m, "1.33", strict=True)
 
@@ -41,7 +41,7 @@ def test_a_job_becomes_an_indexed_batch_job_that_the_api_server_accepts():
 def test_an_or_constraint_is_two_node_selector_terms():
     wl = _wl("cluster: {nodes: 2, gpus_per_node: 8, features: {a: '1', b: '2'}}\n"
              "jobs: [{name: j, pods: 1, gpus_per_pod: 8, constraint: 'a|b', duration: 1h}]")
-    pod = replay.job_manifest(wl.jobs[0], wl, "r")["spec"]["template"]["spec"]
+    pod = kplan.job_manifest(wl.jobs[0], wl, "r")["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert [t["matchExpressions"][0]["key"] for t in terms] == [kube.FEATURE_PREFIX + "a", kube.FEATURE_PREFIX + "b"]
 
@@ -49,22 +49,22 @@ def test_an_or_constraint_is_two_node_selector_terms():
 def test_priorities_become_priority_classes_that_never_preempt_unless_asked():
     wl = load_workload(REPO / "examples" / "kube" / "priority.yaml")
     urgent = next(j for j in wl.jobs if j.name == "urgent")
-    pod = replay.job_manifest(urgent, wl, "r")["spec"]["template"]["spec"]
-    assert pod["priorityClassName"] == replay.priority_class_name(100)
-    assert replay.priority_class_manifest(100, False)["preemptionPolicy"] == "Never"
-    assert replay.priority_class_manifest(100, True)["preemptionPolicy"] == "PreemptLowerPriority"
-    assert replay.priority_class_name(-5) == "courselib-priority-minus-5"
+    pod = kplan.job_manifest(urgent, wl, "r")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == kplan.priority_class_name(100)
+    assert kplan.priority_class_manifest(100, False)["preemptionPolicy"] == "Never"
+    assert kplan.priority_class_manifest(100, True)["preemptionPolicy"] == "PreemptLowerPriority"
+    assert kplan.priority_class_name(-5) == "courselib-priority-minus-5"
 
 
 def test_exclusive_pods_smaller_than_a_node_are_refused_with_the_field():
     wl = _wl("cluster: {nodes: 2, gpus_per_node: 8}\n"
              "jobs: [{name: j, pods: 2, gpus_per_pod: 4, exclusive: true, duration: 1h}]")
     with pytest.raises(InputError, match="exclusive"):
-        replay.plan_replay(wl, file="w.yaml")
+        kplan.plan_replay(wl, file="w.yaml")
 
 
 def test_the_shape_matches_the_workload_cluster():
-    plan = replay.plan_replay(load_workload(REPO / "examples" / "kube" / "apart.yaml"))
+    plan = kplan.plan_replay(load_workload(REPO / "examples" / "kube" / "apart.yaml"))
     assert plan.shape.describe() == "8 nodes x 8 GPUs (nvlink on 4 nodes)"
     assert plan.shape.cli_args() == "--nodes 8 --gpus-per-node 8 --features nvlink:4"
     assert plan.policy == "kube-default"
@@ -138,7 +138,7 @@ var defaultVersionedKubernetesFeatureGates = map[featuregate.Feature]featuregate
 
 
 def test_the_spec_in_force_is_the_last_one_not_newer_than_the_binary():
-    from courselib.live.kube_source import parse_feature_gates
+    from courselib.live.kube.gates import parse_feature_gates
     g = parse_feature_gates(GATES_SNIPPET, "1.36")
     assert (g["GenericWorkload"].default, g["GenericWorkload"].stage, g["GenericWorkload"].since) == (False, "ALPHA", "1.35")
     g = parse_feature_gates(GATES_SNIPPET, "1.37")
@@ -147,7 +147,7 @@ def test_the_spec_in_force_is_the_last_one_not_newer_than_the_binary():
 
 
 def test_the_recorded_gates_are_what_the_source_says_where_the_source_is_here():
-    from courselib.live import kube_source
+    from courselib.live.kube import gates as kube_source
     recorded, label = kube_source.feature_gates_or_recorded()
     data = __import__("json").loads((REPO / "src/courselib/data/recorded" / kube_source.RECORDING).read_text())
     assert data["version"] == kube.KUBERNETES_VERSION
@@ -163,7 +163,7 @@ def test_the_recorded_gates_are_what_the_source_says_where_the_source_is_here():
 def test_the_source_agrees_with_the_built_binary_s_own_help():
     import re
     import subprocess
-    from courselib.live import kube_source
+    from courselib.live.kube import gates as kube_source
     text = subprocess.run([str(kube.binary("kube-apiserver")), "--help"], capture_output=True, text=True).stdout
     for g in kube_source.feature_gates():
         m = re.search(rf"\b{g.name}=true\|false \((\w+) - default=(true|false)\)", text)
@@ -174,23 +174,23 @@ def test_the_source_agrees_with_the_built_binary_s_own_help():
 
 
 def test_a_job_with_no_pod_is_touched_so_its_controller_syncs_it_and_the_replay_says_so(monkeypatch):
-    """The nudge (see replay._nudge_if_stuck): only a Job that has had no pod for NUDGE_AFTER
+    """The nudge (see kreplay._nudge_if_stuck): only a Job that has had no pod for NUDGE_AFTER
     seconds, not one Kueue keeps suspended or one whose pods exist, at most MAX_NUDGES times."""
     clock = [1000.0]
-    monkeypatch.setattr(replay.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(kreplay.time, "monotonic", lambda: clock[0])
     patched = []
 
     class FakeApi:
         def raw(self, method, path, body, content_type=None):
             patched.append((method, path.rsplit("/", 1)[-1], body["metadata"]["annotations"]))
 
-    real = {n: replay.RealJob(n, 4, submitted=0.0, created_real=1000.0) for n in ("a", "b", "c")}
+    real = {n: kreplay.RealJob(n, 4, submitted=0.0, created_real=1000.0) for n in ("a", "b", "c")}
     submitted = {n: 0.0 for n in real}
-    replay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
+    kreplay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
     assert patched == []                       # nothing waited long enough yet
-    for k in range(1, replay.MAX_NUDGES + 3):
-        clock[0] += replay.NUDGE_AFTER + 1
-        replay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
-    assert [p[1] for p in patched] == ["a"] * replay.MAX_NUDGES
-    assert patched[-1] == ("PATCH", "a", {"courselib/nudge": str(replay.MAX_NUDGES)})
-    assert (real["a"].nudges, real["b"].nudges, real["c"].nudges) == (replay.MAX_NUDGES, 0, 0)
+    for k in range(1, kreplay.MAX_NUDGES + 3):
+        clock[0] += kreplay.NUDGE_AFTER + 1
+        kreplay._nudge_if_stuck(FakeApi(), real, submitted, {"b": 4}, idle=frozenset({"c"}))
+    assert [p[1] for p in patched] == ["a"] * kreplay.MAX_NUDGES
+    assert patched[-1] == ("PATCH", "a", {"courselib/nudge": str(kreplay.MAX_NUDGES)})
+    assert (real["a"].nudges, real["b"].nudges, real["c"].nudges) == (kreplay.MAX_NUDGES, 0, 0)

@@ -2,88 +2,58 @@
 courselib's `kueue` model, and a control plane that leaves nothing behind.
 
 Runs where the pinned Kubernetes, etcd and Kueue are built (`make setup-k8s`; .ci/run always builds
-them) and skips with the reason elsewhere. Its own ports (18200+) and private state directory.
+them) and skips with the reason elsewhere. Kueue joins the session's control plane (its own ports,
+18100+, and private state directory: tests/live_fixtures.py).
 Kueue's timers run in real time in the manager (stand-ins of 20 s and 10 s, see
-courselib.live.kueue_replay), so an eviction costs about half a minute.
+courselib.live.kube.kueue.replay), so an eviction costs about half a minute.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from courselib.io.workload import load_workload
-from courselib.live import kube, kueue
-from courselib.live import kube_replay as replay
-from courselib.live.cleanup import alive
+from courselib.live import kube
+from courselib.live.kube.kueue import manager as kueue
+from courselib.live.kube import api as kapi, plan as kplan, replay as kreplay, result as kresult
+from live_fixtures import KUBE_PORT
 
-pytestmark = [pytest.mark.real, pytest.mark.slow]
+pytestmark = [pytest.mark.real, pytest.mark.slow, pytest.mark.live_kube(kueue=True)]
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE = REPO / "examples" / "kueue"
 SEED = REPO / "examples" / "workloads"
 KUBE = REPO / "examples" / "kube"
-PORT = 18200
+PORT = KUBE_PORT
 
 
-def _ensure_built() -> str | None:
-    if (kube.missing_binaries() or kueue.unavailable_reason()) and shutil.which("go"):
-        res = subprocess.run([str(REPO / "k8s" / "build.sh")], capture_output=True, text=True)
-        if res.returncode != 0:
-            return f"k8s/build.sh failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}"
-    return kueue.unavailable_reason()
-
-
-REASON = _ensure_built()
+# Built by `make setup-k8s` (and `make test`, .ci/run) under the heavy lock, never while tests are
+# collected: a build started here would race the one those run.
+REASON = kueue.unavailable_reason()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=f"Kueue on a local control plane not runnable here: {REASON}"))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """One control plane with Kueue at a time (by shape); proves `down` left nothing."""
-    state = tmp_path_factory.mktemp("kueue-state")
-    state.chmod(0o700)
-    old = os.environ.get("COURSELIB_STATE_DIR")
-    os.environ["COURSELIB_STATE_DIR"] = str(state)
-    seen: list[tuple[list[int], Path]] = []
+class _KueueLab:
+    """The session's control plane with Kueue joined (tests/live_fixtures.py: reshaped, not restarted,
+    per cluster shape; at the end of the session it proves that `down` left nothing, Kueue's ports
+    included)."""
 
-    class Lab:
-        cp: kube.ControlPlane | None = None
+    def __init__(self, plane):
+        self.plane = plane
 
-        def up(self, shape: kube.KubeShape) -> kube.ControlPlane:
-            shape = kube.KubeShape(shape.nodes, shape.gpus_per_node, shape.features,
-                                   base_port=PORT, with_=("kueue",))
-            if self.cp is not None and not self.cp.shape.same_nodes(shape):
-                self.down()
-            self.cp = kube.up(shape)
-            return self.cp
+    @property
+    def cp(self):
+        return self.plane.cp
 
-        def down(self) -> None:
-            pids = [p.pid for p in self.cp.procs]
-            seen.append((pids, self.cp.state_dir))
-            out = kube.down(self.cp)
-            assert out["left"] == []
-            self.cp = None
+    def up(self, shape: kube.KubeShape) -> kube.ControlPlane:
+        return self.plane.up(shape, kueue=True)
 
-    lab = Lab()
-    try:
-        yield lab
-    finally:
-        if lab.cp is not None:
-            lab.down()
-        if old is None:
-            os.environ.pop("COURSELIB_STATE_DIR", None)
-        else:
-            os.environ["COURSELIB_STATE_DIR"] = old
-    for pids, state_dir in seen:
-        assert [p for p in pids if alive(p)] == [], "processes of ours still running after down"
-        assert not state_dir.exists()
-    from courselib.live.slurm import _port_free
-    assert all(_port_free(PORT + k) for k in range(8))
+
+@pytest.fixture
+def lab(live_kube):
+    return _KueueLab(live_kube)
 
 
 _RUNS: dict = {}
@@ -93,10 +63,10 @@ def _replay(lab, path: Path, **options):
     """Replay once per workload and options (later tests look at the same run)."""
     key = (path, tuple(sorted(options.items())))
     if key not in _RUNS:
-        plan = replay.plan_replay(load_workload(path), policy="kueue", options=options)
+        plan = kplan.plan_replay(load_workload(path), policy="kueue", options=options)
         cp = lab.up(plan.shape)
-        result = replay.run_replay(cp, plan)
-        _RUNS[key] = result, replay.compare(result, name=path.name)
+        result = kreplay.run_replay(cp, plan)
+        _RUNS[key] = result, kresult.compare(result, name=path.name)
     return _RUNS[key]
 
 
@@ -105,14 +75,14 @@ def test_up_with_kueue_runs_the_manager_with_its_webhooks(lab):
     assert [p.role for p in cp.procs].count(kueue.ROLE) == 1
     assert kube.up(kube.KubeShape(nodes=4, gpus_per_node=8, base_port=PORT, with_=("kueue",))).procs \
         == cp.procs  # idempotent
-    api = replay.Api(cp)
+    api = kapi.Api(cp)
     # Kueue's own mutating webhook suspends a Job that names a queue (served on loopback, through
     # the API server): nothing of courselib's sets suspend
     body = {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "probe", "namespace": kube.NAMESPACE,
                          "labels": {kueue.QUEUE_LABEL: "nowhere"}},
             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": replay.IMAGE}]}}}}
+                {"name": "c", "image": kplan.IMAGE}]}}}}
     made = api.create(f"/apis/batch/v1/namespaces/{kube.NAMESPACE}/jobs", body, dry_run=True)
     assert made["spec"]["suspend"] is True
     info = kube.status(cp)
@@ -123,7 +93,7 @@ def test_real_kueue_requeues_by_eviction_time_and_the_old_model_did_not(lab):
     """The real behaviour that forced the model change: `mid` is admitted before `big`."""
     result, c = _replay(lab, KUEUE / "requeue-order.yaml")
     assert result.start_order() == ["filler", "blocker", "mid", "big"]
-    old = replay.model_run(result.plan.workload, "kueue", options=(("requeuing_timestamp", "Creation"),))
+    old = kresult.model_run(result.plan.workload, "kueue", options=(("requeuing_timestamp", "Creation"),))
     assert old.job("big").start < old.job("mid").start
 
 
@@ -157,6 +127,6 @@ AGREE = [
                          ids=[n[:-5] + "".join(f"-{k}={v}" for k, v in o.items()) for _, n, o in AGREE])
 def test_real_kueue_agrees_with_the_model(lab, folder, name, options):
     result, c = _replay(lab, folder / name, **options)
-    assert c.agreement == 1.0, replay.format_comparison(c)
+    assert c.agreement == 1.0, kresult.format_comparison(c)
     timers = result.extra["timers"]
     assert all(t["ok"] for t in timers), timers  # Kueue's own timeout and backoff, measured

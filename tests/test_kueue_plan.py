@@ -10,9 +10,10 @@ import pytest
 
 from courselib.errors import InputError
 from courselib.io.workload import load_workload, parse_workload
-from courselib.live import kube, kueue
-from courselib.live import kube_replay as replay
-from courselib.live import kueue_replay
+from courselib.live import kube
+from courselib.live.kube.kueue import manager as kueue
+from courselib.live.kube import plan as kplan
+from courselib.live.kube.kueue import replay as kueue_replay
 from courselib.sim.gang import simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +139,7 @@ def test_kueues_own_webhooks_are_renamed_pointed_at_our_port_and_patched():
 # ----------------------------------------------------------------------------- the replay plan
 
 def test_a_kueue_replay_plans_the_manager_and_the_model_together():
-    plan = replay.plan_replay(load_workload(SEED / "kueue-quota-not-placement.yaml"), policy="kueue")
+    plan = kplan.plan_replay(load_workload(SEED / "kueue-quota-not-placement.yaml"), policy="kueue")
     assert plan.policy == "kueue" and plan.shape.with_ == ("kueue",)
     assert plan.shape.cli_args() == "--nodes 4 --gpus-per-node 8 --with kueue"
     assert any("timeout 20 s" in n and "30m" in n for n in plan.notes)
@@ -160,16 +161,16 @@ def test_the_stand_in_timeout_grows_with_the_largest_job():
 def test_unknown_model_options_are_located_errors():
     wl = load_workload(KUEUE / "backoff.yaml")
     with pytest.raises(InputError, match="--set"):
-        replay.plan_replay(wl, policy="kueue", options={"overcommit_factor": 1.2})
+        kplan.plan_replay(wl, policy="kueue", options={"overcommit_factor": 1.2})
     with pytest.raises(InputError, match="Eviction or Creation|a Kueue replay takes"):
-        replay.plan_replay(wl, policy="kueue", options={"requeuing_timestamp": "x"})
+        kplan.plan_replay(wl, policy="kueue", options={"requeuing_timestamp": "x"})
     with pytest.raises(InputError, match="only a --policy kueue"):
-        replay.plan_replay(wl, options={"timeout": 60})
+        kplan.plan_replay(wl, options={"timeout": 60})
 
 
 def test_queues_become_cluster_queues_in_a_cohort_with_local_queues():
     wl = load_workload(KUEUE / "cohort-borrow.yaml")
-    plan = replay.plan_replay(wl, policy="kueue")
+    plan = kplan.plan_replay(wl, policy="kueue")
     objs = kueue_replay.queue_objects(wl, plan.shape, "r1")
     kinds = [b["kind"] for _, b in objs]
     assert kinds == ["ResourceFlavor", "ClusterQueue", "LocalQueue", "ClusterQueue", "LocalQueue"]
@@ -180,11 +181,11 @@ def test_queues_become_cluster_queues_in_a_cohort_with_local_queues():
     # CPU and memory: the whole cluster, so only GPUs ever bind
     assert (res["cpu"]["nominalQuota"], res["memory"]["nominalQuota"]) == ("256", "4096Gi")
     assert objs[2][1]["spec"] == {"clusterQueue": "team-a"}
-    assert all(b["metadata"]["labels"][replay.REPLAY_LABEL] == "r1" for _, b in objs)
-    job = replay.job_manifest(wl.jobs[0], wl, "r1")
+    assert all(b["metadata"]["labels"][kplan.REPLAY_LABEL] == "r1" for _, b in objs)
+    job = kplan.job_manifest(wl.jobs[0], wl, "r1")
     ext = kueue_replay.KueueReplay.__new__(kueue_replay.KueueReplay)
     ext.submitted = []
-    body = ext.job_manifest(wl.jobs[0], job)
+    body = ext.manifest(wl.jobs[0], job)
     assert body["metadata"]["labels"][kueue.QUEUE_LABEL] == "team-a"
     assert "suspend" not in body["spec"]  # Kueue's webhook suspends it
 

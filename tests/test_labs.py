@@ -785,6 +785,7 @@ def _lab_namespace(name: str, answers: bool = True) -> dict:
 def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch):
     """The answers of labs/05-slurm (questions 2-4), checked in the lab against the model, hold on a real Slurm too."""
     from courselib.live import slurm
+    from courselib.live.cleanup import alive
     from courselib.live import slurm_replay as replay
 
     reason = slurm.unavailable_reason()
@@ -800,7 +801,7 @@ def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch)
         result = replay.run_replay(cluster, plan)
     finally:
         assert slurm.down(cluster)["left"] == []
-    assert [pid for pid in pids if slurm._alive(pid)] == []
+    assert [pid for pid in pids if alive(pid)] == []
     evidence = replay.format_replay(result)
     started_at_once = {j.name for j in result.jobs if j.start is not None and j.reason is None}
     assert started_at_once == set(ns["start_at_once"]), evidence

@@ -1,6 +1,7 @@
 """The clean-up machinery every real experiment shares (courselib.live.cleanup)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from courselib.errors import InputError
-from courselib.live import cleanup
+from courselib.live import cleanup, recorded
 
 
 def test_sigterm_inside_becomes_keyboard_interrupt_and_the_old_handler_comes_back():
@@ -38,15 +39,15 @@ def test_stop_pids_kills_a_process_that_ignores_sigterm():
 
 
 def test_write_recorded_never_overwrites(tmp_path):
-    path = cleanup.write_recorded(tmp_path / "run.json", {"a": 1})
-    assert cleanup.json.loads(path.read_text()) == {"a": 1}
+    path = recorded.write(tmp_path / "run.json", {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
     with pytest.raises(InputError, match="not overwritten"):
-        cleanup.write_recorded(path, {"a": 2})
-    assert cleanup.json.loads(path.read_text()) == {"a": 1}
+        recorded.write(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 1}
 
 
 def test_load_recorded_reads_the_shipped_recordings():
-    assert "runs" in cleanup.load_recorded("oom_real.json")
+    assert "runs" in recorded.load("oom_real.json")
 
 
 _SCRIPT = textwrap.dedent("""

@@ -6,19 +6,20 @@ state file, so a cluster a developer has up on the default ports is never touche
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from courselib.live import slurm
+from courselib.live.cleanup import alive
+from live_fixtures import SLURM_PORT
 from courselib.live import slurm_replay as replay
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "slurm"
-PORT = 17900
+PORT = SLURM_PORT
 
 # Differences between the real Slurm and the model, each explained; the test pins the real
 # side so that it cannot drift silently. Empty once the model is fixed.
@@ -33,44 +34,11 @@ if REASON:
     pytestmark.append(pytest.mark.skip(reason=f"local Slurm not runnable here: {REASON}"))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """Brings clusters up on demand (one shape at a time) and proves `down` left nothing."""
-    state = tmp_path_factory.mktemp("slurm") / "state.json"
-    old = os.environ.get(slurm.STATE_ENV)
-    os.environ[slurm.STATE_ENV] = str(state)
-    started: list[int] = []
-
-    class Lab:
-        cluster: slurm.Cluster | None = None
-
-        def up(self, shape: slurm.ClusterShape) -> slurm.Cluster:
-            shape = slurm.ClusterShape(shape.nodes, shape.gpus_per_node, shape.features,
-                                       base_port=PORT)
-            if self.cluster is not None and not self.cluster.shape.same_nodes(shape):
-                self.down()
-            self.cluster = slurm.up(shape)
-            started.extend(p.pid for p in self.cluster.procs)
-            return self.cluster
-
-        def down(self) -> None:
-            out = slurm.down(self.cluster)
-            assert out["left"] == []
-            self.cluster = None
-
-    lab = Lab()
-    try:
-        yield lab
-    finally:
-        if lab.cluster is not None:
-            lab.down()
-        if old is None:
-            os.environ.pop(slurm.STATE_ENV, None)
-        else:
-            os.environ[slurm.STATE_ENV] = old
-    alive = [pid for pid in started if slurm._alive(pid)]
-    assert alive == [], f"processes of ours still running after down: {alive}"
-    assert not state.exists()
+@pytest.fixture
+def lab(live_slurm):
+    """The session's local Slurm (tests/live_fixtures.py: restarted only for another shape; at the end
+    of the session it proves that `down` left nothing)."""
+    return live_slurm
 
 
 def test_up_is_idempotent_and_status_sees_every_process(lab):
@@ -153,9 +121,9 @@ def test_scenarios_show_what_the_issue_asks_for(lab):  # after the replays: reus
 def test_down_stops_everything_by_pid(lab):
     cluster = lab.up(slurm.ClusterShape(nodes=2, gpus_per_node=4))
     pids = [p.pid for p in cluster.procs]
-    assert all(slurm._alive(pid) for pid in pids)
+    assert all(alive(pid) for pid in pids)
     lab.down()
-    assert [pid for pid in pids if slurm._alive(pid)] == []
+    assert [pid for pid in pids if alive(pid)] == []
     assert slurm.load_cluster() is None
     assert not cluster.state_dir.exists()
 
@@ -164,20 +132,20 @@ def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
     """A Ctrl-C (KeyboardInterrupt) half-way through `up` leaves no process and no state."""
     monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))
     spawned: list[int] = []
-    real_spawn = slurm._spawn
+    real_spawn = slurm.Cluster.spawn
 
-    def spawn(cluster, role, argv, env):
-        proc = real_spawn(cluster, role, argv, env)
+    def spawn(cluster, role, argv, *, env):
+        proc = real_spawn(cluster, role, argv, env=env)
         spawned.append(proc.pid)
         return proc
 
     def interrupted(cluster):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "_spawn", spawn)
-    monkeypatch.setattr(slurm, "_all_nodes_idle", interrupted)
+    monkeypatch.setattr(slurm.Cluster, "spawn", spawn)
+    monkeypatch.setattr(slurm.cluster, "_all_nodes_idle", interrupted)
     with pytest.raises(KeyboardInterrupt):
         slurm.up(slurm.ClusterShape(nodes=2, gpus_per_node=2, base_port=PORT + 60))
     assert len(spawned) == 4  # munged, slurmctld, two slurmd
-    assert [pid for pid in spawned if slurm._alive(pid)] == []
+    assert [pid for pid in spawned if alive(pid)] == []
     assert not (tmp_path / "state.json").exists()

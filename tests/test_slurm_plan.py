@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from courselib.cli.main import main
 from courselib.live import slurm
+from courselib.live.daemons import Launcher
 from courselib.live import slurm_replay as replay
 from courselib.model.workload import ClusterSpec, Job, Workload
 
@@ -113,14 +114,14 @@ def test_compare_counts_agreement_and_catches_disagreement():
 
 
 def test_cli_says_what_is_missing_without_touching_anything(monkeypatch, capsys):
-    monkeypatch.setattr(slurm, "_which", lambda cmd: None)
+    monkeypatch.setattr(Launcher, "which", lambda self, cmd: None)
     assert main(["slurm", "up"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "slurm-wlm" in err and "munge" in err
 
 
 def test_cli_refuses_non_root(monkeypatch, capsys):
-    monkeypatch.setattr(slurm, "_which", lambda cmd: f"/usr/bin/{cmd}")
+    monkeypatch.setattr(Launcher, "which", lambda self, cmd: f"/usr/bin/{cmd}")
     monkeypatch.setattr(slurm.os, "geteuid", lambda: 1000)
     assert main(["slurm", "up"]) == 2
     assert "root" in capsys.readouterr().err

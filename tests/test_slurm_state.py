@@ -119,7 +119,7 @@ def test_up_spawn_records_start_times(tmp_path, private):
     work = state.make_owned_dir("courselib-slurm-test-", token)
     (work / "log").mkdir()
     cluster = slurm.Cluster(slurm.ClusterShape(nodes=1, gpus_per_node=0), work, token=token)
-    proc = slurm._spawn(cluster, "munged", [sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
+    proc = cluster.spawn("munged", [sys.executable, "-c", "import time; time.sleep(60)"], env=dict(os.environ))
     try:
         assert slurm.is_ours(proc)
         loaded = slurm.load_cluster()

@@ -142,7 +142,7 @@ def _docker_layers(args) -> int:
 
 
 def _docker_rebuild(args) -> int:
-    from courselib.live.cleanup import machine_note, write_recorded
+    from courselib.live.recorded import machine_note, write as write_recorded
     from courselib.live.rebuild import rebuild
 
     if args.record and Path(args.record).exists():
@@ -191,7 +191,7 @@ def _docker_rebuild(args) -> int:
 
 
 def _docker_rebuild_suite(args) -> int:
-    from courselib.live.cleanup import machine_note, write_recorded
+    from courselib.live.recorded import machine_note, write as write_recorded
     from courselib.live.rebuild import suite
 
     if args.record and Path(args.record).exists():
@@ -213,7 +213,7 @@ def _docker_rebuild_suite(args) -> int:
 
 
 def _docker_rebuild_seed(args) -> int:
-    from courselib.live.cleanup import machine_note, write_recorded
+    from courselib.live.recorded import machine_note, write as write_recorded
     from courselib.live.rebuild import seed_rebuilds
 
     if args.record and Path(args.record).exists():

@@ -1,6 +1,7 @@
 """``courselib kube``: a real Kubernetes control plane on this machine, and replays against the model.
 
-    courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--with kueue] [--port P]
+    courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--with NAME]
+                      [--api-qps N] [--port P]
     courselib kube status [--json]
     courselib kube replay WORKLOAD.yaml [--compare] [--json] [--record FILE] [--policy P]
     courselib kube validate FILE...
@@ -23,7 +24,8 @@ def _shape(args):
     from courselib.live import kube
     return kube.KubeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                           features=kube.parse_shape_features(args.features), gang=args.gang,
-                          base_port=args.port, with_=tuple(dict.fromkeys(args.with_ or ())))
+                          base_port=args.port, with_=tuple(dict.fromkeys(args.with_ or ())),
+                          api_qps=args.api_qps)
 
 
 def _up(args) -> int:
@@ -76,48 +78,36 @@ def _status(args) -> int:
 
 def _replay(args) -> int:
     from courselib.io.workload import load_workload
-    from courselib.live import kube, kube_replay
+    from courselib.live import kube
+    from courselib.live.kube import plan as kube_plan, replay as kube_replay, result as kube_result
 
     from courselib.cli.gang import _option
+    from courselib.cli.replay import report
     workload = load_workload(args.workload)
     cp = kube.running()
     gang = cp.shape.gang if cp is not None else None
     if args.policy is not None:
         gang = args.policy == "kube-gang"
-    plan = kube_replay.plan_replay(workload, policy=args.policy, gang=gang, file=args.workload,
-                                   options=dict(_option(o) for o in args.set))
+    plan = kube_plan.plan_replay(workload, policy=args.policy, gang=gang, file=args.workload,
+                                 options=dict(_option(o) for o in args.set))
     if cp is None:
         kube.check_available()
         from courselib.errors import CourseError
         raise CourseError("no local Kubernetes control plane is up",
                           hint=f"start one with `courselib kube up {plan.shape.cli_args()}`")
-    quiet = args.json
-    result = kube_replay.run_replay(cp, plan, say=(lambda m: None) if quiet else _say)
-    if args.record:
-        from pathlib import Path
-        from courselib.io.yamlfile import read_text
-        out = kube_replay.record(result, args.record, workload_text=read_text(args.workload),
-                                 workload_file=Path(args.workload).as_posix())
-        _say(f"recorded to {out}")
-    comparison = kube_replay.compare(result, name=args.workload) if args.compare else None
-    if args.json:
-        from courselib.cli.main import print_json
-        out = {"workload": args.workload, "replay": kube_replay.replay_to_dict(result)}
-        if comparison is not None:
-            out["comparison"] = comparison.to_dict()
-        print_json(out)
-    else:
-        print(kube_replay.format_replay(result))
-        if comparison is not None:
-            print()
-            print(kube_replay.format_comparison(comparison))
-    if comparison is not None and comparison.agreement < 1.0:
-        return 1
-    return 0
+    if args.record and cp.shape.api_qps:
+        from courselib.errors import CourseError
+        raise CourseError(f"a recorded run keeps the controller manager's default client rate; this control "
+                          f"plane runs it at {cp.shape.api_qps} requests/s, which changes how fast (and so "
+                          "in which order) a Job's pods are created",
+                          hint="`courselib kube down`, then `courselib kube up` without --api-qps")
+    result = kube_replay.run_replay(cp, plan, say=(lambda m: None) if args.json else _say)
+    return report(args, result, kube_result)
 
 
 def _validate(args) -> int:
-    from courselib.live import kube, kube_validate
+    from courselib.live import kube
+    from courselib.live.kube import validate as kube_validate
     cp = kube.running()
     if cp is None:
         kube.check_available(client=False)  # quick: the binaries, not the (slow to import) client
@@ -148,7 +138,7 @@ def _validate(args) -> int:
 
 
 def _gates(args) -> int:
-    from courselib.live import kube_source
+    from courselib.live.kube import gates as kube_source
     gates = kube_source.feature_gates()
     if args.record:
         _say(f"recorded to {kube_source.record(args.record, gates)}")
@@ -163,7 +153,7 @@ def _gates(args) -> int:
 
 
 def register(subparsers) -> None:
-    from courselib.live.kube import BASE_PORT
+    from courselib.live.kube import BASE_PORT, extension
     p = subparsers.add_parser(
         "kube", help="a real local Kubernetes control plane: up, down, status, replay, validate",
         description="A real Kubernetes control plane on this machine (etcd, kube-apiserver, "
@@ -179,10 +169,14 @@ def register(subparsers) -> None:
                          "comma-separated, e.g. nvlink:2")
     up.add_argument("--gang", action="store_true",
                     help="turn on native gang scheduling (feature gate GenericWorkload, API scheduling.k8s.io/v1beta1)")
-    up.add_argument("--with", dest="with_", action="append", choices=["kueue"], default=None,
-                    metavar="kueue",
-                    help="also run Kueue's manager (built by `make setup-k8s`) with its CRDs and "
-                         "webhooks; on a control plane already up, adds it")
+    up.add_argument("--with", dest="with_", action="append", choices=extension.names(), default=None,
+                    metavar="|".join(extension.names()),
+                    help="also run an extension (built by `make setup-k8s`): kueue is Kueue's manager "
+                         "with its CRDs and webhooks; on a control plane already up, adds it")
+    up.add_argument("--api-qps", type=int, default=None, metavar="N",
+                    help="the controller manager's client rate in requests/s (default: Kubernetes' "
+                         "20, burst 30); a higher rate creates a large Job's pods sooner, and can "
+                         "change how two Jobs' pods interleave (recorded runs keep the default)")
     up.add_argument("--port", type=int, default=BASE_PORT,
                     help=f"first of the ports used (default {BASE_PORT}: etcd, +1 etcd peer, +2 API "
                          "server, +3 scheduler, +4 controller manager, +5..+7 Kueue's webhook, "

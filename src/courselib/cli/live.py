@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 
 from courselib.errors import InputError
-from courselib.live.cleanup import machine_note, write_recorded
+from courselib.live.recorded import machine_note, write as write_recorded
 from courselib.units import format_bytes
 
 

@@ -71,39 +71,22 @@ def _status(args) -> int:
 
 def _replay(args) -> int:
     from courselib.io.workload import load_workload
-    from courselib.live import slurm, slurm_replay
+    from courselib.live import slurm
+    from courselib.live.slurm import plan as slurm_plan, replay as slurm_replay, result as slurm_result
 
     workload = load_workload(args.workload)
-    plan = slurm_replay.plan_replay(workload, seconds_per_minute=args.seconds_per_minute,
-                                    file=args.workload)
+    plan = slurm_plan.plan_replay(workload, seconds_per_minute=args.seconds_per_minute,
+                                  file=args.workload)
     cluster = slurm.load_cluster()
-    if cluster is None or not all(slurm.is_ours(p) for p in cluster.procs):
-        slurm.check_available()
+    if cluster is None or not cluster.all_ours():
+        slurm.check_available(cluster.launcher if cluster is not None else slurm.HOST)
         from courselib.errors import CourseError
         raise CourseError("no local Slurm is up",
                           hint=f"start one with `courselib slurm up {plan.shape.cli_args()}`")
     result = slurm_replay.run_replay(cluster, plan, say=_say if not args.json else (lambda m: None))
-    if args.record:
-        from pathlib import Path
-        from courselib.io.yamlfile import read_text
-        out = slurm_replay.record(result, args.record, workload_text=read_text(args.workload, "workload"),
-                                  workload_file=Path(args.workload).as_posix())
-        _say(f"recorded to {out}")
-    comparison = slurm_replay.compare(result, name=args.workload) if args.compare else None
-    if args.json:
-        from courselib.cli.main import print_json
-        out = {"workload": args.workload, "replay": slurm_replay.replay_to_dict(result)}
-        if comparison is not None:
-            out["comparison"] = comparison.to_dict()
-        print_json(out)
-    else:
-        print(slurm_replay.format_replay(result))
-        if comparison is not None:
-            print()
-            print(slurm_replay.format_comparison(comparison))
-    if comparison is not None and comparison.agreement < 1.0:
-        return 1
-    return 0
+    from courselib.cli.replay import report
+    return report(args, result, slurm_result,
+                  record=lambda path, **kw: slurm_result.record(result, path, cluster=cluster, **kw))
 
 
 def _replay_swf(args) -> int:

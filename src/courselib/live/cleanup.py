@@ -1,5 +1,4 @@
-"""What every real experiment shares: stop what it started by PID, clean up also on SIGTERM, and
-read or write the recorded runs that readers without privilege see instead.
+"""What every real experiment shares: stop what it started by PID, and clean up also on SIGTERM.
 
 - :func:`cleanup_on_signals` turns SIGTERM and SIGHUP (and SIGINT) into :class:`Terminated`, a
   ``KeyboardInterrupt``, while an experiment runs, so its ``finally`` blocks (remove the cgroup,
@@ -8,21 +7,17 @@ read or write the recorded runs that readers without privilege see instead.
   signal from falling between starting a child and recording its PID.
 - :func:`stop_pids` stops processes by PID — SIGTERM, a grace period, then SIGKILL — never by
   name; :func:`alive` and :func:`cmdline` tell whether a PID is still the process we started.
-- :func:`load_recorded` reads ``courselib/data/recorded/NAME`` (shipped with the package);
-  :func:`write_recorded` writes a new recording and refuses to overwrite a file.
+
+The recorded runs that readers without privilege see instead are :mod:`courselib.live.recorded`;
+the daemons of a real system are started and stopped through :mod:`courselib.live.daemons`.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import platform
 import signal
 import time
-from importlib import resources
 from pathlib import Path
-
-from courselib.errors import InputError
 
 
 class Terminated(KeyboardInterrupt):
@@ -159,27 +154,3 @@ def stop_pids(pids: list[int], *, grace: float = 5.0) -> list[int]:
         time.sleep(0.05)
         left = [p for p in left if alive(p)]
     return left
-
-
-# ----------------------------------------------------------------------------- recordings
-
-def load_recorded(name: str) -> dict:
-    """A recording shipped in ``courselib/data/recorded/NAME`` (JSON)."""
-    return json.loads(resources.files("courselib.data").joinpath("recorded", name).read_text())
-
-
-def machine_note() -> str:
-    """Where a run was recorded: ``Linux 6.18.44, 2 CPUs``."""
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs"
-
-
-def write_recorded(path: str | Path, data: dict) -> Path:
-    """Write ``data`` as a recording at ``path``; a file that exists is never overwritten."""
-    path = Path(path)
-    try:
-        with open(path, "x") as fh:
-            fh.write(json.dumps(data, indent=1) + "\n")
-    except FileExistsError:
-        raise InputError("exists; not overwritten", file=str(path),
-                         hint="remove it first or choose another path") from None
-    return path

@@ -44,7 +44,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
-from courselib.live.cleanup import cleanup_on_signals, load_recorded, machine_note, signals_held
+from courselib.live import recorded as _recorded
+from courselib.live.cleanup import cleanup_on_signals, signals_held
+from courselib.live.recorded import OutOfTime
 
 #: Debian packages this module runs (one per line in .ci/apt-packages.txt).
 DEBIAN_PACKAGES = ("runc", "buildah", "busybox-static")
@@ -763,34 +765,36 @@ RECORDED = {"show": "container-show.json", "oom": "container-oom.json", "seed": 
 
 def recorded(kind: str) -> dict:
     """A run recorded on the course's CI machine by the same code (``kind``: show, oom, rebuild)."""
-    data = load_recorded(RECORDED.get(kind, f"container-{kind}.json"))
+    data = _recorded.load(RECORDED.get(kind, f"container-{kind}.json"))
     if kind == "show" and "run" not in data:     # written by `courselib live container --record`
         data = {"run": data, "recorded_on": data.get("recorded_on")}
     data["recorded"] = True
     return data
 
 
-class OutOfTime(CourseError):
-    """A live run that would not finish within the time it was given (what it ran was stopped)."""
+def source(kind: str, make) -> _recorded.Source[dict]:
+    """``make()`` where containers (``kind`` rebuild or seed: the builder too) can run here, else
+    the recorded run ``kind``; ``recorded`` in the dict says which. A live run that runs out of its
+    time budget (:class:`OutOfTime`, e.g. real builds on a machine too busy for a page's cell time
+    limit) also gives the recorded run (:func:`courselib.live.recorded.live_or_recorded`)."""
+    def run() -> dict:
+        data = make()
+        data["recorded"] = False
+        data["recorded_on"] = _recorded.machine_note()
+        return data
+
+    def recording() -> _recorded.Recording[dict]:
+        data = recorded(kind)
+        return _recorded.Recording(data, data.get("recorded_on") or "the course's CI machine")
+    return _recorded.Source(run, recording, lambda: unavailable_reason(builder=kind in ("rebuild", "seed")))
 
 
 def live_or_recorded(kind: str, make) -> dict:
-    """``make()`` where containers can run here, else the recorded run (``recorded`` says which).
-
-    A live run that runs out of its time budget (:class:`OutOfTime`, e.g. real builds on a machine
-    too busy for a page's cell time limit) also gives the recorded run, and says why."""
-    why = unavailable_reason(builder=kind in ("rebuild", "seed"))
-    if why is None:
-        try:
-            data = make()
-        except OutOfTime as err:
-            why = f"the live run on this machine did not finish in time ({err.message})"
-        else:
-            data["recorded"] = False
-            data["recorded_on"] = machine_note()
-            return data
-    data = recorded(kind)
-    data["why_recorded"] = why
+    """Until the chapters call :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
+    the run's dict, a recorded one with its label as ``why_recorded``."""
+    data, label = _recorded.live_or_recorded(source(kind, make))
+    if label:
+        data["why_recorded"] = label
     return data
 
 

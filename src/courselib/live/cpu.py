@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.cleanup import cleanup_on_signals, load_recorded, signals_held
+from courselib.live import recorded
+from courselib.live.cleanup import cleanup_on_signals, signals_held
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.cpu import CpuLimit, milli_cpu_to_quota, parse_cfs, parse_cpu_max
 
@@ -175,7 +176,7 @@ def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None
 
 
 def recorded_run() -> ThrottleRun:
-    data = load_recorded("cpu_throttle.json")
+    data = recorded.load("cpu_throttle.json")
     for k in ("mean_limited", "mean_unlimited", "recorded"):
         data.pop(k, None)
     run = ThrottleRun(**data)
@@ -183,9 +184,16 @@ def recorded_run() -> ThrottleRun:
     return run
 
 
+def source(milli_cpu: int = 250, **kw) -> recorded.Source[ThrottleRun]:
+    """A busy loop under a CPU limit of ``milli_cpu``, live where permitted (``kw``: of
+    :func:`run_throttle`), else the recorded run (:func:`courselib.live.recorded.live_or_recorded`)."""
+    def recording() -> recorded.Recording[ThrottleRun]:
+        run = recorded_run()
+        return recorded.Recording(run, run.recorded_on)
+    return recorded.Source(lambda: run_throttle(milli_cpu, **kw), recording)
+
+
 def live_or_recorded(milli_cpu: int = 250, **kw) -> tuple[ThrottleRun, str | None]:
-    """A live run where permitted, else the recorded one and the reason."""
-    try:
-        return run_throttle(milli_cpu, **kw), None
-    except PrivilegeError as err:
-        return recorded_run(), str(err)
+    """Until the chapter and the lab call :func:`courselib.live.recorded.live_or_recorded` with
+    :func:`source`: the same (the run, the label of a recorded one)."""
+    return tuple(recorded.live_or_recorded(source(milli_cpu, **kw)))

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, PrivilegeError
-from courselib.live.cleanup import cleanup_on_signals, load_recorded
+from courselib.live import recorded
+from courselib.live.cleanup import cleanup_on_signals
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
 from courselib.model.badness import Task
 from courselib.model.memcg import OomScenario, ProcessSpec
@@ -494,19 +495,33 @@ RECORDED = "oom_real.json"
 
 def recorded_runs() -> list[dict]:
     """Runs recorded on the course's CI machine (cgroup v1, Linux 6.18), for readers without privilege."""
-    return load_recorded(RECORDED)["runs"]
+    return recorded.load(RECORDED)["runs"]
+
+
+def source(scenarios=("largest", "adj-shifts", "trigger-dies"), *,
+           limit: int = 64 * MiB) -> recorded.Source[list[dict]]:
+    """The real OOM killer on ``scenarios``, live where permitted, else the recorded runs; each
+    run's ``recorded`` says which (:func:`courselib.live.recorded.live_or_recorded`)."""
+    def run() -> list[dict]:
+        runs = [run_real(name, limit=limit).as_dict() for name in scenarios]
+        for r in runs:
+            r["recorded"] = False
+            r["kernel_release"] = os.uname().release
+        return runs
+
+    def recording() -> recorded.Recording[list[dict]]:
+        data = recorded.load(RECORDED)
+        runs = [r for r in data["runs"] if r["scenario"] in scenarios]
+        for r in runs:
+            r["recorded"] = True
+        return recorded.Recording(runs, data["recorded_on"])
+    return recorded.Source(run, recording)
 
 
 def live_or_recorded(scenarios=("largest", "adj-shifts", "trigger-dies"), *, limit: int = 64 * MiB) -> list[dict]:
-    """Live runs where permitted, else the recorded ones; each dict's ``recorded`` says which."""
-    try:
-        runs = [run_real(name, limit=limit).as_dict() for name in scenarios]
-    except PrivilegeError as err:
-        runs = [r for r in recorded_runs() if r["scenario"] in scenarios]
-        for r in runs:
-            r["recorded"], r["why_recorded"] = True, str(err)
-        return runs
-    for r in runs:
-        r["recorded"] = False
-        r["kernel_release"] = os.uname().release
+    """Until the chapter and the lab call :func:`courselib.live.recorded.live_or_recorded` with
+    :func:`source`: the runs, each recorded one with its label as ``why_recorded``."""
+    runs, label = recorded.live_or_recorded(source(scenarios, limit=limit))
+    for r in runs if label else ():
+        r["why_recorded"] = label
     return runs

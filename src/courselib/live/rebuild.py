@@ -270,7 +270,7 @@ def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | 
     One change (``changed`` files and/or ``edited_line``), or a sequence of ``edits``, each applied
     on top of the ones before it and compared with the prediction made from the files before it.
     ``warm`` adds a rebuild with nothing changed (every step should come from the cache).
-    ``deadline`` (``time.monotonic()``): no build runs past it; :class:`~courselib.live.container.OutOfTime`
+    ``deadline`` (``time.monotonic()``): no build runs past it; :class:`~courselib.live.recorded.OutOfTime`
     is raised instead (the running build stopped).
     """
     from courselib.io.dockerfile import parse_dockerfile
@@ -534,7 +534,7 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
 
 def _left(deadline: float, label: str) -> float:
     """Seconds left before ``deadline`` for the build ``label``; OutOfTime when none are."""
-    from courselib.live.container import OutOfTime
+    from courselib.live.recorded import OutOfTime
     left = deadline - time.monotonic()
     if left <= 1.0:
         raise OutOfTime(f"the real builds ran out of their time budget before '{label}'")
@@ -546,7 +546,7 @@ def seed_rebuilds(tmp: Path | None = None, *, orders=("deps_first", "code_first"
     """Chapter 4's real run: the seed's shape built, then edited three times and rebuilt each time
     (``deps_first``); and the code-first order built and rebuilt after the same code edit.
     ``budget_s``: all builds end within that many seconds, or OutOfTime (a page's cell has a time
-    limit; see :func:`courselib.live.container.live_or_recorded`)."""
+    limit; see :func:`courselib.live.container.source`)."""
     import tempfile
     out = {}
     deadline = None if budget_s is None else time.monotonic() + budget_s

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from courselib.errors import PrivilegeError
-from courselib.live.cleanup import load_recorded
+from courselib.live import recorded
 
 # Runs inside the new namespaces: start WORKERS children (argv[1]), report what the process sees, as JSON.
 _INSIDE = r"""
@@ -114,16 +114,23 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0) -> dict
 
 def recorded_run() -> dict:
     """The run recorded on the course's CI machine (root, Linux 6.18), labelled as recorded."""
-    data = load_recorded("unshare.json")
+    data = recorded.load("unshare.json")
     data["recorded"] = True
     return data
 
 
-def live_or_recorded() -> dict:
-    """A live run where permitted, else the recorded one (``result["recorded"]`` says which)."""
-    try:
-        return run_in_new_pid_namespace()
-    except PrivilegeError as err:
+def source() -> recorded.Source[dict]:
+    """A new PID namespace, live where permitted (:func:`courselib.live.recorded.live_or_recorded`)."""
+    def recording() -> recorded.Recording[dict]:
         data = recorded_run()
-        data["why_recorded"] = str(err)
-        return data
+        return recorded.Recording(data, data.get("recorded_on") or "the course's CI machine")
+    return recorded.Source(run_in_new_pid_namespace, recording)
+
+
+def live_or_recorded() -> dict:
+    """Until the chapters call :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
+    the run, ``run["recorded"]`` and ``run["why_recorded"]`` (the label) as before."""
+    run, label = recorded.live_or_recorded(source())
+    if label:
+        run["why_recorded"] = label
+    return run

@@ -4,13 +4,18 @@
 JSON bodies in and out: no model classes to build or parse, which keeps a thousand pods cheap and lets
 a manifest go to the server exactly as written (``kube validate``). Errors keep the server's
 ``Status`` object (:class:`ApiError`), whose ``details.causes`` name the field.
+
+The replay driver (:mod:`courselib.live.kube.replay`) asks its client for a few things beside the
+API — the scheduler's metrics, the daemons that stopped, a watch on its pods — so that a unit test
+can hand it a fake with the same methods and drive its settle and clock logic in milliseconds
+(as httpx's injected transport lets its users test what sits above it).
 """
 from __future__ import annotations
 
 import json
 
 from courselib.errors import CourseError
-from courselib.live.kube import NAMESPACE, ControlPlane
+from courselib.live.kube.cluster import NAMESPACE, ControlPlane, scheduler_metrics
 
 
 class ApiError(CourseError):
@@ -76,3 +81,25 @@ class Api:
         except ApiError as err:
             if err.status != 404:
                 raise
+
+    # ---- what the replay driver asks beside the API (a test's fake has the same) -------------
+    def scheduler_metrics(self) -> str:
+        """kube-scheduler's Prometheus metrics text."""
+        return scheduler_metrics(self.cp)
+
+    def stopped(self) -> list[str]:
+        """The roles of the control plane's daemons that are no longer running."""
+        return [p.role for p in self.cp.procs if not p.is_ours()]
+
+    def log_tail(self, role: str) -> str:
+        return self.cp.log_tail(role)
+
+    def log_hint(self) -> str:
+        return self.cp.log_hint()
+
+    def watch(self, selector: str, path: str | None = None):
+        """A watch (not yet started) on the objects at ``path`` (default: the replay namespace's
+        pods) carrying ``selector``."""
+        from courselib.live.kube.watch import PodWatch
+        return PodWatch(self, selector, path)
+

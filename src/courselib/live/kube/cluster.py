@@ -15,30 +15,33 @@ studies. courselib plays the kubelet's part for *status only*, as KWOK does
 its job has trained for its duration.
 
 Every process started is recorded by PID in a state file, so ``status`` and ``down`` find the
-control plane from any later command, and ``down`` stops exactly those processes.
+control plane from any later command, and ``down`` stops exactly those processes (the shared
+daemon storey, :mod:`courselib.live.daemons`).
+
+**Extensions** join at named points (:mod:`courselib.live.kube.extension`): ``kube up --with NAME``
+asks the extension registered as NAME for its feature gates, node labels and ports, and starts it
+once the core is up; ``down`` stops its daemons first. This module names no extension.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import ssl
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError
-from courselib.live.cleanup import alive, cleanup_on_signals, reap, signals_held, stop_pids
-from courselib.live.nodes import (check_features, cli_features, describe_where, features_from_json,
-                                  features_json, features_of, parse_features, port_free)
-from courselib.live.state import ProcessStamp, StateFile, make_owned_dir, new_token, remove_owned_dir
+from courselib.live.cleanup import cleanup_on_signals
+from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, status_of
+from courselib.live.kube import extension
+from courselib.live.nodes import NodesShape, parse_features
+from courselib.live.state import StateFile
 
 #: The versions pinned in k8s/kube/go.mod and k8s/etcd/go.mod (a test keeps them in step).
 KUBERNETES_VERSION = "v1.37.2"
@@ -127,12 +130,15 @@ def unavailable_reason() -> str | None:
 # ----------------------------------------------------------------------------- the shape
 
 @dataclass(frozen=True)
-class KubeShape:
+class KubeShape(NodesShape):
     """The control plane ``up`` builds: ``nodes`` fake nodes with ``gpus_per_node`` GPUs each.
 
     ``features`` as in :class:`courselib.live.slurm.ClusterShape`: ``(name, where)`` with
     ``where`` ``None`` (every node), ``k`` (node1..nodek) or a tuple of 1-based node numbers.
-    ``gang`` turns on v1.37's native gang scheduling (:data:`GANG_FEATURE_GATES`).
+    ``gang`` turns on v1.37's native gang scheduling (:data:`GANG_FEATURE_GATES`). ``with_``
+    names the extensions that join it (``kube up --with``). ``api_qps``: the controller manager's
+    client rate (``--kube-api-qps``, burst ``1.5×``); ``None`` keeps the default (20 requests/s,
+    burst 30), which a recorded run keeps, since it decides how fast a Job's pods are created.
     """
     nodes: int = 4
     gpus_per_node: int = 8
@@ -142,24 +148,29 @@ class KubeShape:
     memory_per_node: str = "1024Gi"
     base_port: int = BASE_PORT
     with_: tuple[str, ...] = ()
+    api_qps: int | None = None
 
     MAX_NODES = 5000
 
     def __post_init__(self):
-        if not 1 <= self.nodes <= self.MAX_NODES:
-            raise InputError(f"{self.nodes} nodes: choose 1 to {self.MAX_NODES}", field="--nodes",
-                             hint="each node is one Node object in the local API server")
-        if not 0 <= self.gpus_per_node <= 64:
-            raise InputError(f"{self.gpus_per_node} GPUs per node: choose 0 to 64",
-                             field="--gpus-per-node")
-        if not 1024 <= self.base_port <= 65535 - 16:
-            raise InputError(f"port {self.base_port}: choose 1024 to 65519", field="--port")
-        object.__setattr__(self, "features", check_features(
-            self.features, self.nodes, r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?",
-            "a label name (letters, digits, _ . -; at most 63)"))
+        self.check_nodes(max_nodes=self.MAX_NODES, node_hint="each node is one Node object in the local "
+                         "API server", ports=16, name_pattern=r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?",
+                         what="a label name (letters, digits, _ . -; at most 63)")
+        if self.api_qps is not None and not 1 <= self.api_qps <= 10000:
+            raise InputError(f"client rate {self.api_qps}: choose 1 to 10000 requests/s", field="--api-qps")
+        for name in self.with_:
+            extension.get(name)  # a one-line error for a name no extension is registered under
 
-    def features_of(self, k: int) -> tuple[str, ...]:
-        return features_of(self.features, k)
+    def extensions(self) -> list[extension.Extension]:
+        """The extensions that join this control plane, in the order given."""
+        return [extension.get(name) for name in self.with_]
+
+    def feature_gates(self) -> dict[str, bool]:
+        """The gates the core components run with: native gang scheduling's, and the extensions'."""
+        gates = {g: True for g in GANG_FEATURE_GATES} if self.gang else {}
+        for ext in self.extensions():
+            gates.update(ext.feature_gates(self))
+        return gates
 
     @property
     def ports(self) -> dict[str, int]:
@@ -168,45 +179,36 @@ class KubeShape:
                 "kube-controller-manager": b + 4, "extra": b + 5}
 
     def describe(self) -> str:
-        feats = ", ".join(f"{n} on {describe_where(w)}" for n, w in self.features)
-        return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
-                + (f" ({feats})" if feats else "")
+        return (self.describe_nodes()
                 + ("; native gang scheduling on" if self.gang else "")
                 + "".join(f"; with {w}" for w in self.with_))
 
     def cli_args(self) -> str:
-        out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
-        if self.features and cli_features(self.features):
-            out += " --features " + cli_features(self.features)
+        """The ``courselib kube up`` arguments that build this shape (where expressible)."""
+        out = self.nodes_args()
         if self.gang:
             out += " --gang"
         for w in self.with_:
             out += f" --with {w}"
-        if self.base_port != BASE_PORT:
-            out += f" --port {self.base_port}"
-        return out
+        if self.api_qps:
+            out += f" --api-qps {self.api_qps}"
+        return out + self.port_arg(BASE_PORT)
 
     def to_json(self) -> dict:
-        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                "features": features_json(self.features),
-                "gang": self.gang, "cpus_per_node": self.cpus_per_node,
-                "memory_per_node": self.memory_per_node, "base_port": self.base_port,
-                "with": list(self.with_)}
+        return {**self.nodes_json(), "gang": self.gang, "memory_per_node": self.memory_per_node,
+                "with": list(self.with_), "api_qps": self.api_qps}
 
     @classmethod
     def from_json(cls, d: dict) -> "KubeShape":
-        return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
-                   features=features_from_json(d.get("features", [])),
-                   gang=d.get("gang", False), cpus_per_node=d.get("cpus_per_node", 64),
-                   memory_per_node=d.get("memory_per_node", "1024Gi"),
-                   base_port=d.get("base_port", BASE_PORT), with_=tuple(d.get("with", ())))
+        return cls(**cls.nodes_from_json(d, BASE_PORT), gang=d.get("gang", False),
+                   memory_per_node=d.get("memory_per_node", "1024Gi"), with_=tuple(d.get("with", ())),
+                   api_qps=d.get("api_qps"))
 
     def same_nodes(self, other: "KubeShape") -> bool:
-        """Same nodes, GPUs, per-node features and gang setting (ports aside)."""
-        return (self.nodes, self.gpus_per_node, self.gang, self.cpus_per_node) == \
-            (other.nodes, other.gpus_per_node, other.gang, other.cpus_per_node) and all(
-                set(self.features_of(k)) == set(other.features_of(k))
-                for k in range(1, self.nodes + 1))
+        """Same nodes, GPUs, per-node features and gang setting (ports, extensions and the client
+        rate aside)."""
+        return (self.gang, self.cpus_per_node) == (other.gang, other.cpus_per_node) and \
+            self.same_features(other)
 
 
 # ----------------------------------------------------------------------------- state
@@ -216,35 +218,21 @@ def state_file() -> Path:
     return STATE.path
 
 
-@dataclass
-class Proc:
-    """A process this module started: its role and its stamp (PID, start time, boot ID)."""
-    role: str
-    stamp: ProcessStamp
-
-    @property
-    def pid(self) -> int:
-        return self.stamp.pid
-
-    def to_json(self) -> dict:
-        return {"role": self.role, **self.stamp.to_json()}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Proc":
-        if not isinstance(d.get("role"), str):
-            raise ValueError(f"role {d.get('role')!r} is not a name")
-        return cls(d["role"], ProcessStamp.from_json(d))
+#: A process ``up`` started (the shared record of :mod:`courselib.live.daemons`).
+Proc = Daemon
 
 
 @dataclass
-class ControlPlane:
-    """A running (or starting) control plane: its shape, directory and every process started."""
+class ControlPlane(System):
+    """A running (or starting) control plane: its shape, directory, every process started and how
+    they are launched (spawn, wait, stop: :class:`courselib.live.daemons.System`)."""
     shape: KubeShape
     state_dir: Path
     token: str
-    procs: list[Proc] = field(default_factory=list)
+    procs: list[Daemon] = field(default_factory=list)
     started_at: float = 0.0
     versions: dict = field(default_factory=dict)
+    launcher: Launcher = HOST
 
     @property
     def kubeconfig(self) -> Path:
@@ -257,15 +245,15 @@ class ControlPlane:
     def to_json(self) -> dict:
         return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir), "token": self.token,
                 "started_at": self.started_at, "versions": self.versions,
-                "procs": [p.to_json() for p in self.procs]}
+                "procs": [p.to_json() for p in self.procs], "launcher": self.launcher.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> "ControlPlane":
         if not isinstance(d["state_dir"], str) or not isinstance(d["token"], str):
             raise ValueError("state_dir and token must be text")
         return cls(KubeShape.from_json(d["shape"]), Path(d["state_dir"]), d["token"],
-                   [Proc.from_json(p) for p in d["procs"]], float(d.get("started_at", 0.0)),
-                   dict(d.get("versions", {})))
+                   [Daemon.from_json(p) for p in d["procs"]], float(d.get("started_at", 0.0)),
+                   dict(d.get("versions", {})), Launcher.from_json(d.get("launcher")))
 
     def save(self) -> None:
         STATE.save(self.to_json())
@@ -278,10 +266,27 @@ class ControlPlane:
         cfg.retries = 3
         return client.ApiClient(cfg)
 
+    def env(self) -> dict[str, str]:
+        """The environment every daemon of the control plane starts with (its marker inside)."""
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.state_dir),
+                MARKER: str(self.state_dir), "LANG": "C"}
 
-def is_ours(proc: Proc) -> bool:
+    def restart(self, role: str, argv: list[str], *, ready=None, timeout: float = 60.0) -> Daemon:
+        """Stop ``role``'s daemon (by PID) and start ``argv`` in its place; wait for ``ready()``."""
+        old = [p for p in self.procs if p.role == role]
+        _, left = self.stop([old])
+        if left:
+            raise CourseError(f"{role} (PID {left}) would not stop", hint=self.log_hint())
+        self.procs = [p for p in self.procs if p.role != role]
+        daemon = self.spawn(role, argv, env=self.env())
+        if ready is not None:
+            self.wait_for(ready, timeout, f"{role} answering again", interval=0.3)
+        return daemon
+
+
+def is_ours(proc: Daemon) -> bool:
     """Is ``proc.pid`` still the very process we started (same start time, same boot)?"""
-    return proc.stamp.matches()
+    return proc.is_ours()
 
 
 def load() -> ControlPlane | None:
@@ -292,7 +297,7 @@ def load() -> ControlPlane | None:
 def running() -> ControlPlane | None:
     """The recorded control plane if every one of its processes is still ours, else ``None``."""
     cp = load()
-    if cp is not None and cp.procs and all(is_ours(p) for p in cp.procs):
+    if cp is not None and cp.all_ours():
         return cp
     return None
 
@@ -375,7 +380,8 @@ def scheduler_config(cp: ControlPlane) -> str:
 
 
 def feature_gates(shape: KubeShape) -> str:
-    return ",".join(f"{g}=true" for g in GANG_FEATURE_GATES) if shape.gang else ""
+    """``--feature-gates`` for the core components (native gang scheduling's, the extensions')."""
+    return ",".join(f"{g}={'true' if on else 'false'}" for g, on in shape.feature_gates().items())
 
 
 def argv_for(cp: ControlPlane, role: str, tokens: dict[str, str] | None = None) -> list[str]:
@@ -413,7 +419,9 @@ def argv_for(cp: ControlPlane, role: str, tokens: dict[str, str] | None = None) 
                 "--cert-dir", str(d / "apiserver-certs"),
                 "--profiling=false", "--v=1"]
         if gates:
-            argv += ["--feature-gates", gates, "--runtime-config", ",".join(GANG_RUNTIME_CONFIG)]
+            argv += ["--feature-gates", gates]
+        if cp.shape.gang:
+            argv += ["--runtime-config", ",".join(GANG_RUNTIME_CONFIG)]
         return argv
     if role == "kube-scheduler":
         argv = [str(binary("kube-scheduler")), "--config", str(d / "scheduler-config.json"),
@@ -439,8 +447,12 @@ def argv_for(cp: ControlPlane, role: str, tokens: dict[str, str] | None = None) 
                 # their Job). No node-lifecycle controller: fake nodes send no heartbeats and must
                 # stay Ready.
                 "--controllers", "job-controller,garbage-collector-controller"
-                + (",podgroup-protection-controller" if gates else ""),
+                + (",podgroup-protection-controller" if cp.shape.gang else ""),
                 "--v=1"]
+        if cp.shape.api_qps:
+            # the Job controller's client: how fast a Job's pods are created (default 20/s, burst 30)
+            argv += ["--kube-api-qps", str(cp.shape.api_qps),
+                     "--kube-api-burst", str(cp.shape.api_qps * 3 // 2)]
         if gates:
             argv += ["--feature-gates", gates]
         return argv
@@ -448,51 +460,6 @@ def argv_for(cp: ControlPlane, role: str, tokens: dict[str, str] | None = None) 
 
 
 # ----------------------------------------------------------------------------- up / down
-
-def _spawn(cp: ControlPlane, role: str, argv: list[str]) -> Proc:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cp.state_dir),
-           MARKER: str(cp.state_dir), "LANG": "C"}
-    log = open(cp.state_dir / "log" / f"{role}.log", "ab")
-    try:
-        with signals_held():  # no signal between the fork and the record
-            popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=cp.state_dir)
-            stamp = ProcessStamp.of(popen.pid) or ProcessStamp(popen.pid, -1, "")
-            proc = Proc(role, stamp)
-            cp.procs.append(proc)
-            cp.save()
-    finally:
-        log.close()
-    return proc
-
-
-def _log_tail(cp: ControlPlane, role: str, n: int = 1) -> str:
-    try:
-        lines = (cp.state_dir / "log" / f"{role}.log").read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    bad = [ln for ln in lines if re.search(r"\b(E\d{4}|F\d{4}|error|fatal|panic)", ln, re.I)]
-    return " | ".join(ln.strip()[:300] for ln in (bad or lines)[-n:])
-
-
-def _wait_for(predicate, timeout: float, what: str, cp: ControlPlane, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        dead = [p for p in cp.procs if not alive(p.pid)]
-        if dead:
-            log = _log_tail(cp, dead[0].role)
-            raise CourseError(f"{dead[0].role} (PID {dead[0].pid}) exited while starting"
-                              + (f": {log}" if log else ""),
-                              hint=f"see the logs in {cp.state_dir}/log")
-        if time.monotonic() > deadline:
-            raise CourseError(f"{what} did not happen within {timeout:g} s",
-                              hint=f"see the logs in {cp.state_dir}/log")
-        time.sleep(interval)
-
 
 def _https_ok(url: str, ca: Path | None = None, token: str | None = None) -> bool:
     ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
@@ -513,7 +480,8 @@ def scheduler_metrics(cp: ControlPlane) -> str:
 
 
 def up(shape: KubeShape, *, timeout: float = 90.0, say=lambda msg: None) -> ControlPlane:
-    """Start (or find already running) a control plane of ``shape`` with its fake nodes; idempotent.
+    """Start (or find already running) a control plane of ``shape`` with its fake nodes and the
+    extensions it names; idempotent. On a control plane that is up, a missing extension joins it.
 
     On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped and the
     state directory removed before the exception propagates.
@@ -521,36 +489,29 @@ def up(shape: KubeShape, *, timeout: float = 90.0, say=lambda msg: None) -> Cont
     check_available()
     existing = load()
     if existing is not None:
-        if existing.procs and all(is_ours(p) for p in existing.procs):
+        if existing.all_ours():
             if not existing.shape.same_nodes(shape):
                 raise CourseError(f"a different local control plane is already up "
                                   f"({existing.shape.describe()})",
                                   hint="run `courselib kube down` first")
             missing = [w for w in shape.with_ if w not in existing.shape.with_]
-            if missing:  # extras (Kueue) join a control plane that is up
-                with cleanup_on_signals():
-                    _start_extras(existing, missing, timeout=timeout, say=say)
+            if missing:  # extensions join a control plane that is up
+                join(existing, missing, timeout=timeout, say=say)
                 return existing
             say(f"already up: {existing.shape.describe()} (state in {existing.state_dir})")
             return existing
         say("found a stale record of a control plane; cleaning it up")
         down(existing)
-    busy = [p for p in list(shape.ports.values())[:5] if not port_free(p)]
-    if busy:
-        raise CourseError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} "
-                          f"already in use on 127.0.0.1",
-                          hint="stop what uses them, or choose other ports with --port")
-    with cleanup_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: stop what started, remove the directory
-        token = new_token()
-        state_dir = make_owned_dir("courselib-kube-", token)
-        cp = ControlPlane(shape, state_dir, token, started_at=time.time(),
-                          versions={"kubernetes": KUBERNETES_VERSION, "etcd": ETCD_VERSION})
-        try:
-            _start(cp, timeout=timeout, say=say)
-        except BaseException:
-            down(cp)
-            raise
-    return cp
+    for ext in shape.extensions():
+        why = ext.unavailable()
+        if why:
+            raise KubeUnavailable(why)
+    check_ports(list(shape.ports.values())[:5])
+    versions = {"kubernetes": KUBERNETES_VERSION, "etcd": ETCD_VERSION}
+    return bring_up("courselib-kube-",
+                    lambda token, d: ControlPlane(shape, d, token, started_at=time.time(),
+                                                  versions=versions),
+                    lambda cp: _start(cp, timeout=timeout, say=say), down)
 
 
 def _start(cp: ControlPlane, *, timeout: float, say) -> None:
@@ -568,51 +529,98 @@ def _start(cp: ControlPlane, *, timeout: float, say) -> None:
     write_kubeconfig(d / "extra.kubeconfig", cp.server, ca, tokens["extra"], "extra")
     (d / "scheduler-config.json").write_text(scheduler_config(cp))
 
+    env = cp.env()
+    gates = feature_gates(cp.shape)
     say(f"starting etcd {ETCD_VERSION} on 127.0.0.1:{p['etcd']}")
-    _spawn(cp, "etcd", argv_for(cp, "etcd"))
-    _wait_for(lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/health"), 30, "etcd answering /health", cp)
+    cp.spawn("etcd", argv_for(cp, "etcd"), env=env)
+    cp.wait_for(lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"), 30, "etcd answering /health")
 
     say(f"starting kube-apiserver {KUBERNETES_VERSION} on {cp.server}"
-        + (f" (feature gates {feature_gates(cp.shape)})" if cp.shape.gang else ""))
-    _spawn(cp, "kube-apiserver", argv_for(cp, "kube-apiserver"))
-    _wait_for(lambda: _https_ok(f"{cp.server}/readyz", ca, tokens["admin"]), timeout,
-              "kube-apiserver answering /readyz", cp, interval=0.5)
+        + (f" (feature gates {gates})" if gates else ""))
+    cp.spawn("kube-apiserver", argv_for(cp, "kube-apiserver"), env=env)
+    cp.wait_for(lambda: _https_ok(f"{cp.server}/readyz", ca, tokens["admin"]), timeout,
+                "kube-apiserver answering /readyz", interval=0.5)
 
     say(f"starting kube-scheduler on 127.0.0.1:{p['kube-scheduler']}")
-    _spawn(cp, "kube-scheduler", argv_for(cp, "kube-scheduler"))
-    say(f"starting kube-controller-manager on 127.0.0.1:{p['kube-controller-manager']}")
-    _spawn(cp, "kube-controller-manager", argv_for(cp, "kube-controller-manager"))
-    _wait_for(lambda: _https_ok(f"https://127.0.0.1:{p['kube-scheduler']}/readyz"), timeout,
-              "kube-scheduler answering /readyz", cp, interval=0.5)
-    _wait_for(lambda: _https_ok(f"https://127.0.0.1:{p['kube-controller-manager']}/healthz"), timeout,
-              "kube-controller-manager answering /healthz", cp, interval=0.5)
+    cp.spawn("kube-scheduler", argv_for(cp, "kube-scheduler"), env=env)
+    say(f"starting kube-controller-manager on 127.0.0.1:{p['kube-controller-manager']}"
+        + (f" (client rate {cp.shape.api_qps} requests/s)" if cp.shape.api_qps else ""))
+    cp.spawn("kube-controller-manager", argv_for(cp, "kube-controller-manager"), env=env)
+    cp.wait_for(lambda: _https_ok(f"https://127.0.0.1:{p['kube-scheduler']}/readyz"), timeout,
+                "kube-scheduler answering /readyz", interval=0.5)
+    cp.wait_for(_controller_manager_ready(cp), timeout, "kube-controller-manager answering /healthz",
+                interval=0.5)
 
     api = cp.api()
     _ensure_namespace(api)
     say(f"registering {cp.shape.nodes} fake GPU nodes ({cp.shape.gpus_per_node} x {GPU} each)")
     register_nodes(api, cp.shape)
-    _start_extras(cp, cp.shape.with_, timeout=timeout, say=say, fresh=True)
+    for ext in cp.shape.extensions():
+        _start_extension(cp, ext, timeout=timeout, say=say)
     say(f"up: {cp.shape.describe()}; KUBECONFIG={cp.kubeconfig}")
 
 
-#: What ``kube up --with NAME`` adds to the control plane, and the module that starts it.
-EXTRAS = {"kueue": "courselib.live.kueue"}
+def _controller_manager_ready(cp: ControlPlane):
+    url = f"https://127.0.0.1:{cp.shape.ports['kube-controller-manager']}/healthz"
+    return lambda: _https_ok(url)
 
 
-def _start_extras(cp: ControlPlane, names, *, timeout: float, say, fresh: bool = False) -> None:
-    """Start each extra in ``names`` (its module's ``start(cp)``) and record it in the shape."""
-    import importlib
-    from dataclasses import replace
-    for name in names:
-        if name not in EXTRAS:
-            raise InputError(f"--with {name}: choose from {', '.join(EXTRAS)}", field="--with")
-        importlib.import_module(EXTRAS[name]).start(cp, timeout=timeout, say=say)
-        if not fresh:
+def _start_extension(cp: ControlPlane, ext: extension.Extension, *, timeout: float, say) -> None:
+    check_ports(ext.ports(cp.shape).values(), what=f" ({ext.name}'s)")
+    ext.start(cp, timeout=timeout, say=say)
+    cp.save()
+
+
+def join(cp: ControlPlane, names, *, timeout: float = 120.0, say=lambda msg: None) -> ControlPlane:
+    """Start the extensions ``names`` on the running control plane (``kube up --with`` on one that
+    is up) and record them in its shape. One that needs a feature gate the running components lack
+    needs ``down`` and ``up``."""
+    with cleanup_on_signals():
+        for name in names:
+            ext = extension.get(name)
+            why = ext.unavailable()
+            if why:
+                raise KubeUnavailable(why)
+            lacking = {g: v for g, v in ext.feature_gates(cp.shape).items()
+                       if cp.shape.feature_gates().get(g) != v}
+            if lacking:
+                raise CourseError(f"{name} needs the feature gates {lacking}, which the running control "
+                                  "plane was started without",
+                                  hint="run `courselib kube down`, then `courselib kube up "
+                                       f"{replace(cp.shape, with_=cp.shape.with_ + (name,)).cli_args()}`")
+            _start_extension(cp, ext, timeout=timeout, say=say)
             cp.shape = replace(cp.shape, with_=tuple(cp.shape.with_) + (name,))
-        cp.save()
+            cp.save()
+    return cp
 
 
-def _http_ok(url: str) -> bool:
+def leave(cp: ControlPlane, names, *, say=lambda msg: None) -> ControlPlane:
+    """Stop the extensions ``names`` on the running control plane and forget them in its shape (what
+    they installed, such as CRDs, stays)."""
+    for name in names:
+        if name in cp.shape.with_:
+            extension.get(name).stop(cp, say=say)
+            cp.shape = replace(cp.shape, with_=tuple(w for w in cp.shape.with_ if w != name))
+            cp.save()
+    return cp
+
+
+def set_api_qps(cp: ControlPlane, qps: int | None, *, say=lambda msg: None) -> ControlPlane:
+    """Restart only the controller manager with client rate ``qps`` (``None``: the default); the
+    other daemons, the nodes and the extensions stay."""
+    if cp.shape.api_qps == qps:
+        return cp
+    cp.shape = replace(cp.shape, api_qps=qps)
+    cp.save()
+    say("restarting kube-controller-manager with client rate "
+        + (f"{qps} requests/s" if qps else "20 requests/s (the default)"))
+    cp.restart("kube-controller-manager", argv_for(cp, "kube-controller-manager"),
+               ready=_controller_manager_ready(cp))
+    return cp
+
+
+def http_ok(url: str) -> bool:
+    """Does ``url`` answer 200 (plain HTTP, two seconds)?"""
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
             return r.status == 200
@@ -635,10 +643,13 @@ def node_name(k: int) -> str:
 
 
 def node_body(shape: KubeShape, k: int) -> dict:
-    """A fake GPU node, as a kubelet would register it (labels, capacity, Ready)."""
+    """A fake GPU node, as a kubelet would register it (labels, capacity, Ready); the extensions
+    add their labels (``node_labels``)."""
     labels = {"kubernetes.io/hostname": node_name(k), "kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64"}
     labels.update({FEATURE_PREFIX + f: "true" for f in shape.features_of(k)})
+    for ext in shape.extensions():
+        labels.update(ext.node_labels(shape, k))
     resources = {"cpu": str(shape.cpus_per_node), "memory": shape.memory_per_node, "pods": "110",
                  GPU: str(shape.gpus_per_node), "ephemeral-storage": "1Ti"}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -676,7 +687,7 @@ def reshape(cp: ControlPlane, shape: KubeShape, *, say=lambda msg: None) -> Cont
             core.delete_node(n.metadata.name)
     new = KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=cp.shape.gang,
                     cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
-                    base_port=cp.shape.base_port, with_=cp.shape.with_)
+                    base_port=cp.shape.base_port, with_=cp.shape.with_, api_qps=cp.shape.api_qps)
     register_nodes(api, new, relabel=True)
     say(f"reshaped the fake nodes: {cp.shape.describe()} -> {new.describe()}")
     cp.shape = new
@@ -711,14 +722,12 @@ def register_nodes(api, shape: KubeShape, *, relabel: bool = False) -> None:
 def status(cp: ControlPlane | None = None) -> dict:
     """What is recorded and what is really running (for ``status --json``)."""
     cp = cp or load()
+    out = status_of(cp, STATE)
     if cp is None:
-        return {"up": False, "state_file": str(state_file())}
-    procs = [{"role": p.role, "pid": p.pid, "alive": is_ours(p)} for p in cp.procs]
-    up_ = bool(procs) and all(p["alive"] for p in procs)
-    out = {"up": up_, "state_file": str(state_file()), "state_dir": str(cp.state_dir),
-           "shape": cp.shape.describe(), "kubeconfig": str(cp.kubeconfig), "server": cp.server,
-           "versions": cp.versions, "processes": procs}
-    if up_:
+        return out
+    out.update(shape=cp.shape.describe(), kubeconfig=str(cp.kubeconfig), server=cp.server,
+               versions=cp.versions, api_qps=cp.shape.api_qps)
+    if out["up"]:
         with contextlib.suppress(Exception):
             from kubernetes import client
             nodes = client.CoreV1Api(cp.api()).list_node().items
@@ -730,30 +739,19 @@ def status(cp: ControlPlane | None = None) -> dict:
 def down(cp: ControlPlane | None = None, *, say=lambda msg: None) -> dict:
     """Stop every process of the recorded control plane by PID; remove its directory and record.
 
-    Order: the controllers first (so nothing reacts to the shutdown), then the API server, then etcd.
+    Order: the controllers first (the extensions' and the core's, so nothing reacts to the
+    shutdown), then the API server, then etcd.
     """
     cp = cp or load()
     if cp is None:
         say("no local Kubernetes control plane is recorded; nothing to stop")
         return {"stopped": [], "left": []}
     rank = {"etcd": 3, "kube-apiserver": 2}
-    stopped, left = [], []
-    for level in (0, 2, 3):
-        group = [p for p in cp.procs if rank.get(p.role, 0) == level]
-        pids = [p.pid for p in group if is_ours(p)]
-        if pids:
-            left += stop_pids(pids, grace=5.0)
-            stopped += [{"role": p.role, "pid": p.pid} for p in group if p.pid in pids]
-        for p in group:
-            reap(p.pid)
+    stopped, left = cp.stop([p for p in cp.procs if rank.get(p.role, 0) == level] for level in (0, 2, 3))
     say(f"stopped {len(stopped)} process{'es' if len(stopped) != 1 else ''}"
         + (f"; {len(left)} would not stop: {left}" if left else ""))
     if not left:
-        remove_owned_dir(cp.state_dir, cp.token)  # only a directory holding our token
-        with contextlib.suppress(CourseError):
-            rec = STATE.load()
-            if rec is not None and rec.get("token") == cp.token:
-                STATE.remove()
+        cp.forget(STATE)  # only a directory holding our token, only our record
     return {"stopped": stopped, "left": left}
 
 

@@ -13,26 +13,30 @@ its PID *and* start time, so ``status`` and ``down`` find the cluster from any l
 ``down`` stops exactly those processes (plus job steps whose environment carries this cluster's
 marker and random token), never anything chosen by name, and never a reused PID. The state
 directory carries the same token; ``down`` removes it only if it still does. A record that does
-not parse is a one-line error, and nothing is stopped or removed.
+not parse is a one-line error, and nothing is stopped or removed. All of that is the shared
+daemon storey (:mod:`courselib.live.daemons`); what is Slurm's is here.
+
+**How the daemons are launched** is one piece, :class:`courselib.live.daemons.Launcher`, saved in
+the record: by default the host's ``munged``/``slurmctld``/``slurmd`` and its client commands; a
+Slurm in its own root (``chroot`` with bind mounts to undo) is ``up(shape, launcher=…)`` and
+nothing else changes — every daemon and every ``sbatch``/``squeue``/``scontrol`` goes through
+``launcher.command``, and ``down`` calls ``launcher.undo()`` after the last daemon stopped.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from courselib.errors import CourseError, InputError, PrivilegeError
-from courselib.live.nodes import (check_features, cli_features, describe_where, features_from_json,
-                                  features_json, features_of, parse_features, port_free)
-from courselib.live.cleanup import alive as _alive
-from courselib.live.cleanup import cleanup_on_signals, reap as _reap, signals_held, stop_pids
-from courselib.live.state import (ProcessStamp, StateFile, make_owned_dir, new_token, owns_dir,
-                                  remove_owned_dir)
+from courselib.errors import CourseError, InputError, PrivilegeError  # noqa: F401 (slurm.InputError)
+from courselib.live.cleanup import stop_pids
+from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, status_of
+from courselib.live.nodes import NodesShape, parse_features  # noqa: F401 (slurm.parse_features)
+from courselib.live.state import StateFile
 
 #: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
 DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
@@ -73,7 +77,7 @@ class NodeShape:
 
 
 @dataclass(frozen=True)
-class ClusterShape:
+class ClusterShape(NodesShape):
     """The cluster ``up`` builds: ``nodes`` nodes with ``gpus_per_node`` emulated GPUs each.
 
     ``features`` is a tuple of ``(name, where)``: ``where`` is ``None`` (every node), a count
@@ -88,21 +92,9 @@ class ClusterShape:
     base_port: int = BASE_PORT
 
     def __post_init__(self):
-        if not 1 <= self.nodes <= 64:
-            raise InputError(f"{self.nodes} nodes: choose 1 to 64", field="--nodes",
-                             hint="each node is one slurmd process on this machine")
-        if not 0 <= self.gpus_per_node <= 64:
-            raise InputError(f"{self.gpus_per_node} GPUs per node: choose 0 to 64",
-                             field="--gpus-per-node")
-        if not 1024 <= self.base_port <= 65535 - 65:
-            raise InputError(f"port {self.base_port}: choose 1024 to 65470", field="--port")
-        object.__setattr__(self, "features", check_features(
-            self.features, self.nodes, r"[A-Za-z][A-Za-z0-9_.-]*",
-            "a feature name (letters, digits, _ . -)"))
-
-    def features_of(self, k: int) -> tuple[str, ...]:
-        """Features of node ``k`` (1-based)."""
-        return features_of(self.features, k)
+        self.check_nodes(max_nodes=64, node_hint="each node is one slurmd process on this machine",
+                         ports=65, name_pattern=r"[A-Za-z][A-Za-z0-9_.-]*",
+                         what="a feature name (letters, digits, _ . -)")
 
     def node_shapes(self) -> list[NodeShape]:
         return [NodeShape(f"node{k}", self.base_port + k, self.gpus_per_node, self.features_of(k))
@@ -113,34 +105,22 @@ class ClusterShape:
         return self.base_port
 
     def describe(self) -> str:
-        feats = ", ".join(f"{n} on {describe_where(w)}" for n, w in self.features)
-        return (f"{self.nodes} node{'s' if self.nodes != 1 else ''} x {self.gpus_per_node} GPUs"
-                + (f" ({feats})" if feats else ""))
+        return self.describe_nodes()
 
     def cli_args(self) -> str:
         """The ``courselib slurm up`` arguments that build this shape (where expressible)."""
-        out = f"--nodes {self.nodes} --gpus-per-node {self.gpus_per_node}"
-        if self.features and cli_features(self.features):
-            out += " --features " + cli_features(self.features)
-        if self.base_port != BASE_PORT:
-            out += f" --port {self.base_port}"
-        return out
+        return self.nodes_args() + self.port_arg(BASE_PORT)
 
     def to_json(self) -> dict:
-        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                "features": features_json(self.features),
-                "cpus_per_node": self.cpus_per_node, "base_port": self.base_port}
+        return self.nodes_json()
 
     @classmethod
     def from_json(cls, d: dict) -> "ClusterShape":
-        return cls(nodes=d["nodes"], gpus_per_node=d["gpus_per_node"],
-                   features=features_from_json(d.get("features", [])),
-                   cpus_per_node=d.get("cpus_per_node", 64), base_port=d.get("base_port", BASE_PORT))
+        return cls(**cls.nodes_from_json(d, BASE_PORT))
 
     def same_nodes(self, other: "ClusterShape") -> bool:
         """Same nodes, GPUs and per-node features (ports and how features are written aside)."""
-        return (self.nodes, self.gpus_per_node) == (other.nodes, other.gpus_per_node) and all(
-            set(self.features_of(k)) == set(other.features_of(k)) for k in range(1, self.nodes + 1))
+        return self.same_features(other)
 
 
 def render_slurm_conf(shape: ClusterShape, state_dir: Path) -> str:
@@ -232,18 +212,13 @@ def render_cgroup_conf() -> str:
 
 # ----------------------------------------------------------------------------- preflight
 
-def _which(cmd: str) -> str | None:
-    return shutil.which(cmd) or next((p for p in (f"/usr/sbin/{cmd}", f"/sbin/{cmd}")
-                                      if os.access(p, os.X_OK)), None)
+def missing_commands(launcher: Launcher = HOST) -> list[str]:
+    return [c for c in DAEMONS + CLIENTS if launcher.which(c) is None]
 
 
-def missing_commands() -> list[str]:
-    return [c for c in DAEMONS + CLIENTS if _which(c) is None]
-
-
-def check_available() -> None:
+def check_available(launcher: Launcher = HOST) -> None:
     """Raise :class:`SlurmUnavailable` naming what is missing and how to get it."""
-    missing = missing_commands()
+    missing = missing_commands(launcher)
     if missing:
         raise SlurmUnavailable(
             f"Slurm is not installed here ({', '.join(missing)} not found)",
@@ -255,10 +230,10 @@ def check_available() -> None:
             hint="run as root (CI does); elsewhere the chapter shows a recorded run")
 
 
-def unavailable_reason() -> str | None:
+def unavailable_reason(launcher: Launcher = HOST) -> str | None:
     """``None`` if this machine can run the local Slurm, else the one-line reason."""
     try:
-        check_available()
+        check_available(launcher)
     except SlurmUnavailable as err:
         return str(err)
     return None
@@ -277,41 +252,20 @@ def state_file() -> Path:
     return _record().path
 
 
-@dataclass
-class Proc:
-    """A process this module started: its role, PID, start time (``/proc/PID/stat`` field 22) and
-    boot ID, and its command line (shown, never trusted)."""
-    role: str
-    pid: int
-    argv: list[str] = field(default_factory=list)
-    start_ticks: int | None = None
-    boot_id: str | None = None
-
-    @property
-    def stamp(self) -> ProcessStamp | None:
-        if self.start_ticks is None or self.boot_id is None:
-            return None
-        return ProcessStamp(self.pid, self.start_ticks, self.boot_id)
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Proc":
-        if not isinstance(d, dict):
-            raise ValueError(f"a process entry is {type(d).__name__}, not an object")
-        role, argv = d["role"], d.get("argv", [])
-        if not isinstance(role, str) or not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
-            raise ValueError("a process entry's role or argv is not text")
-        stamp = ProcessStamp.from_json(d)
-        return cls(role, stamp.pid, argv, stamp.start_ticks, stamp.boot_id)
+#: A process ``up`` started (the shared record of :mod:`courselib.live.daemons`).
+Proc = Daemon
 
 
 @dataclass
-class Cluster:
-    """A running (or starting) cluster: its shape, directory and every process started."""
+class Cluster(System):
+    """A running (or starting) cluster: its shape, directory, every process started and how they
+    are launched (spawn, wait, stop: :class:`courselib.live.daemons.System`)."""
     shape: ClusterShape
     state_dir: Path
-    procs: list[Proc] = field(default_factory=list)
+    procs: list[Daemon] = field(default_factory=list)
     started_at: float = 0.0
     token: str = ""
+    launcher: Launcher = HOST
 
     @property
     def conf(self) -> Path:
@@ -330,7 +284,8 @@ class Cluster:
 
     def to_json(self) -> dict:
         return {"shape": self.shape.to_json(), "state_dir": str(self.state_dir), "token": self.token,
-                "started_at": self.started_at, "procs": [asdict(p) for p in self.procs]}
+                "started_at": self.started_at, "procs": [p.to_json() for p in self.procs],
+                "launcher": self.launcher.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> "Cluster":
@@ -346,20 +301,25 @@ class Cluster:
         if isinstance(started, bool) or not isinstance(started, (int, float)):
             raise ValueError(f"started_at {started!r} is not a time")
         return cls(ClusterShape.from_json(d["shape"]), Path(state_dir),
-                   [Proc.from_json(p) for p in procs], float(started), token)
+                   [Daemon.from_json(p) for p in procs], float(started), token,
+                   Launcher.from_json(d.get("launcher")))
 
     def save(self) -> None:
         _record().save(self.to_json())
 
-    def owns_dir(self) -> bool:
-        """Is the state directory still the one this cluster made (our token inside)?"""
-        return owns_dir(self.state_dir, self.token)
+    def log_files(self, role: str) -> list[Path]:
+        # the daemon's own log (slurm.conf, munged --log-file), then what it printed
+        return [self.state_dir / "log" / f"{role}.log", self.state_dir / "log" / f"{role}.stderr"]
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
-        """Run a Slurm client command against this cluster; its stdout."""
+        """Run a Slurm client command against this cluster (through its launcher); its stdout."""
+        return self.run_full(*argv, check=check, timeout=timeout).stdout
+
+    def run_full(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+        """:meth:`run`, with the whole result (exit status, stderr)."""
         try:
-            res = subprocess.run(list(argv), env=self.env(), capture_output=True, text=True,
-                                 timeout=timeout)
+            res = subprocess.run(self.launcher.command(argv), env=self.env(), capture_output=True,
+                                 text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise CourseError(f"{' '.join(argv)} did not answer in {timeout:g} s",
                               hint=f"see the logs in {self.state_dir}/log") from None
@@ -367,7 +327,7 @@ class Cluster:
             msg = (res.stderr or res.stdout).strip().splitlines()
             raise CourseError(f"{' '.join(argv[:2])} failed: {msg[-1] if msg else res.returncode}",
                               hint=f"see the logs in {self.state_dir}/log")
-        return res.stdout
+        return res
 
 
 def load_cluster() -> Cluster | None:
@@ -378,14 +338,9 @@ def load_cluster() -> Cluster | None:
 
 # ----------------------------------------------------------------------------- processes
 
-def is_ours(proc: Proc) -> bool:
-    """Is ``proc.pid`` still the process we started?
-
-    Guards against PID reuse: a PID is only signalled if its start time and the boot ID are the
-    ones recorded when we started it (a command line can be copied by anyone; a start time cannot).
-    """
-    stamp = proc.stamp
-    return stamp is not None and stamp.matches()
+def is_ours(proc: Daemon) -> bool:
+    """Is ``proc.pid`` still the process we started (same start time, same boot)?"""
+    return proc.is_ours()
 
 
 def marked_pids(state_dir: Path, token: str) -> list[int]:
@@ -420,54 +375,17 @@ def _comm(pid: int) -> str:
         return "job"
 
 
-_port_free = port_free  # the name the Slurm code and its tests use
-
-
-def _wait_for(predicate, timeout: float, what: str, cluster: Cluster, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise CourseError(f"{what} did not happen within {timeout:g} s",
-                              hint=f"see the logs in {cluster.state_dir}/log")
-        dead = [p for p in cluster.procs if not _alive(p.pid)]
-        if dead:
-            log = _log_tail(cluster, dead[0].role)
-            raise CourseError(f"{dead[0].role} (PID {dead[0].pid}) exited while starting"
-                              + (f": {log}" if log else ""),
-                              hint=f"see the logs in {cluster.state_dir}/log")
-        time.sleep(interval)
-
-
-def _log_tail(cluster: Cluster, role: str) -> str:
-    name = {"munged": "munged.log", "slurmctld": "slurmctld.log"}.get(role, f"{role}.log")
-    for path in (cluster.state_dir / "log" / name, cluster.state_dir / "log" / f"{role}.stderr"):
-        try:
-            lines = [ln for ln in path.read_text(errors="replace").splitlines()
-                     if "error" in ln.lower() or "fatal" in ln.lower()]
-        except OSError:
-            continue
-        if lines:
-            return lines[-1].strip()
-    return ""
-
-
 # ----------------------------------------------------------------------------- up / down
 
 def status(cluster: Cluster | None = None) -> dict:
     """What is recorded and what is really running, as a dict (for ``status --json``)."""
     cluster = cluster or load_cluster()
-    if cluster is None:
-        return {"up": False, "state_file": str(state_file())}
-    procs = [{"role": p.role, "pid": p.pid, "alive": is_ours(p)} for p in cluster.procs]
-    up = bool(procs) and all(p["alive"] for p in procs)
-    out = {"up": up, "state_file": str(state_file()), "state_dir": str(cluster.state_dir),
-           "shape": cluster.shape.describe(), "slurm_conf": str(cluster.conf),
-           "processes": procs}
-    if up:
-        out["nodes"] = node_states(cluster)
+    out = status_of(cluster, _record())
+    if cluster is not None:
+        out.update(shape=cluster.shape.describe(), slurm_conf=str(cluster.conf),
+                   launcher=cluster.launcher.describe())
+        if out["up"]:
+            out["nodes"] = node_states(cluster)
     return out
 
 
@@ -483,16 +401,18 @@ def node_states(cluster: Cluster) -> list[dict]:
     return out
 
 
-def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> Cluster:
-    """Start (or find already running) a cluster of ``shape``; idempotent.
+def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None,
+       launcher: Launcher = HOST) -> Cluster:
+    """Start (or find already running) a cluster of ``shape``; idempotent. ``launcher``: how its
+    daemons and client commands are launched (default: the host's programs).
 
-    On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped and the
-    state directory removed before the exception propagates.
+    On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped, the
+    launcher's set-up undone and the state directory removed before the exception propagates.
     """
-    check_available()
+    check_available(launcher)
     existing = load_cluster()
     if existing is not None:
-        if all(is_ours(p) for p in existing.procs) and existing.procs:
+        if existing.all_ours():
             if not existing.shape.same_nodes(shape):
                 raise CourseError(
                     f"a different local Slurm is already up ({existing.shape.describe()})",
@@ -502,46 +422,19 @@ def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None) -> C
         say("found a stale record of a cluster; cleaning it up")
         down(existing)
 
-    busy = [p for p in [shape.ctld_port] + [n.port for n in shape.node_shapes()]
-            if not _port_free(p)]
-    if busy:
-        raise CourseError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} "
-                          f"already in use on 127.0.0.1",
-                          hint="stop what uses them, or choose other ports with --port")
-
-    token = new_token()
-    with cleanup_on_signals():  # SIGTERM, SIGHUP like Ctrl-C, so the cleanup below runs
-        state_dir = make_owned_dir("courselib-slurm-", token)
-        cluster = Cluster(shape, state_dir, started_at=time.time(), token=token)
-        try:
-            _start(cluster, timeout=timeout, say=say)
-        except BaseException:
-            down(cluster)
-            raise
-    return cluster
-
-
-def _spawn(cluster: Cluster, role: str, argv: list[str], env: dict[str, str]) -> Proc:
-    log = open(cluster.state_dir / "log" / f"{role}.stderr", "ab")
-    try:
-        with signals_held():  # no signal between starting the daemon and recording it
-            popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=cluster.state_dir)
-            stamp = ProcessStamp.of(popen.pid)
-            proc = Proc(role, popen.pid, list(argv), stamp.start_ticks if stamp else None,
-                        stamp.boot_id if stamp else None)
-            cluster.procs.append(proc)
-            cluster.save()
-    finally:
-        log.close()
-    return proc
+    check_ports([shape.ctld_port] + [n.port for n in shape.node_shapes()])
+    return bring_up("courselib-slurm-",
+                    lambda token, d: Cluster(shape, d, started_at=time.time(), token=token,
+                                             launcher=launcher),
+                    lambda cluster: _start(cluster, timeout=timeout, say=say), down)
 
 
 def _start(cluster: Cluster, *, timeout: float, say) -> None:
     d, shape = cluster.state_dir, cluster.shape
     for sub in ("munge", "ctld", "spool", "run", "log"):
         (d / sub).mkdir(mode=0o700)
+    cluster.save()
+    cluster.launcher.setup(d)  # recorded first: a later `down` undoes it
     for node in shape.node_shapes():
         (d / "spool" / node.name).mkdir(mode=0o700)
     os.chmod(d, 0o755)  # munged refuses group/other-writable directories on its socket path
@@ -555,29 +448,30 @@ def _start(cluster: Cluster, *, timeout: float, say) -> None:
 
     env = cluster.env()
     cluster.save()
+    which = cluster.launcher.which
 
     say(f"starting munged (private socket {d}/munge/munge.socket)")
-    _spawn(cluster, "munged", [_which("munged"), "--foreground", "--force",
-                               f"--socket={d}/munge/munge.socket", f"--key-file={key}",
-                               f"--pid-file={d}/run/munged.pid", f"--log-file={d}/log/munged.log",
-                               f"--seed-file={d}/munge/munged.seed", "--num-threads=4"], env)
-    _wait_for(lambda: (d / "munge" / "munge.socket").exists(), 10, "munged's socket", cluster)
+    cluster.spawn("munged", [which("munged"), "--foreground", "--force",
+                             f"--socket={d}/munge/munge.socket", f"--key-file={key}",
+                             f"--pid-file={d}/run/munged.pid", f"--log-file={d}/log/munged.log",
+                             f"--seed-file={d}/munge/munged.seed", "--num-threads=4"], env=env)
+    cluster.wait_for(lambda: (d / "munge" / "munge.socket").exists(), 10, "munged's socket")
 
     say(f"starting slurmctld on port {shape.ctld_port}")
-    _spawn(cluster, "slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], env)
-    _wait_for(lambda: _ping(cluster), timeout, "slurmctld answering `scontrol ping`", cluster)
+    cluster.spawn("slurmctld", [which("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], env=env)
+    cluster.wait_for(lambda: _ping(cluster), timeout, "slurmctld answering `scontrol ping`")
 
     for node in shape.node_shapes():
         say(f"starting slurmd {node.name} on port {node.port} ({node.gpus} GPUs"
             + (f", features {','.join(node.features)})" if node.features else ")"))
-        _spawn(cluster, f"slurmd-{node.name}",
-               [_which("slurmd"), "-D", "-f", str(cluster.conf), "-N", node.name], env)
+        cluster.spawn(f"slurmd-{node.name}",
+                      [which("slurmd"), "-D", "-f", str(cluster.conf), "-N", node.name], env=env)
     names = f"node[1-{shape.nodes}]" if shape.nodes > 1 else "node1"
-    _wait_for(lambda: _all_nodes_registered(cluster), timeout, "every slurmd registering", cluster,
-              interval=0.3)
+    cluster.wait_for(lambda: _all_nodes_registered(cluster), timeout, "every slurmd registering",
+                     interval=0.3)
     cluster.run("scontrol", "update", f"nodename={names}", "state=resume", check=False)
-    _wait_for(lambda: _all_nodes_idle(cluster), timeout, "every node becoming idle", cluster,
-              interval=0.3)
+    cluster.wait_for(lambda: _all_nodes_idle(cluster), timeout, "every node becoming idle",
+                     interval=0.3)
     say(f"up: {shape.describe()}; SLURM_CONF={cluster.conf}")
 
 
@@ -612,7 +506,7 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
         say("no local Slurm is recorded; nothing to stop")
         return {"stopped": [], "left": []}
     dir_ours = cluster.owns_dir()
-    ctld_alive = any(p.role == "slurmctld" and is_ours(p) for p in cluster.procs)
+    ctld_alive = any(p.role == "slurmctld" and p.is_ours() for p in cluster.procs)
     if ctld_alive and dir_ours and cluster.conf.exists():
         with contextlib.suppress(CourseError):
             cluster.run("scancel", "--full", f"--partition={PARTITION}", check=False, timeout=10)
@@ -627,16 +521,11 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
         names = {p: _comm(p) for p in steps}
         left += stop_pids(steps, grace=3.0)
         stopped += [{"role": names[p], "pid": p} for p in steps]
-    order = sorted(cluster.procs, key=lambda p: {"munged": 2, "slurmctld": 1}.get(p.role, 0))
-    for group in ([p for p in order if p.role.startswith("slurmd")],
-                  [p for p in order if p.role == "slurmctld"],
-                  [p for p in order if p.role == "munged"]):
-        pids = [p.pid for p in group if is_ours(p)]
-        if pids:
-            left += stop_pids(pids)
-            stopped += [{"role": p.role, "pid": p.pid} for p in group if p.pid in pids]
-        for p in group:
-            _reap(p.pid)
+    done, gone = cluster.stop([[p for p in cluster.procs if p.role.startswith("slurmd")],
+                               [p for p in cluster.procs if p.role == "slurmctld"],
+                               [p for p in cluster.procs if p.role == "munged"]])
+    stopped += done
+    left += gone
     # Anything a slurmd forked late (a step starting while we stopped it).
     late = [p for p in marked_pids(cluster.state_dir, cluster.token) if p not in ours]
     if late:
@@ -645,22 +534,21 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
         stopped += [{"role": names[p], "pid": p} for p in late]
     say(f"stopped {len(stopped)} process{'es' if len(stopped) != 1 else ''}"
         + (f"; {len(left)} would not stop: {left}" if left else ""))
-    kept = None
+    out = {"stopped": stopped, "left": left, "kept_dir": None}
     if not left:
-        if not remove_owned_dir(cluster.state_dir, cluster.token) and os.path.lexists(cluster.state_dir):
-            kept = str(cluster.state_dir)
-            say(f"left {kept} in place: it is not the directory this cluster made (no token of ours)")
-        with contextlib.suppress(CourseError):
-            rec = _record().load()
-            if rec is not None and rec.get("token") == cluster.token:
-                _record().remove()
-    return {"stopped": stopped, "left": left, "kept_dir": kept}
+        out.update(cluster.forget(_record()))
+        if out["not_undone"]:
+            say(f"could not undo: {'; '.join(out['not_undone'])}; {cluster.state_dir} and the record "
+                "are kept (run `courselib slurm down` again)")
+        elif out["kept_dir"]:
+            say(f"left {out['kept_dir']} in place: it is not the directory this cluster made (no token of ours)")
+    return out
 
 
 def require_up() -> Cluster:
     """The running cluster, or an error that says how to start one."""
-    check_available()
     cluster = load_cluster()
-    if cluster is None or not cluster.procs or not all(is_ours(p) for p in cluster.procs):
+    check_available(cluster.launcher if cluster is not None else HOST)
+    if cluster is None or not cluster.all_ours():
         raise CourseError("no local Slurm is up", hint="start one with `courselib slurm up`")
     return cluster

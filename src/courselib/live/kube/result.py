@@ -1,0 +1,338 @@
+"""Compare a Kubernetes replay with courselib's model; print it, record it, read it back.
+
+:func:`compare` runs the model (:func:`courselib.sim.gang.simulate`) on the same workload, given
+what the real run decided that the model cannot know — the order the Job controller created the
+pods (``kube-default``), the order the PodGroups reached their quorum (``kube-gang``), or what an
+extension recorded (Kueue: the order it drew among Workloads created together) — and counts
+where the two agree: per job, whether it ever had all its pods placed and how many it held at the
+end; the start order; the verdict (deadlock or not); an extension's own checks (evictions).
+:func:`source` gives a chapter the live replay where a control plane of the right shape is up,
+else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from courselib.live import recorded as _recorded
+from courselib.live.kube import extension
+from courselib.live.kube.cluster import KUBERNETES_VERSION
+from courselib.live.kube.plan import plan_replay
+from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult
+from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
+                                    order_lines, order_pairs, read_replay, recorded_from)
+from courselib.live.replays import record as _record
+from courselib.model.workload import Workload
+from courselib.units import format_duration as _fmt
+
+#: The chapter replays live only when this is "1" (and a control plane of the right shape is up).
+LIVE_ENV = "COURSELIB_LIVE"
+
+
+@dataclass
+class JobComparison:
+    name: str
+    real_complete: bool
+    model_complete: bool
+    real_bound_end: int
+    model_bound_end: int
+    real_start: float | None
+    model_start: float | None
+    round_robin_bound_end: int  # the model with its own round-robin assumption
+    # Kueue: how often the job's Workload was evicted (PodsReadyTimeout); None: not compared
+    real_evictions: int | None = None
+    model_evictions: int | None = None
+
+    @property
+    def complete_agrees(self) -> bool:
+        return self.real_complete == self.model_complete
+
+    @property
+    def evictions_compared(self) -> bool:
+        return self.real_evictions is not None and self.model_evictions is not None
+
+    @property
+    def evictions_agree(self) -> bool:
+        return not self.evictions_compared or self.real_evictions == self.model_evictions
+
+    @property
+    def bound_agrees(self) -> bool:
+        return self.real_bound_end == self.model_bound_end
+
+
+@dataclass
+class Comparison(Agreement):
+    """Where the real kube-scheduler and courselib's policy agree, job by job."""
+    policy: str
+    real_deadlock: bool
+    model_deadlock: bool
+    round_robin_deadlock: bool
+    max_start_error: float | None
+
+    @property
+    def checks(self) -> int:
+        return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs)
+
+    @property
+    def agreed(self) -> int:
+        return (sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
+                + self.order_agree + (self.real_deadlock == self.model_deadlock)
+                + sum(j.evictions_compared and j.evictions_agree for j in self.jobs))
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        for row, j in zip(d["jobs"], self.jobs):
+            row["complete_agrees"], row["bound_agrees"] = j.complete_agrees, j.bound_agrees
+            if j.evictions_compared:
+                row["evictions_agree"] = j.evictions_agree
+        return d
+
+
+def quorum_order(workload: Workload, pod_order: list[str], batches: list[list[str]]) -> list[str]:
+    """Jobs in the order they reached ``min_member`` created pods, batch by batch: the order in which
+    their PodGroups passed PreEnqueue and entered the scheduling queue."""
+    need = {j.name: j.min_member or j.pods for j in workload.jobs}
+    out: list[str] = []
+    pos = 0
+    for batch in batches:
+        total = sum(next(j.pods for j in workload.jobs if j.name == n) for n in batch)
+        seen: dict[str, int] = {}
+        for name in pod_order[pos:pos + total]:
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] == need[name]:
+                out.append(name)
+        out += [n for n in batch if n not in out]
+        pos += total
+    return out
+
+
+def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False,
+              batches=None, options=()):
+    from courselib.sim.gang import simulate
+    opts = dict(options)
+    if policy == "kube-default":
+        opts["preemption"] = preemption
+        if pod_order is not None:
+            opts["pod_order"] = tuple(pod_order)
+    elif policy == "kube-gang" and pod_order is not None and batches is not None:
+        opts["group_order"] = tuple(quorum_order(workload, list(pod_order), batches))
+    return simulate(workload, policy, **opts)
+
+
+def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) -> Comparison:
+    """Compare a real replay with the model on the same workload (given the real pod order).
+
+    Checks, per job: whether it ever had all its pods placed (its barrier passed), and how many
+    pods it held at the end; over pairs of jobs the model starts at different times, the start
+    order; and the verdict (deadlock or not).
+    """
+    plan = result.plan
+    wl = plan.workload
+    # what the real run drew where the model needs to be told (Kueue: its UID tie order)
+    recorded = tuple((result.extra or {}).get("model_options", {}).items())
+    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches,
+                      plan.options + recorded)
+    rr = model_run(wl, plan.policy, None, plan.preemption, options=plan.options)
+    rows = []
+    for job in wl.jobs:
+        rj, mj, rrj = result.job(job.name), model.job(job.name), rr.job(job.name)
+        per = max(1, job.gpus_per_pod)
+        evicted = result.extra.get("evictions") if result.extra else None
+        rows.append(JobComparison(job.name, rj.start is not None, mj.start is not None,
+                                  rj.bound_at_end, mj.gpus_held // per if job.gpus_per_pod else 0,
+                                  rj.start, mj.start, rrj.gpus_held // per if job.gpus_per_pod else 0,
+                                  None if evicted is None else evicted.get(job.name, 0),
+                                  None if evicted is None else mj.evictions))
+    pairs, agree, bad = order_pairs(rows, tolerance)
+    return Comparison(name, rows, result.start_order(), model_start_order(model), pairs, agree, bad,
+                      policy=plan.policy, real_deadlock=result.deadlock, model_deadlock=model.deadlock,
+                      round_robin_deadlock=rr.deadlock, max_start_error=max_start_error(rows, 3))
+
+
+def format_comparison(c: Comparison) -> str:
+    def t(x):
+        return "-" if x is None else _fmt(x)
+    ext = extension.for_policy(c.policy)
+    given = ext.model_given if ext is not None else {
+        "kube-gang": "the order in which the real PodGroups reached their quorum"
+    }.get(c.policy, "the pod order the real Job controller created")
+    lines = [f"model: courselib {c.policy}, given {given}; in brackets, with its own assumption "
+             "(round-robin pods, groups in workload order)",
+             f"{'job':<12} {'complete: real':>14} {'model':>6}  {'pods bound at end: real':>23} "
+             f"{'model':>6} {'(round-robin)':>13}  {'start: real':>11} {'model':>8}  agree"]
+    evictions = any(r.evictions_compared for r in c.jobs)
+    if evictions:
+        lines[-1] = lines[-1].replace("  agree", "  evicted: real model  agree")
+    for r in c.jobs:
+        ok = r.complete_agrees and r.bound_agrees and r.evictions_agree
+        ev = f"  {r.real_evictions:>13} {r.model_evictions:>5}" if r.evictions_compared else \
+            ("  " + " " * 19 if evictions else "")
+        lines.append(f"{r.name:<12} {'yes' if r.real_complete else 'no':>14} "
+                     f"{'yes' if r.model_complete else 'no':>6}  {r.real_bound_end:>23} "
+                     f"{r.model_bound_end:>6} {r.round_robin_bound_end:>13}  {t(r.real_start):>11} "
+                     f"{t(r.model_start):>8}{ev}  {'yes' if ok else 'NO'}")
+    lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
+    lines.append(f"verdict      real: {'DEADLOCK' if c.real_deadlock else 'no deadlock'}; model: "
+                 f"{'DEADLOCK' if c.model_deadlock else 'no deadlock'} (round-robin: "
+                 f"{'DEADLOCK' if c.round_robin_deadlock else 'no deadlock'})")
+    lines.append(f"agreement: {c.agreed}/{c.checks} checks = {100 * c.agreement:.0f}% "
+                 f"(complete {sum(r.complete_agrees for r in c.jobs)}/{len(c.jobs)}, bound at end "
+                 f"{sum(r.bound_agrees for r in c.jobs)}/{len(c.jobs)}, order {c.order_agree}/{c.order_pairs}, "
+                 f"verdict {int(c.real_deadlock == c.model_deadlock)}/1"
+                 + (f", evictions {sum(r.evictions_agree for r in c.jobs if r.evictions_compared)}"
+                    f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "") + ")")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- output
+
+def replay_to_dict(result: ReplayResult) -> dict:
+    plan = result.plan
+    return {
+        "shape": plan.shape.describe(),
+        "policy": plan.policy,
+        "versions": result.versions,
+        "notes": list(plan.notes),
+        "jobs": [{k: v for k, v in asdict(j).items() if k != "created_real"} for j in result.jobs],
+        "start_order": result.start_order(),
+        "deadlock": result.deadlock,
+        "batches": result.batches,
+        "pod_order": _compress(result.pod_order),
+        "wall_seconds": result.wall_seconds,
+        "settles": result.settles,
+        **({"options": [list(kv) for kv in plan.options]} if plan.options else {}),
+        **({"extra": result.extra} if result.extra else {}),
+    }
+
+
+def _compress(order: list[str]) -> list[list]:
+    """``[a, a, b]`` -> ``[[a, 2], [b, 1]]`` (runs of one job's pods)."""
+    out: list[list] = []
+    for name in order:
+        if out and out[-1][0] == name:
+            out[-1][1] += 1
+        else:
+            out.append([name, 1])
+    return out
+
+
+def _expand(runs: list[list]) -> list[str]:
+    return [name for name, n in runs for _ in range(n)]
+
+
+def format_replay(result: ReplayResult) -> str:
+    plan = result.plan
+    lines = [f"Kubernetes {result.versions.get('kubernetes', KUBERNETES_VERSION)} (real kube-apiserver, "
+             f"kube-scheduler, kube-controller-manager), {plan.shape.describe()}"]
+    lines += [f"note: {n}" for n in plan.notes]
+    runs = _compress(result.pod_order)
+    if len(runs) > 1:
+        head = ", ".join(f"{n}×{k}" for n, k in runs[:8])
+        lines.append(f"pod creation order (Job controller): {head}{', ...' if len(runs) > 8 else ''} "
+                     f"({len(runs)} runs)")
+    lines.append(f"{'job':<12} {'pods':>5} {'submit':>8} {'start':>8} {'end':>8} {'bound max':>9} "
+                 f"{'bound at end':>12}  {'state':<10} nodes")
+    for rj in result.jobs:
+        def t(x):
+            return "-" if x is None else _fmt(x)
+        nodes = ", ".join(f"{n}:{k}" for n, k in list(rj.nodes.items())[:4]) + \
+            (f", ... ({len(rj.nodes)} nodes)" if len(rj.nodes) > 4 else "")
+        lines.append(f"{rj.name:<12} {rj.pods:>5} {t(rj.submitted):>8} {t(rj.start):>8} {t(rj.end):>8} "
+                     f"{rj.bound_max:>9} {rj.bound_at_end:>12}  {rj.state:<10} {nodes or '-'}")
+        if rj.reason and rj.start is None:
+            lines.append(f"{'':<12} pending pods: {rj.reason[:110]}")
+    nudged = [f"{rj.name} ({rj.nudges}x)" for rj in result.jobs if rj.nudges]
+    if nudged:
+        lines.append(f"note: the Job controller created no pod for {NUDGE_AFTER:g} s; the replay touched "
+                     f"these Jobs so it would sync them: {', '.join(nudged)}")
+    lines.append(f"start order: {' '.join(result.start_order()) or '-'}")
+    if result.deadlock:
+        held = sum(rj.bound_at_end for rj in result.jobs if rj.start is None)
+        lines.append(f"DEADLOCK: {held} pods of incomplete gangs hold their GPUs and nothing can "
+                     "change")
+    lines.append(f"({result.settles} settles, {result.wall_seconds:g} s of real time)")
+    return "\n".join(lines)
+
+
+def format_describe(result: "ReplayResult") -> str:
+    """The waiting jobs as `kubectl describe pod` / `describe podgroup` would show them."""
+    lines = []
+    for rj in result.jobs:
+        d = rj.describe
+        if not d:
+            continue
+        lines.append(f"{rj.name}: waiting at t={_fmt(d['t'])}; pod {d['pod']}")
+        for e in d["events"]:
+            lines.append(f"  Events:   {e['type']:<8} {e['reason']:<17} {e['from'] or '':<18} {e['message']}")
+        for c in d["podgroup"]:
+            lines.append(f"  PodGroup {rj.name}: {c['type']}={c['status']} ({c['reason']}): {c['message']}")
+    return "\n".join(lines) if lines else "(no job waited)"
+
+
+RECORDED_BY = "courselib kube replay --record"
+
+
+def record(result: ReplayResult, path, *, workload_text: str, workload_file: str) -> Path:
+    """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
+    import platform
+    v = result.versions
+    joined = "".join(f", {ext.title} {result.extra[ext.name]}" for ext in map(extension.get, result.plan.shape.with_)
+                     if ext.name in result.extra)
+    return _record(path, recorded_by=RECORDED_BY,
+                   recorded_on=f"{platform.system()} {platform.release()}, Kubernetes "
+                               f"{v.get('kubernetes')}, etcd {v.get('etcd')}{joined}",
+                   recorded_at=result.recorded_at, workload_text=workload_text,
+                   workload_file=workload_file, preemption=result.plan.preemption,
+                   replay=replay_to_dict(result))
+
+
+def load_recorded(name_or_path) -> Recorded:
+    """A recorded replay: ``seed-600`` (shipped as ``courselib/data/recorded/kube-seed-600.json``)
+    or a path."""
+    data, workload = read_replay(name_or_path, "kube-")
+    rep = data["replay"]
+    plan = plan_replay(workload, policy=rep["policy"], preemption=data.get("preemption", False),
+                       options={k: v for k, v in rep.get("options", [])})
+    jobs = [RealJob(**{**j, "timeline": [tuple(x) for x in j["timeline"]]}) for j in rep["jobs"]]
+    return recorded_from(data, ReplayResult(plan, jobs, _expand(rep["pod_order"]), rep["batches"],
+                                            rep["wall_seconds"], rep["settles"], rep["deadlock"],
+                                            rep["versions"], data["recorded_at"], rep.get("extra", {})))
+
+
+def source(name: str, workload_path, *, gang: bool = False, policy: str | None = None,
+           options: dict | None = None) -> _recorded.Source[ReplayResult]:
+    """Replay ``workload_path`` on the local control plane if one of the right shape is up (and
+    ``COURSELIB_LIVE=1``: a replay this size takes minutes), else the recorded run ``name``
+    (:func:`courselib.live.recorded.live_or_recorded`)."""
+    from courselib.io.workload import load_workload
+    from courselib.live.kube import cluster as kube
+    from courselib.live.kube.replay import run_replay
+    plan = plan_replay(load_workload(workload_path), gang=gang,
+                       policy=policy or ("kube-gang" if gang else "kube-default"), options=options)
+    up: list = []
+
+    def unavailable() -> str | None:
+        if os.environ.get(LIVE_ENV) != "1":
+            return (f"{LIVE_ENV} is not 1 (a replay this size takes minutes; with `courselib kube up "
+                    f"{plan.shape.cli_args()}` running, set {LIVE_ENV}=1 to run it live)")
+        why = kube.unavailable_reason()
+        if why is not None:
+            return why
+        cp = kube.running()
+        if cp is not None and cp.shape.same_nodes(plan.shape) and \
+                set(plan.shape.with_) <= set(cp.shape.with_):
+            up.append(cp)
+            return None
+        return (f"no local control plane of this shape is up (`courselib kube up "
+                f"{plan.shape.cli_args()}` starts one)")
+    return _recorded.Source(lambda: run_replay(up[0], plan), lambda: load_recorded(name).recording(),
+                            unavailable)
+
+
+def live_or_recorded(name: str, workload_path, *, gang: bool = False, policy: str | None = None,
+                     options: dict | None = None) -> tuple[ReplayResult, str | None]:
+    """Until the chapter calls :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
+    the same (the result, the label of a recorded one)."""
+    return tuple(_recorded.live_or_recorded(source(name, workload_path, gang=gang, policy=policy,
+                                                   options=options)))

@@ -1,0 +1,240 @@
+"""Compare a Slurm replay with courselib's ``slurm`` policy; print it, record it, read it back.
+
+:func:`compare` runs the model (:func:`courselib.sim.gang.simulate`) on exactly what was
+submitted and counts where the two agree: each job started in both or neither, the start order
+over pairs the model starts clearly apart, and each job's pending reason right after its
+submission. :func:`source` gives a chapter the live replay where a local Slurm of the right
+shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from courselib.live import recorded as _recorded
+from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
+                                    order_lines, order_pairs, read_replay, recorded_from)
+from courselib.live.replays import record as _record
+from courselib.live.slurm.cluster import Cluster
+from courselib.live.slurm.plan import plan_replay
+from courselib.live.slurm.replay import RealJob, ReplayResult
+from courselib.model.workload import Workload
+
+
+@dataclass
+class JobComparison:
+    name: str
+    real_start: float | None
+    model_start: float | None
+    real_reason: str | None
+    model_reason: str | None
+    real_state: str
+    started_agrees: bool
+    reason_agrees: bool | None  # None: not compared (the model has no reason for it)
+
+
+@dataclass
+class Comparison(Agreement):
+    """Where the real Slurm and courselib's ``slurm`` policy agree, job by job."""
+    started_checks: int
+    started_agree: int
+    reason_checks: int
+    reason_agree: int
+    max_start_error: float | None  # s, over jobs both started
+    as_written_order: list[str] = field(default_factory=list)
+
+    @property
+    def checks(self) -> int:
+        return self.started_checks + self.order_pairs + self.reason_checks
+
+    @property
+    def agreed(self) -> int:
+        return self.started_agree + self.order_agree + self.reason_agree
+
+
+def model_run(workload: Workload):
+    """courselib's ``slurm`` policy on ``workload`` (the simulator's :class:`Result`)."""
+    from courselib.sim.gang import simulate
+    return simulate(workload, "slurm")
+
+
+def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
+    """The model's pending reason of each job right after the scheduling cycle at its submit time.
+
+    Obtained by running the simulator with ``horizon`` = that submit time (events at the
+    horizon are processed, so the submission's cycle has run).
+    """
+    from courselib.sim.gang import simulate
+    out: dict[str, str | None] = {}
+    for t in sorted({j.submit for j in workload.jobs}):
+        res = simulate(workload, "slurm", horizon=t)
+        for j in workload.jobs:
+            if j.submit == t:
+                jr = res.job(j.name)
+                out[j.name] = None if jr.start is not None else jr.pending_reason
+    return out
+
+
+def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> Comparison:
+    """Compare a real replay with the model run on the same (as-submitted) workload.
+
+    Checks: (1) each job started in both or in neither; (2) for every pair of jobs the model
+    starts at clearly different times (more than ``tolerance`` s apart), the real Slurm started
+    them in the same order; (3) each job's pending reason right after its submission, where
+    the model gives one. A job sbatch refused counts as pending with no reason.
+    """
+    plan = result.plan
+    submitted = result.as_submitted()
+    model = model_run(submitted)
+    reasons = model_reasons_at_submit(submitted)
+    rows = []
+    for sub in plan.submissions:
+        rj = result.job(sub.name)
+        mj = model.job(sub.name)
+        real_reason = rj.reason if rj.rejected is None else f"rejected: {rj.rejected}"
+        m_reason = reasons.get(sub.name)
+        started_ok = (rj.start is not None) == (mj.start is not None)
+        reason_ok = None if m_reason is None and real_reason is None else (m_reason == real_reason)
+        rows.append(JobComparison(sub.name, rj.start, mj.start, real_reason, m_reason, rj.state,
+                                  started_ok, reason_ok))
+    pairs, agree, bad = order_pairs(rows, tolerance)
+    reason_rows = [r for r in rows if r.reason_agrees is not None]
+    return Comparison(
+        workload=name, jobs=rows, real_order=result.start_order(), model_order=model_start_order(model),
+        order_pairs=pairs, order_agree=agree, order_disagreements=bad,
+        started_checks=len(rows), started_agree=sum(r.started_agrees for r in rows),
+        reason_checks=len(reason_rows), reason_agree=sum(bool(r.reason_agrees) for r in reason_rows),
+        max_start_error=max_start_error(rows, 2),
+        as_written_order=model_start_order(model_run(plan.workload)))
+
+
+def format_comparison(c: Comparison) -> str:
+    """The comparison as a table a learner can read, ending in the agreement figure."""
+    def t(x):
+        return "-" if x is None else f"{x:.0f}s" if float(x).is_integer() else f"{x:.1f}s"
+    lines = [f"{'job':<12} {'real start':>10} {'model start':>11}  {'real reason':<20} "
+             f"{'model reason':<20} agree"]
+    for r in c.jobs:
+        ok = r.started_agrees and r.reason_agrees is not False
+        lines.append(f"{r.name:<12} {t(r.real_start):>10} {t(r.model_start):>11}  "
+                     f"{(r.real_reason or '-')[:20]:<20} {(r.model_reason or '-'):<20} "
+                     f"{'yes' if ok else 'NO'}")
+    lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
+    lines.append(f"agreement: {c.agreed}/{c.checks} checks = {100 * c.agreement:.0f}% "
+                 f"(started {c.started_agree}/{c.started_checks}, order {c.order_agree}/{c.order_pairs}, "
+                 f"reasons {c.reason_agree}/{c.reason_checks}); largest start-time gap "
+                 f"{t(c.max_start_error)}")
+    return "\n".join(lines)
+
+
+def replay_to_dict(result: ReplayResult) -> dict:
+    plan = result.plan
+    return {
+        "shape": plan.shape.describe(),
+        "scaling": plan.describe(),
+        "unit_seconds": plan.unit,
+        "seconds_per_minute": plan.seconds_per_minute,
+        "notes": list(plan.notes),
+        "submissions": [{"name": s.name, "sbatch": "sbatch " + " ".join(s.args),
+                         "sleep": s.sleep, "submit_at": s.submit_at} for s in plan.submissions],
+        "jobs": [asdict(j) for j in result.jobs],
+        "start_order": result.start_order(),
+        "wall_seconds": result.wall_seconds,
+        "squeue_at_settle": result.squeue_at_settle,
+    }
+
+
+def format_replay(result: ReplayResult) -> str:
+    plan = result.plan
+    lines = [f"cluster: {plan.shape.describe()}", f"scaling: {plan.describe()}"]
+    lines += [f"note: {n}" for n in plan.notes]
+    for s in plan.submissions:
+        rj = result.job(s.name)
+        lines.append(f"  sbatch {' '.join(s.args)}  # sleeps {s.sleep:g}s, submitted at {s.submit_at:g}s")
+    lines.append(f"{'job':<12} {'id':>5} {'submitted':>9} {'start':>6} {'end':>6} {'state':<10} "
+                 f"{'reason after submit':<22} nodes")
+    for rj in result.jobs:
+        def t(x):
+            return "-" if x is None else f"{x:g}"
+        lines.append(f"{rj.name:<12} {rj.job_id or '-':>5} {t(rj.submitted):>9} {t(rj.start):>6} "
+                     f"{t(rj.end):>6} {rj.state:<10} {(rj.rejected and 'rejected') or rj.reason or '-':<22} "
+                     f"{rj.nodes}")
+    lines.append(f"start order: {' '.join(result.start_order())}   ({result.wall_seconds:g} s)")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- recorded runs
+
+RECORDED_BY = "courselib slurm replay --record"
+
+
+def slurm_version(cluster: Cluster | None = None) -> str:
+    """``slurm 22.05.8``: what ``slurmctld -V`` says (through the cluster's launcher)."""
+    import subprocess
+
+    from courselib.live.daemons import HOST
+    launcher = cluster.launcher if cluster is not None else HOST
+    try:
+        out = subprocess.run(launcher.command([launcher.which("slurmctld") or "slurmctld", "-V"]),
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.strip() or "unknown"
+
+
+def record(result: ReplayResult, path, *, workload_text: str, workload_file: str,
+           cluster: Cluster | None = None) -> Path:
+    """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
+    import platform
+    return _record(path, recorded_by=RECORDED_BY,
+                   recorded_on=f"{platform.system()} {platform.release()}, {slurm_version(cluster)}",
+                   recorded_at=result.release_epoch, workload_text=workload_text,
+                   workload_file=workload_file, seconds_per_minute=result.plan.seconds_per_minute,
+                   replay=replay_to_dict(result))
+
+
+def load_recorded(name_or_path) -> Recorded:
+    """A recorded replay: ``seed-512`` (shipped in ``courselib/data/recorded/slurm-seed-512.json``)
+    or a path. The plan is rebuilt from the workload text stored in the file."""
+    data, workload = read_replay(name_or_path, "slurm-")
+    plan = plan_replay(workload, seconds_per_minute=data["seconds_per_minute"])
+    rep = data["replay"]
+    jobs = [RealJob(**{**j, "reasons": [tuple(r) for r in j["reasons"]]}) for j in rep["jobs"]]
+    return recorded_from(data, ReplayResult(plan, jobs, 0.0, rep["wall_seconds"],
+                                            rep.get("squeue_at_settle", "")))
+
+
+def source(name: str, workload_path) -> _recorded.Source[ReplayResult]:
+    """Replay ``workload_path`` on the local Slurm if one of the right shape is up, else the
+    recorded run ``name`` (:func:`courselib.live.recorded.live_or_recorded`)."""
+    from courselib.io.workload import load_workload
+    from courselib.live.slurm import cluster as slurm
+    from courselib.live.slurm.replay import run_replay
+
+    plan = plan_replay(load_workload(workload_path))
+    up: list[Cluster] = []
+
+    def unavailable() -> str | None:
+        why = slurm.unavailable_reason()
+        if why is not None:
+            return why
+        cluster = slurm.load_cluster()
+        if cluster is not None and cluster.all_ours() and cluster.shape.same_nodes(plan.shape):
+            up.append(cluster)
+            return None
+        return (f"no local Slurm of this shape is up (`courselib slurm up {plan.shape.cli_args()}` "
+                "starts one)")
+    return _recorded.Source(lambda: run_replay(up[0], plan), lambda: load_recorded(name).recording(),
+                            unavailable)
+
+
+def live_or_recorded(name: str, workload_path) -> tuple[ReplayResult, str | None]:
+    """Until the chapter calls :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
+    the same (the result, the label of a recorded one)."""
+    return tuple(_recorded.live_or_recorded(source(name, workload_path)))
+
+
+def slurm_port_base() -> int:
+    """The first port a local cluster uses (slurmctld; node K listens on this + K)."""
+    from courselib.live.slurm.cluster import BASE_PORT
+    return BASE_PORT

@@ -1,0 +1,204 @@
+"""The live test loop: one control plane and one Slurm per test session, reshaped instead of restarted.
+
+A pytest plugin (``pytest_plugins`` in conftest.py) on the shared daemon storey
+(:mod:`courselib.live.daemons`):
+
+- ``live_kube`` (session): ONE local Kubernetes control plane for every test that asks for it (the
+  Kubernetes and the Kueue suites). A test says what it needs — ``plane.up(shape, kueue=…,
+  qps=…)`` — and the plane is changed as little as that takes: new fake nodes are only objects
+  (``reshape``), Kueue *joins* the running plane (``join``), a client rate restarts only the
+  controller manager (``set_api_qps``); only a different feature-gate set (native gang scheduling)
+  needs ``down`` and ``up``, and so does Kueue *leaving* (its webhooks would refuse every Job once
+  its manager is gone).
+- Ordering: the tests that use ``live_kube`` run grouped by feature-gate set, then by whether Kueue
+  has joined (``@pytest.mark.live_kube(gang=…, kueue=…)``; default: neither), so each group starts
+  the plane at most once.
+- ``live_slurm`` (session): one local Slurm, restarted only when the shape changes.
+- At the end of the session each fixture proves that ``down`` left nothing: no process of ours, no
+  state directory, no process carrying the marker, every port free, no record.
+
+:data:`FAST_QPS`: the controller manager's client rate for replays whose assertion is agreement
+(the model is given the real pod order, so how fast the Job controller creates pods changes
+nothing the test checks, only how long it waits). A recorded run, and the one guard test of the
+seed's story, keep Kubernetes' default (20 requests/s).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+#: The controller manager's client rate for agreement replays (requests/s; burst 1.5x).
+FAST_QPS = 200
+KUBE_PORT = 18100
+SLURM_PORT = 17900
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "live_kube(gang=False, kueue=False, order=0): what a test needs "
+                            "of the session's control plane (tests are grouped by it; order: within a group)")
+
+
+def _kube_key(item) -> tuple:
+    mark = item.get_closest_marker("live_kube")
+    kw = mark.kwargs if mark else {}
+    return (bool(kw.get("gang", False)), bool(kw.get("kueue", False)), kw.get("order", 0))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that use the session's control plane, grouped by feature-gate set, then by whether
+    Kueue joins; every other test keeps its place."""
+    slots = [k for k, item in enumerate(items) if "live_kube" in getattr(item, "fixturenames", ())]
+    ordered = sorted((items[k] for k in slots), key=_kube_key)  # stable: file order within a group
+    for k, item in zip(slots, ordered):
+        items[k] = item
+
+
+def marked(state_dir: Path, marker: str) -> list[int]:
+    """PIDs of processes whose environment carries ``marker=state_dir``."""
+    needle = f"{marker}={state_dir}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
+
+
+class _PrivateState:
+    """A private state directory for the session (``COURSELIB_STATE_DIR``), restored after."""
+
+    def __init__(self, tmp_path_factory, name: str, env: str = "COURSELIB_STATE_DIR", file: str | None = None):
+        self.dir = tmp_path_factory.mktemp(name)
+        self.dir.chmod(0o700)
+        self.env, self.value = env, str(self.dir / file) if file else str(self.dir)
+        self.old = os.environ.get(env)
+        os.environ[env] = self.value
+
+    def restore(self) -> None:
+        if self.old is None:
+            os.environ.pop(self.env, None)
+        else:
+            os.environ[self.env] = self.old
+
+
+class LiveKube:
+    """The session's control plane, shaped to each test's need (see the module docstring)."""
+
+    def __init__(self):
+        from courselib.live import kube
+        self.kube = kube
+        self.cp = None
+        self.started: list[tuple[list[int], Path, object]] = []
+        self.restarts = 0
+
+    def up(self, shape, *, kueue: bool = False, qps: int | None = FAST_QPS):
+        """A control plane with ``shape``'s nodes and gang setting, Kueue if asked, and controller
+        manager client rate ``qps`` (``None``: the default)."""
+
+        from courselib.live.kube import cluster
+        kube = self.kube
+        want = kube.KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=shape.gang,
+                              cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
+                              base_port=KUBE_PORT, with_=("kueue",) if kueue else (), api_qps=qps)
+        cp = self.cp
+        kueue_leaving = cp is not None and "kueue" in cp.shape.with_ and not kueue
+        if cp is not None and (cp.shape.gang != want.gang or kueue_leaving or not cp.all_ours()):
+            self.down()  # a feature gate, or Kueue leaving (its webhooks stay), or a broken plane
+            cp = None
+        if cp is None:
+            self.cp = kube.up(want)
+            self.restarts += 1
+            self.started.append(([p.pid for p in self.cp.procs], self.cp.state_dir, self.cp.shape))
+            return self.cp
+        if not cp.shape.same_nodes(want):
+            kube.reshape(cp, want)  # fake nodes are only objects: the daemons stay
+        if kueue and "kueue" not in cp.shape.with_:
+            cluster.join(cp, ["kueue"])  # Kueue joins the running control plane
+        cluster.set_api_qps(cp, qps)  # restarts only the controller manager, if the rate changes
+        self.started[-1][0].extend(p.pid for p in cp.procs if p.pid not in self.started[-1][0])
+        return cp
+
+    def down(self) -> None:
+        if self.cp is None:
+            return
+        self.started[-1][0].extend(p.pid for p in self.cp.procs if p.pid not in self.started[-1][0])
+        out = self.kube.down(self.cp)
+        assert out["left"] == []
+        self.cp = None
+
+    def prove_clean(self, record: Path) -> None:
+        """Nothing of any control plane of the session is left: processes, directories, ports."""
+        from courselib.live.cleanup import alive
+        from courselib.live.nodes import port_free
+        for pids, state_dir, shape in self.started:
+            assert [p for p in pids if alive(p)] == [], "processes of ours still running after down"
+            assert not state_dir.exists()
+            assert marked(state_dir, self.kube.MARKER) == []
+            assert all(port_free(p) for p in shape.ports.values())
+            assert all(port_free(shape.ports["extra"] + k) for k in range(3))  # Kueue's
+        assert not record.exists()
+
+
+@pytest.fixture(scope="session")
+def live_kube(tmp_path_factory):
+    """The session's one local Kubernetes control plane (see the module docstring)."""
+    state = _PrivateState(tmp_path_factory, "kube-state")
+    plane = LiveKube()
+    try:
+        yield plane
+    finally:
+        try:
+            plane.down()
+        finally:
+            state.restore()
+    plane.prove_clean(state.dir / "kube.json")
+
+
+class LiveSlurm:
+    """The session's local Slurm, restarted only when a test needs another shape."""
+
+    def __init__(self):
+        from courselib.live import slurm
+        self.slurm = slurm
+        self.cluster = None
+        self.started: list[int] = []
+
+    def up(self, shape):
+        slurm = self.slurm
+        shape = slurm.ClusterShape(shape.nodes, shape.gpus_per_node, shape.features, base_port=SLURM_PORT)
+        if self.cluster is not None and not self.cluster.shape.same_nodes(shape):
+            self.down()
+        self.cluster = slurm.up(shape)
+        self.started.extend(p.pid for p in self.cluster.procs if p.pid not in self.started)
+        return self.cluster
+
+    def down(self) -> None:
+        if self.cluster is None:
+            return
+        out = self.slurm.down(self.cluster)
+        assert out["left"] == []
+        self.cluster = None
+
+
+@pytest.fixture(scope="session")
+def live_slurm(tmp_path_factory):
+    """The session's one local Slurm (restarted per shape); proves ``down`` left nothing."""
+    from courselib.live import slurm
+    from courselib.live.cleanup import alive
+    state = _PrivateState(tmp_path_factory, "slurm", env=slurm.STATE_ENV, file="state.json")
+    lab = LiveSlurm()
+    try:
+        yield lab
+    finally:
+        try:
+            lab.down()
+        finally:
+            state.restore()
+    running = [pid for pid in lab.started if alive(pid)]
+    assert running == [], f"processes of ours still running after down: {running}"
+    assert not Path(state.value).exists()

@@ -1,0 +1,67 @@
+"""The live storey's rules (ARCHITECTURE.md, "The live storey"), checked from the source.
+
+- A real system is a package on the shared storey (``live/daemons.py``, ``live/recorded.py``,
+  ``live/replays.py``, ``live/nodes.py``): what two systems share lives there once, so no block of
+  six or more lines is repeated between ``live/kube`` and ``live/slurm``.
+- The storey names no system: it imports no package of ``live/`` built on it.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LIVE = Path(__file__).resolve().parents[1] / "src" / "courselib" / "live"
+STOREY = ("daemons.py", "recorded.py", "replays.py", "nodes.py", "state.py", "cleanup.py")
+SYSTEMS = ("kube", "slurm", "container")
+WINDOW = 6
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines, stripped, without blank lines (the unit the rule counts)."""
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _windows(folder: Path) -> dict[tuple[str, ...], str]:
+    out: dict[tuple[str, ...], str] = {}
+    for path in sorted(folder.rglob("*.py")):
+        lines = _lines(path)
+        for k in range(len(lines) - WINDOW + 1):
+            block = tuple(lines[k:k + WINDOW])
+            # a run of closing brackets and docstring quotes says nothing
+            if sum(len(ln) > 12 for ln in block) >= 3:
+                out.setdefault(block, f"{path.relative_to(folder.parent)}")
+    return out
+
+
+def repeated_blocks(a: Path, b: Path) -> list[str]:
+    wa, wb = _windows(a), _windows(b)
+    return [f"{wa[w]} ~ {wb[w]}:\n    " + "\n    ".join(w) for w in wa.keys() & wb.keys()]
+
+
+def test_no_block_of_six_lines_is_repeated_between_the_kube_and_slurm_packages():
+    found = repeated_blocks(LIVE / "kube", LIVE / "slurm")
+    assert not found, "move what they share to the storey (live/daemons.py, replays.py, nodes.py):\n" + \
+        "\n".join(found[:5])
+
+
+def test_the_check_finds_a_planted_copy(tmp_path):
+    """The rule can fail: six lines of the Slurm cluster copied into a kube module are found."""
+    (tmp_path / "kube").mkdir()
+    (tmp_path / "slurm").mkdir()
+    source = _lines(LIVE / "slurm" / "cluster.py")
+    start = next(k for k, ln in enumerate(source) if ln.startswith("def render_slurm_conf"))
+    (tmp_path / "slurm" / "a.py").write_text("\n".join(source))
+    (tmp_path / "kube" / "b.py").write_text("x = 1\n" + "\n".join(source[start:start + 8]) + "\ny = 2\n")
+    assert repeated_blocks(tmp_path / "kube", tmp_path / "slurm")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+
+def test_the_storey_imports_no_system_built_on_it():
+    bad = [f"{name} imports {m}" for name in STOREY for m in _imports(LIVE / name)
+           if any(m == f"courselib.live.{s}" or m.startswith(f"courselib.live.{s}.") for s in SYSTEMS)]
+    assert not bad, bad
