@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from courselib.errors import PrivilegeError
-from courselib.live import container
+from courselib.live.container import runtime as container
 
 MiB = 1024 * 1024
 REASON = container.unavailable_reason()

@@ -741,8 +741,8 @@ def test_the_images_labs_answer_holds_on_a_real_builder(tmp_path):
     import shlex
 
     from courselib.errors import CourseError
-    from courselib.live.container import check_builder
-    from courselib.live.rebuild import Edit, rebuild
+    from courselib.live.container.rebuild import Edit, rebuild
+    from courselib.live.container.runtime import check_builder
 
     try:
         check_builder()

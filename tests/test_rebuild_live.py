@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from courselib.errors import InputError
-from courselib.live import container, rebuild as rb
+from courselib.live.container import rebuild as rb, runtime as container
 
 REASON = container.unavailable_reason(builder=True)
 real = pytest.mark.skipif(REASON is not None, reason=f"real image builds cannot run here: {REASON}")
@@ -181,7 +181,7 @@ def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_i
 
 def test_a_live_run_out_of_time_gives_the_recorded_run_and_says_why(monkeypatch):
     """A page's cell has a time limit: real builds that would pass it stop and the recording is shown."""
-    from courselib.live import container
+    from courselib.live.container import runtime as container
     monkeypatch.setattr(container, "unavailable_reason", lambda builder=False: None)
 
     def too_slow():

@@ -97,7 +97,7 @@ def _manifest_parse(args) -> int:
 
 def _docker_layers(args) -> int:
     from courselib.io.dockerfile import read_dockerfile
-    from courselib.live.rebuild import ignore_patterns
+    from courselib.live.container.rebuild import ignore_patterns
     from courselib.model.layers import BuildContext, Change, rebuilt_count
     r = read_dockerfile(args.dockerfile)
     # the build context is the Dockerfile's directory (as with `docker build -f F DIR`, F in DIR)
@@ -143,7 +143,7 @@ def _docker_layers(args) -> int:
 
 def _docker_rebuild(args) -> int:
     from courselib.live.recorded import machine_note, write as write_recorded
-    from courselib.live.rebuild import rebuild
+    from courselib.live.container.rebuild import rebuild
 
     if args.record and Path(args.record).exists():
         raise InputError("exists; not overwritten", file=args.record, hint="remove it first or choose another path")
@@ -192,7 +192,7 @@ def _docker_rebuild(args) -> int:
 
 def _docker_rebuild_suite(args) -> int:
     from courselib.live.recorded import machine_note, write as write_recorded
-    from courselib.live.rebuild import suite
+    from courselib.live.container.rebuild import suite
 
     if args.record and Path(args.record).exists():
         raise InputError("exists; not overwritten", file=args.record, hint="remove it first or choose another path")
@@ -214,7 +214,7 @@ def _docker_rebuild_suite(args) -> int:
 
 def _docker_rebuild_seed(args) -> int:
     from courselib.live.recorded import machine_note, write as write_recorded
-    from courselib.live.rebuild import seed_rebuilds
+    from courselib.live.container.rebuild import seed_rebuilds
 
     if args.record and Path(args.record).exists():
         raise InputError("exists; not overwritten", file=args.record, hint="remove it first or choose another path")

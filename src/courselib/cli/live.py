@@ -149,7 +149,7 @@ def _unshare(args) -> int:
 
 def _container(args) -> int:
     from courselib.cli.main import print_json
-    from courselib.live.container import RUNTIMES, memory_cgroup, run_container
+    from courselib.live.container.runtime import RUNTIMES, memory_cgroup, run_container
     from courselib.units import parse_duration, parse_memory
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -198,7 +198,7 @@ def _container(args) -> int:
 
 def _container_oom(args) -> int:
     from courselib.cli.main import print_json
-    from courselib.live.container import oom_experiments
+    from courselib.live.container.runtime import oom_experiments
 
     if args.record:
         _refuse_overwrite(Path(args.record))

@@ -16,7 +16,7 @@ Dockerfile names — no CUDA, no Python, no driver.
 - :class:`Builder` drives a real builder (``buildah bud --layers``, Debian) with the flags this
   machine needs: ``--isolation chroot`` (no nested runtime), ``--storage-driver vfs`` (no
   overlay mounts to leave behind), a private ``--root``/``--runroot`` and a signature policy of
-  our own. :mod:`courselib.live.rebuild` uses it for ``courselib docker rebuild``.
+  our own. :mod:`courselib.live.container.rebuild` uses it for ``courselib docker rebuild``.
 
 Everything lives under one temporary directory (:class:`Workspace`): the image layout, the
 bundle, the runtime's state, the builder's storage. Closing it — also on an error, Ctrl-C or
