@@ -5,6 +5,8 @@ One package, one room per concern:
 - :mod:`~courselib.live.kube.cluster` — etcd, kube-apiserver, kube-scheduler and
   kube-controller-manager with fake GPU nodes, on the shared daemon storey
   (:mod:`courselib.live.daemons`): ``up``, ``status``, ``reshape``, ``down``;
+- :mod:`~courselib.live.kube.config` — the pinned versions, their binaries, the certificates,
+  kubeconfigs and every daemon's flags;
 - :mod:`~courselib.live.kube.api` — the few API calls courselib makes (JSON in and out);
 - :mod:`~courselib.live.kube.plan` — a workload's jobs as ``batch/v1`` Jobs (and PodGroups);
 - :mod:`~courselib.live.kube.watch` — a replay's pods as the API server's watch delivers them;
@@ -19,7 +21,6 @@ One package, one room per concern:
 ``kube.KubeShape``, …), as the single module of earlier releases did.
 """
 from courselib.live.kube.cluster import *  # noqa: F401,F403 (the control plane's names, as before)
-from courselib.live.kube.cluster import (BASE_PORT, BINARIES, ETCD_VERSION, FEATURE_PREFIX,  # noqa: F401
-                                         GANG_FEATURE_GATES, GANG_RUNTIME_CONFIG, GPU,
-                                         KUBERNETES_VERSION, MARKER, NAMESPACE, STATE)
+from courselib.live.kube.config import *  # noqa: F401,F403 (versions, binaries, certificates, flags)
+from courselib.live.kube.cluster import BASE_PORT, FEATURE_PREFIX, GPU, MARKER, STATE  # noqa: F401
 from courselib.live.kube import plugins  # noqa: E402,F401 (registers the in-tree extensions)

@@ -49,7 +49,8 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError
 from courselib.live.kube.api import Api, ApiError
-from courselib.live.kube.cluster import KubeUnavailable, cache_dir, http_ok
+from courselib.live.kube.cluster import KubeUnavailable, http_ok
+from courselib.live.kube.config import cache_dir
 from courselib.live.kube.cluster import unavailable_reason as kube_unavailable_reason
 
 #: The release pinned in k8s/kueue/go.mod (a test keeps them in step).
