@@ -404,6 +404,8 @@ def join(cp: ControlPlane, names, *, timeout: float = 120.0, say=lambda msg: Non
             _start_extension(cp, ext, timeout=timeout, say=say)
             cp.shape = replace(cp.shape, with_=tuple(cp.shape.with_) + (name,))
             cp.save()
+            if any(ext.node_labels(cp.shape, k) for k in range(1, cp.shape.nodes + 1)):
+                register_nodes(cp.api(), cp.shape, relabel=True)  # its labels on the nodes up
     return cp
 
 
