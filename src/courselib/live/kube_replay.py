@@ -6,5 +6,5 @@ from courselib.live.kube.api import Api, ApiError  # noqa: F401
 from courselib.live.kube.plan import *  # noqa: F401,F403
 from courselib.live.kube.replay import *  # noqa: F401,F403
 from courselib.live.kube.result import *  # noqa: F401,F403
-from courselib.live.kube.result import _compress, _expand  # noqa: F401
+from courselib.live.kube.result import expand_runs as _expand, pod_runs as _compress  # noqa: F401 (the chapter)
 from courselib.live.kube.watch import *  # noqa: F401,F403

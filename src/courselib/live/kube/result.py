@@ -198,7 +198,7 @@ def replay_to_dict(result: ReplayResult) -> dict:
         "start_order": result.start_order(),
         "deadlock": result.deadlock,
         "batches": result.batches,
-        "pod_order": _compress(result.pod_order),
+        "pod_order": pod_runs(result.pod_order),
         "wall_seconds": result.wall_seconds,
         "settles": result.settles,
         **({"options": [list(kv) for kv in plan.options]} if plan.options else {}),
@@ -206,7 +206,7 @@ def replay_to_dict(result: ReplayResult) -> dict:
     }
 
 
-def _compress(order: list[str]) -> list[list]:
+def pod_runs(order: list[str]) -> list[list]:
     """``[a, a, b]`` -> ``[[a, 2], [b, 1]]`` (runs of one job's pods)."""
     out: list[list] = []
     for name in order:
@@ -217,7 +217,7 @@ def _compress(order: list[str]) -> list[list]:
     return out
 
 
-def _expand(runs: list[list]) -> list[str]:
+def expand_runs(runs: list[list]) -> list[str]:
     return [name for name, n in runs for _ in range(n)]
 
 
@@ -226,7 +226,7 @@ def format_replay(result: ReplayResult) -> str:
     lines = [f"Kubernetes {result.versions.get('kubernetes', KUBERNETES_VERSION)} (real kube-apiserver, "
              f"kube-scheduler, kube-controller-manager), {plan.shape.describe()}"]
     lines += [f"note: {n}" for n in plan.notes]
-    runs = _compress(result.pod_order)
+    runs = pod_runs(result.pod_order)
     if len(runs) > 1:
         head = ", ".join(f"{n}×{k}" for n, k in runs[:8])
         lines.append(f"pod creation order (Job controller): {head}{', ...' if len(runs) > 8 else ''} "
@@ -295,7 +295,7 @@ def load_recorded(name_or_path) -> Recorded:
     plan = plan_replay(workload, policy=rep["policy"], preemption=data.get("preemption", False),
                        options={k: v for k, v in rep.get("options", [])})
     jobs = [RealJob(**{**j, "timeline": [tuple(x) for x in j["timeline"]]}) for j in rep["jobs"]]
-    return recorded_from(data, ReplayResult(plan, jobs, _expand(rep["pod_order"]), rep["batches"],
+    return recorded_from(data, ReplayResult(plan, jobs, expand_runs(rep["pod_order"]), rep["batches"],
                                             rep["wall_seconds"], rep["settles"], rep["deadlock"],
                                             rep["versions"], data["recorded_at"], rep.get("extra", {})))
 
