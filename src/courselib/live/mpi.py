@@ -289,8 +289,8 @@ def from_dict(d: dict) -> RealRun:
 
 def recorded(recovery: str) -> tuple[RealRun, dict]:
     """The labelled recording of a 4-rank run that lost rank 2, for readers without the extra."""
-    from courselib.live.cleanup import load_recorded
-    data = load_recorded(f"mpi-barrier-{recovery}.json")
+    from courselib.live import recorded as _recorded
+    data = _recorded.load(f"mpi-barrier-{recovery}.json")
     return from_dict(data["run"]), data
 
 
