@@ -297,3 +297,17 @@ def test_the_replay_driver_imports_no_extension():
                {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not [m for m in mods if m.startswith("courselib.live.kube.kueue")
                     or m == "courselib.live.kube.plugins"], (name, mods)
+
+
+def test_a_failed_pod_ends_a_batch_job_and_the_comparison_counts_it():
+    """A workload's `fail` event: the pod exits 1; a batch Job (backoffLimit 0) fails — as the model says."""
+    from courselib.model.workload import Fail
+    wl = Workload(ClusterSpec(nodes=2, gpus_per_node=8), [Job("a", 2, 8, duration=3600.0)],
+                  events=[Fail(600.0, "a", 1)])
+    result, api, clock = _drive(wl)
+    a = result.job("a")
+    assert (a.start, a.state, a.end) == (0.0, "FAILED", 600.0)
+    c = kresult.compare(result, name="fake")
+    (row,) = c.jobs
+    assert row.losses_compared and row.real_failed == row.model_failed == "BackoffLimitExceeded"
+    assert c.agreement == 1.0, kresult.format_comparison(c)

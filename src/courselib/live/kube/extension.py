@@ -34,6 +34,7 @@ returns (a :class:`ReplayHooks`):
 ``next_event``     its next timer in virtual time (``inf``: none); the driver's clock stops there
 ``wait``           wait, in real time, for that timer to fire; a new deadline for the next settle
 ``report``         what it recorded (merged into the result's ``extra``)
+``clear``          before the core clears the namespace: its objects that own Jobs (JobSets)
 ``cleanup``        always, at the end (its watches, its objects)
 =================  ===========================================================================
 
@@ -113,6 +114,10 @@ class ReplayHooks:
     def report(self) -> dict:
         """What this extension recorded (merged into the result's ``extra``)."""
         return {}
+
+    def clear(self) -> None:
+        """Before the core clears the namespace (at the start and the end of a replay): remove its
+        own objects that own Jobs, so that no controller creates them again (JobSet)."""
 
     def cleanup(self) -> None:
         """At the end of the replay, whatever happened."""
@@ -242,6 +247,10 @@ class AllHooks(ReplayHooks):
         for h in self.hooks:
             out.update(h.report())
         return out
+
+    def clear(self) -> None:
+        for h in self.hooks:
+            h.clear()
 
     def cleanup(self) -> None:
         for h in self.hooks:

@@ -40,8 +40,14 @@ def _affinity(constraint: str | None) -> dict | None:
                               for f in sorted(term)]} for term in terms]}}}
 
 
-def priority_class_name(priority: int) -> str:
-    return f"courselib-priority-{priority}".replace("-" * 2, "-minus-")
+def priority_class_name(priority: int, preempt: bool = False) -> str:
+    """The PriorityClass of a priority; ``preempt``: the one that may preempt (a workload event's
+    preempting job: ``preemptionPolicy: PreemptLowerPriority``)."""
+    return f"courselib-priority-{priority}{'-preempt' if preempt else ''}".replace("-" * 2, "-minus-")
+
+
+def preempts(job) -> bool:
+    return getattr(job, "preemption_policy", None) == "PreemptLowerPriority"
 
 
 def job_manifest(job: Job, workload: Workload, replay_id: str, *, gang: bool = False) -> dict:
@@ -69,17 +75,23 @@ def job_manifest(job: Job, workload: Workload, replay_id: str, *, gang: bool = F
     if aff:
         pod_spec["affinity"] = aff
     if job.priority:
-        pod_spec["priorityClassName"] = priority_class_name(job.priority)
+        pod_spec["priorityClassName"] = priority_class_name(job.priority, preempts(job))
     if gang:
         # v1.37: a pod joins its PodGroup by this immutable field (core/v1 PodSchedulingGroup)
         pod_spec["schedulingGroup"] = {"podGroupName": job.name}
     labels = {REPLAY_LABEL: replay_id, "app.kubernetes.io/name": job.name}
+    spec = {"parallelism": job.pods, "completions": job.pods, "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}
+    if workload.events and getattr(job, "kind", "job") == "job":
+        # a preempted pod is replaced without counting against backoffLimit: the scheduler marks
+        # its victims DisruptionTarget (the model: the Job controller replaces the pod)
+        spec["podFailurePolicy"] = {"rules": [{"action": "Ignore",
+                                               "onPodConditions": [{"type": "DisruptionTarget"}]}]}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job.name, "namespace": NAMESPACE, "labels": dict(labels)},
-        "spec": {"parallelism": job.pods, "completions": job.pods, "completionMode": "Indexed",
-                 "backoffLimit": 0,
-                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}},
+        "spec": spec,
     }
 
 
@@ -89,17 +101,20 @@ def pod_group_manifest(job: Job, replay_id: str) -> dict:
     refuses a group whose pods' priority differs, schedule_one_podgroup.go validatePodGroup)."""
     spec: dict = {"schedulingPolicy": {"gang": {"minCount": job.min_member or job.pods}}}
     if job.priority:
-        spec["priorityClassName"] = priority_class_name(job.priority)
+        spec["priorityClassName"] = priority_class_name(job.priority, preempts(job))
+    if getattr(job, "disruption_mode", "single") == "all":
+        # KEP-5710: the scheduler preempts the group's pods together or not at all
+        spec["disruptionMode"] = {"all": {}}
     return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": job.name, "namespace": NAMESPACE,
                          "labels": {REPLAY_LABEL: replay_id}},
             "spec": spec}
 
 
-def priority_class_manifest(priority: int, preemption: bool) -> dict:
+def priority_class_manifest(priority: int, preemption: bool, preempt_class: bool = False) -> dict:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": priority_class_name(priority)}, "value": priority,
-            "preemptionPolicy": "PreemptLowerPriority" if preemption else "Never",
+            "metadata": {"name": priority_class_name(priority, preempt_class)}, "value": priority,
+            "preemptionPolicy": "PreemptLowerPriority" if preemption or preempt_class else "Never",
             "description": "courselib replay"}
 
 
@@ -156,5 +171,6 @@ def plan_replay(workload: Workload, *, policy: str | None = None, preemption: bo
     notes = job_notes(workload, file)
     if workload.queues and any(q.nominal_quota is not None for q in workload.queues):
         notes.append("queues and quotas are not replayed (they are Kueue's)")
-    return ReplayPlan(workload, shape_for(workload.cluster, gang=gang), policy, preemption,
+    with_ = ("jobset",) if any(getattr(j, "kind", "job") == "jobset" for j in workload.jobs) else ()
+    return ReplayPlan(workload, shape_for(workload.cluster, gang=gang, with_=with_), policy, preemption,
                       tuple(notes))

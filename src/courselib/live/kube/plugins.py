@@ -6,3 +6,4 @@ with an :class:`~courselib.live.kube.extension.Extension` registered under its n
 here; the control plane and the replay driver do not change.
 """
 from courselib.live.kube import kueue  # noqa: F401  (registers "kueue")
+from courselib.live.kube import jobset  # noqa: F401  (registers "jobset")

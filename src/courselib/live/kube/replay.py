@@ -42,7 +42,7 @@ from courselib.live.kube.api import ApiError
 from courselib.live.kube.cluster import KUBERNETES_VERSION, NAMESPACE, ControlPlane
 from courselib.live.kube.extension import REGISTRY, AllHooks, ReplayRun
 from courselib.live.kube.plan import (IMAGE, REPLAY_LABEL, ReplayPlan, job_manifest, pod_group_manifest,
-                                      priority_class_manifest)
+                                      preempts, priority_class_manifest)
 from courselib.live.kube.watch import job_of, metric, pending_message, phase
 from courselib.live.replays import JobsResult
 from courselib.units import format_duration as _fmt
@@ -112,6 +112,36 @@ class FakeKubelet:
             n += 1
         return n
 
+    def _ended(self, exit_code: int, reason: str) -> dict:
+        now = self._now()
+        return {"phase": "Failed",
+                "conditions": [{"type": t, "status": "False", "reason": "PodFailed", "lastTransitionTime": now}
+                               for t in ("Ready", "ContainersReady")],
+                "containerStatuses": [{"name": "train", "image": IMAGE, "imageID": "", "ready": False,
+                                       "started": False, "restartCount": 0,
+                                       "state": {"terminated": {"exitCode": exit_code, "reason": reason,
+                                                                "startedAt": now, "finishedAt": now}}}]}
+
+    def terminate(self, pods: dict[str, dict]) -> int:
+        """Honour deletions: a running pod that is being deleted (the scheduler preempted it, its
+        Job or JobSet is being deleted) ends as a real kubelet ends it — its container killed after
+        the grace period (0 s here: SIGKILL, exit 137) and the pod ``Failed`` — so that its Job
+        controller counts it and lets it go. How many."""
+        n = 0
+        for name, pod in pods.items():
+            if not pod["metadata"].get("deletionTimestamp") or phase(pod) != "Running" or name in self.marked_done:
+                continue
+            with contextlib.suppress(ApiError):
+                self._patch_status(name, self._ended(137, "Error"))
+            self.marked_done.add(name)
+            n += 1
+        return n
+
+    def fail(self, name: str) -> None:
+        """A workload's ``fail`` event: the pod's container exits 1 and the pod ends ``Failed``."""
+        self._patch_status(name, self._ended(1, "Error"))
+        self.marked_done.add(name)
+
     def succeed(self, names: list[str]) -> None:
         """The job trained to its end: its pods exit 0 — all at once, as far as HTTP allows (the
         requests go out in parallel), so the scheduler sees the GPUs come back together."""
@@ -152,6 +182,9 @@ class RealJob:
     # with native gang scheduling, its PodGroup's conditions
     describe: dict = field(default_factory=dict)
     nudges: int = 0  # times the replay touched the Job because its controller created no pod
+    #: it stopped training because pods were lost (preempted, failed): [(lost at, every pod
+    #: running again at or None, pods bound meanwhile at each settle [(t, bound)])]
+    losses: list = field(default_factory=list)
     created_real: float | None = field(default=None, repr=False)  # monotonic clock, not recorded
 
 
@@ -212,6 +245,13 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
     plan's shape names take part through their hooks."""
     from courselib.live.kube.api import Api
     from courselib.live.kube.cluster import reshape
+    missing = [w for w in plan.shape.with_ if w not in cp.shape.with_]
+    if missing:
+        from dataclasses import replace as _replace
+        raise CourseError(f"this replay needs {', '.join(missing)} on the control plane (its workload says "
+                          f"so), which runs without",
+                          hint=f"`courselib kube up {_replace(cp.shape, with_=tuple(cp.shape.with_) + tuple(missing)).cli_args()}` "
+                               "joins it to the running control plane")
     api = Api(cp)
     if not cp.shape.same_nodes(plan.shape):
         clear(api, gang=cp.shape.gang)
@@ -257,28 +297,35 @@ class _Driver:
 
     def run(self) -> ReplayResult:
         api, hooks, real = self.api, self.hooks, self.real
+        self.hooks.clear()
         clear(api, gang=self.gang, clock=self.clock)
         self.t0 = self.clock.monotonic()
         self.deadline = self.t0 + self.budget
         try:
             hooks.prepare()
-            for p in sorted({j.priority for j in self.plan.workload.jobs if j.priority}):
-                body = priority_class_manifest(p, self.plan.preemption)
+            for p, pre in sorted({(j.priority, preempts(j)) for j in self.plan.workload.jobs if j.priority}):
+                body = priority_class_manifest(p, self.plan.preemption, pre)
                 path = "/apis/scheduling.k8s.io/v1/priorityclasses"
                 api.delete(f"{path}/{body['metadata']['name']}")  # its preemptionPolicy is immutable
                 api.create(path, body)
             self.watch.start()
             self.watch.wait_ready()
             pending = self.plan.batches()
+            fails = sorted((e.at, e.job, e.pod) for e in self.plan.workload.events if hasattr(e, "pod"))
             while True:
                 # the next instant: a training's end or a submission, whichever comes first
                 t_end = min(self.ends.values(), default=math.inf)
                 t_sub = pending[0][0] if pending else math.inf
                 # or an extension's timer (Kueue: PodsReady timeout, requeue backoff), first on a tie
                 t_ext = hooks.next_event()
-                t = min(t_end, t_sub, t_ext)
+                t_fail = fails[0][0] if fails else math.inf
+                t = min(t_end, t_sub, t_ext, t_fail)
                 if t == math.inf or t > hooks.horizon:
                     break
+                if t == t_fail and t < min(t_end, t_sub, t_ext):
+                    self.fail(*fails.pop(0))
+                    self.observe(self.settle(), t)
+                    continue
                 if t == t_ext:
                     self.deadline = max(self.deadline, hooks.wait())  # its timer, in real time
                     self.observe(self.settle(), t)
@@ -300,6 +347,7 @@ class _Driver:
         finally:
             self.watch.stop()
             with contextlib.suppress(Exception):
+                hooks.clear()
                 clear(api, gang=self.gang, clock=self.clock)
             hooks.cleanup()
         # pods recreated after preemption come after their batch: keep the first creations per batch
@@ -308,6 +356,33 @@ class _Driver:
                             self.batches_done, round(self.clock.monotonic() - self.t0, 2), self.settles,
                             deadlock, dict(self.versions),
                             time.strftime("%Y-%m-%d", time.gmtime(self.clock.wall())), hooks.report())
+
+    def fail(self, t: float, name: str, index: int) -> None:
+        """A ``fail`` event: pod ``index`` of ``name`` (its completion index) exits 1 — or, if that
+        one is not running, the running pod of ``name`` with the lowest index."""
+        _, pods = self.watch.snapshot()
+        running = sorted((int(p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-completion-index", 0)), n)
+                         for n, p in pods.items() if job_of(p) == name and phase(p) == "Running"
+                         and not p["metadata"].get("deletionTimestamp"))
+        if not running:
+            self.say(f"t={_fmt(t)}: {name}: pod {index} would fail, but no pod of it runs: no effect")
+            return
+        victim = next((n for i, n in running if i == index), running[0][1])
+        self.kubelet.fail(victim)
+        self.say(f"t={_fmt(t)}: {name}: pod {victim} fails (exit 1)")
+        job = next(j for j in self.plan.workload.jobs if j.name == name)
+        rj = self.real[name]
+        if getattr(job, "kind", "job") == "jobset" and name in self.ends:
+            # its controller restarts (or fails) the whole JobSet, perhaps within the next settle:
+            # training stops now either way
+            del self.ends[name]
+            rj.losses.append([t, None, [(t, 0)]])
+            rj.state = "RESTARTING"
+        if getattr(job, "kind", "job") == "job":
+            # a batch/v1 Job with backoffLimit 0: it fails, and its other pods are deleted
+            rj = self.real[name]
+            rj.end, rj.state, rj.bound_at_end = t, "FAILED", 0
+            self.ends.pop(name, None)
 
     def finish(self, names: list[str], t: float) -> None:
         """The jobs ``names`` trained to their end at ``t``: their pods succeed."""
@@ -328,7 +403,8 @@ class _Driver:
                                 pod_group_manifest(job, self.replay_id))
             body = self.hooks.manifest(job, job_manifest(job, self.plan.workload, self.replay_id,
                                                          gang=self.gang))
-            self.api.create(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", body)
+            group = "api/v1" if body["apiVersion"] == "v1" else f"apis/{body['apiVersion']}"
+            self.api.create(f"/{group}/namespaces/{NAMESPACE}/{body['kind'].lower()}s", body)
             self.submitted[job.name] = t
             self.real[job.name].submitted = t
             self.real[job.name].created_real = self.clock.monotonic()
@@ -362,6 +438,22 @@ class _Driver:
                 rj.describe = describe_waiting(self.api, t, min(p["metadata"]["name"] for p in waiting),
                                                name if self.gang else None)
             need = self.min_member[name] or rj.pods
+            if rj.start is not None and name in self.ends and len(bound) < need:
+                # pods lost while training: the barrier is broken, training stops (what its
+                # controller does next — replace one pod, restart the gang, fail — shows in the pods)
+                del self.ends[name]
+                rj.losses.append([t, None, [(t, len(bound))]])
+                rj.state = "RESTARTING"
+                self.say(f"t={_fmt(t)}: {name}: {need - len(bound)} of its pods gone; training stops")
+            elif rj.losses and rj.losses[-1][1] is None:
+                if rj.losses[-1][2][-1][1] != len(bound):
+                    rj.losses[-1][2].append((t, len(bound)))
+                if len(bound) >= need:
+                    rj.losses[-1][1] = t
+                    rj.state = "RUNNING"
+                    self.ends[name] = t + self.durations[name]   # trains again from its start
+                    self.say(f"t={_fmt(t)}: {name}: all {len(bound)} pods back and running after "
+                             f"{_fmt(t - rj.losses[-1][0])}; training again for {_fmt(self.durations[name])}")
             if rj.start is None and len(bound) >= need:
                 rj.start = t
                 rj.state = "RUNNING"
@@ -398,6 +490,7 @@ class _Driver:
                                   hint=f"{api.log_hint()}; `courselib kube down`, then `up`")
             events, pods = watch.snapshot()
             kubelet.run_bound(pods)
+            kubelet.terminate(pods)
             counts: dict[str, int] = {}
             unbound_untried = 0
             for pod in pods.values():

@@ -43,6 +43,27 @@ class JobComparison:
     # Kueue: how often the job's Workload was evicted (PodsReadyTimeout); None: not compared
     real_evictions: int | None = None
     model_evictions: int | None = None
+    # a workload with events: the job's restarts, how long each loss took to recover (s; None: it
+    # never did), how it ended (FAILED's reason) — None: not compared
+    real_restarts: int | None = None
+    model_restarts: int | None = None
+    real_back: tuple | None = None
+    model_back: tuple | None = None
+    real_failed: str | None = None
+    model_failed: str | None = None
+
+    @property
+    def losses_compared(self) -> bool:
+        return self.real_restarts is not None and self.model_restarts is not None
+
+    @property
+    def restarts_agree(self) -> bool:
+        return not self.losses_compared or (self.real_restarts == self.model_restarts
+                                            and self.real_failed == self.model_failed)
+
+    @property
+    def recoveries_agree(self) -> bool:
+        return not self.losses_compared or self.real_back == self.model_back
 
     @property
     def complete_agrees(self) -> bool:
@@ -72,13 +93,16 @@ class Comparison(Agreement):
 
     @property
     def checks(self) -> int:
-        return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs)
+        return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs) \
+            + 2 * sum(j.losses_compared for j in self.jobs)
 
     @property
     def agreed(self) -> int:
         return (sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
                 + self.order_agree + (self.real_deadlock == self.model_deadlock)
-                + sum(j.evictions_compared and j.evictions_agree for j in self.jobs))
+                + sum(j.evictions_compared and j.evictions_agree for j in self.jobs)
+                + sum(j.losses_compared and j.restarts_agree for j in self.jobs)
+                + sum(j.losses_compared and j.recoveries_agree for j in self.jobs))
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -86,6 +110,8 @@ class Comparison(Agreement):
             row["complete_agrees"], row["bound_agrees"] = j.complete_agrees, j.bound_agrees
             if j.evictions_compared:
                 row["evictions_agree"] = j.evictions_agree
+            if j.losses_compared:
+                row["restarts_agree"], row["recoveries_agree"] = j.restarts_agree, j.recoveries_agree
         return d
 
 
@@ -143,11 +169,38 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
                                   rj.bound_at_end, mj.gpus_held // per if job.gpus_per_pod else 0,
                                   rj.start, mj.start, rrj.gpus_held // per if job.gpus_per_pod else 0,
                                   None if evicted is None else evicted.get(job.name, 0),
-                                  None if evicted is None else mj.evictions))
+                                  None if evicted is None else mj.evictions,
+                                  **(losses(result, job, mj) if wl.events else {})))
     pairs, agree, bad = order_pairs(rows, tolerance)
     return Comparison(name, rows, result.start_order(), model_start_order(model), pairs, agree, bad,
                       policy=plan.policy, real_deadlock=result.deadlock, model_deadlock=model.deadlock,
                       round_robin_deadlock=rr.deadlock, max_start_error=max_start_error(rows, 3))
+
+
+def losses(result, job, mj) -> dict:
+    """What the real run and the model did with the job's lost pods: restarts, how long each
+    recovery took (rounded to the second), and a failure's reason."""
+    rj = result.job(job.name)
+    js = ((result.extra or {}).get("jobsets") or {}).get(job.name)
+    if js is not None:   # the JobSet controller's own count (status.restarts)
+        restarts = js.get("restarts", 0)
+        failed = (js.get("failed") or {}).get("reason")
+    else:
+        restarts = len(rj.losses)
+        failed = None
+    if failed is None and rj.state == "FAILED":
+        failed = "BackoffLimitExceeded"
+
+    def back(rows, ended):
+        """Recoveries that took time (one done within a settle is not seen in virtual time), and
+        not the last loss of a job that failed (it never recovered: its controller gave up)."""
+        out = [None if b is None else round(b - a) for a, b, *_ in rows]
+        if ended and out and out[-1] is None:
+            out.pop()
+        return tuple(x for x in out if x != 0)
+    return {"real_restarts": restarts, "model_restarts": mj.restarts,
+            "real_back": back(rj.losses, failed is not None), "model_back": back(mj.recoveries, mj.end_reason),
+            "real_failed": failed, "model_failed": mj.end_reason}
 
 
 def format_comparison(c: Comparison) -> str:
@@ -172,6 +225,13 @@ def format_comparison(c: Comparison) -> str:
                      f"{'yes' if r.model_complete else 'no':>6}  {r.real_bound_end:>23} "
                      f"{r.model_bound_end:>6} {r.round_robin_bound_end:>13}  {t(r.real_start):>11} "
                      f"{t(r.model_start):>8}{ev}  {'yes' if ok else 'NO'}")
+    for r in c.jobs:
+        if r.losses_compared:
+            lines.append(f"{r.name:<12} restarts: real {r.real_restarts} model {r.model_restarts}"
+                         + (f", failed: real {r.real_failed} model {r.model_failed}"
+                            if r.real_failed or r.model_failed else "")
+                         + f"; back after (s): real {list(r.real_back)} model {list(r.model_back)}  "
+                         f"{'yes' if r.restarts_agree and r.recoveries_agree else 'NO'}")
     lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
     lines.append(f"verdict      real: {'DEADLOCK' if c.real_deadlock else 'no deadlock'}; model: "
                  f"{'DEADLOCK' if c.model_deadlock else 'no deadlock'} (round-robin: "

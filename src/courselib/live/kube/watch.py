@@ -110,8 +110,10 @@ class PodWatch(threading.Thread):
 
 
 def job_of(pod: dict) -> str:
-    return pod["metadata"].get("labels", {}).get(JOB_LABEL) or \
-        pod["metadata"].get("labels", {}).get("app.kubernetes.io/name", "?")
+    """The workload job a pod stands for: the replay's own label (a JobSet's child Job has a name
+    of its own), else its Job's name."""
+    return pod["metadata"].get("labels", {}).get("app.kubernetes.io/name") or \
+        pod["metadata"].get("labels", {}).get(JOB_LABEL, "?")
 
 
 def phase(pod: dict) -> str:

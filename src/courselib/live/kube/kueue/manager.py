@@ -156,7 +156,9 @@ def manager_config(cp, settings: PodsReady) -> dict:
         # the shipped config's client limits (config/components/manager/controller_manager_config.yaml)
         "clientConnection": {"qps": 50, "burst": 100},
         # batch/v1 Jobs only; the replay's label reaches the Workloads (so a replay watches its own)
-        "integrations": {"frameworks": ["batch/job"], "labelKeysToCopy": ["courselib/replay"]},
+        "integrations": {"frameworks": ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in cp.shape.with_
+                                                         else []),
+                         "labelKeysToCopy": ["courselib/replay"]},
         "featureGates": {"VisibilityOnDemand": False},
     }
     wfpr = settings.to_config()

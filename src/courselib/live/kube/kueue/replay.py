@@ -102,7 +102,9 @@ def plan_kueue_replay(workload: Workload, *, file: str | None, options: dict) ->
                      f"{real.backoff_base} s (max {real.backoff_max} s) in real time; the replay's "
                      f"clock puts them at the model's {_fmt(model.timeout)} and "
                      f"{_fmt(model.backoff_base)} (max {_fmt(model.backoff_max)})")
-    return ReplayPlan(workload, shape_for(workload.cluster, with_=("kueue",)), "kueue", False,
+    # JobSet first: its CRD must exist when Kueue starts, or Kueue leaves its integration off
+    with_ = (("jobset",) if any(getattr(j, "kind", "job") == "jobset" for j in workload.jobs) else ()) + ("kueue",)
+    return ReplayPlan(workload, shape_for(workload.cluster, with_=with_), "kueue", False,
                       tuple(notes), tuple(sorted(options.items())))
 
 
@@ -160,7 +162,7 @@ class WorkloadWatch(PodWatch):
     def _apply(self, kind: str, obj: dict) -> None:
         self.events += 1
         owner = next((o["name"] for o in obj["metadata"].get("ownerReferences", [])
-                      if o.get("kind") == "Job"), None)
+                      if o.get("kind") in ("Job", "JobSet")), None)
         if owner is None:
             return
         if kind == "DELETED":
@@ -245,6 +247,8 @@ class KueueReplay(ReplayHooks):
     def manifest(self, job: Job, body: dict) -> dict:
         """The Job as a Kueue user writes it: the queue-name label, nothing else (the webhook
         suspends it). Called just before the Job is created; see :meth:`_space`."""
+        if job.queue == "":   # a workload event's preempting job: no queue, Kueue does not see it
+            return body
         self._space(job)
         body["metadata"]["labels"][kueue.QUEUE_LABEL] = job.queue
         self.submitted.append(job.name)
