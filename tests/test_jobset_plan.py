@@ -69,3 +69,18 @@ def test_webhook_configurations_follow_the_kustomization():
     (crd,) = manager.crds()
     assert crd["metadata"]["name"] == "jobsets.jobset.x-k8s.io"
     assert [v["name"] for v in crd["spec"]["versions"] if v.get("served")] == ["v1alpha2"]
+
+
+def test_the_recorded_seed_story_agrees_with_the_model():
+    """The labelled recording of the seed's 512-GPU story on the real JobSet controller (v0.12.0) and
+    kube-scheduler (v1.37.2): one pod preempted, the JobSet restarted once, every pod back after 10 min,
+    63 of 64 new pods bound meanwhile — and the model agrees on every check."""
+    from courselib.live.kube import result as kresult
+    rec = kresult.load_recorded("jobset-seed-512")
+    res = rec.result
+    assert "JobSet v0.12.0" in rec.recorded_on and "Kubernetes v1.37.2" in rec.recorded_on
+    assert res.extra["jobsets"]["big"]["restarts"] == 1
+    (lost, back, held), = res.job("big").losses
+    assert (lost, back) == (1800.0, 2400.0) and [b for _, b in held] == [63, 64]
+    c = kresult.compare(res, name="seed-512-preempt-jobset")
+    assert c.agreement == 1.0, kresult.format_comparison(c)

@@ -122,7 +122,8 @@ def queue_objects(workload: Workload, shape, replay_id: str) -> list[tuple[str, 
             {"apiVersion": kueue.KUEUE_API, "kind": "ResourceFlavor",
              "metadata": {"name": kueue.FLAVOR, "labels": labels}})]
     total_gpus = shape.nodes * shape.gpus_per_node
-    names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
+    # a workload event's preempting job without a queue ("") is not Kueue's: no ClusterQueue for it
+    names = sorted(({j.queue for j in workload.jobs} | {q.name for q in workload.queues}) - {""})
     for name in names:
         spec = workload.queue(name)
         gpu = {"name": GPU, "nominalQuota": str(total_gpus if spec.nominal_quota is None
@@ -139,6 +140,8 @@ def queue_objects(workload: Workload, shape, replay_id: str) -> list[tuple[str, 
                       gpu]}]}]}
         if spec.cohort is not None:
             cq["cohortName"] = spec.cohort
+        if spec.within_cluster_queue != "Never":   # Kueue's own preemption of whole workloads
+            cq["preemption"] = {"withinClusterQueue": spec.within_cluster_queue}
         out.append((f"{KAPI}/clusterqueues", {"apiVersion": kueue.KUEUE_API, "kind": "ClusterQueue",
                                               "metadata": {"name": name, "labels": labels},
                                               "spec": cq}))
@@ -517,8 +520,8 @@ class KueueReplay(ReplayHooks):
 
     def _wait_queues_active(self) -> None:
         deadline = time.monotonic() + 60
-        names = sorted({j.queue for j in self.plan.workload.jobs} |
-                       {q.name for q in self.plan.workload.queues})
+        names = sorted(({j.queue for j in self.plan.workload.jobs} |
+                        {q.name for q in self.plan.workload.queues}) - {""})
         for name in names:
             while True:
                 try:
