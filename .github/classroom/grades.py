@@ -1,16 +1,18 @@
-"""Read the JSON reports `courselib grade LAB --json-file DIR/LAB.json` wrote (standard library only).
+"""Read the JSON reports `courselib grade LAB --json-file DIR/LAB.json` wrote (run it with courselib's Python).
 
-    python3 .github/classroom/grades.py summary DIR          # a Markdown table: every lab, every question
-    python3 .github/classroom/grades.py question DIR LAB Q   # exit 0 iff question Q of LAB passed
-    python3 .github/classroom/grades.py check DIR            # exit 0 iff every auto-graded question passed
-    python3 .github/classroom/grades.py workflow labs/manifest.json > .github/workflows/classroom.yml
+    python grades.py labs MANIFEST                      # the course's labs, one name a line
+    python grades.py summary DIR [--labs MANIFEST]      # a Markdown table: every lab, every question
+    python grades.py question DIR LAB Q                 # exit 0 iff question Q of LAB passed
+    python grades.py check DIR [--labs MANIFEST]        # exit 0 iff every auto-graded question passed
 
-`question` is what each GitHub Classroom test runs (.github/workflows/classroom.yml): the labs are
-graded once, and each Classroom test only reads its question's result and prints its feedback.
-`workflow` writes that workflow from the labs' manifest (`courselib labs build` writes it), one
-Classroom test per auto-graded question with its points; run it whenever a lab changes.
-Auto-graded points and points that need manual grading (written answers) are always shown apart:
-a written answer is never counted as 0 or as full marks here.
+With ``--labs`` (the course's labs/manifest.json, from the instructor's repository where the workflow
+can fetch it), every lab of the course counts: a lab with no report — deleted from the repository,
+or not gradable — scores 0 of its points, and a report for a lab the course does not have is ignored.
+The workflow empties DIR before grading, so nothing committed by the student is ever read.
+
+Every string of a report may hold the student's words: it is escaped for Markdown and HTML here
+(courselib.grading.safe), on top of the escaping the grader did. Auto-graded points, points held
+back for the instructor's hidden checks, and points that need manual grading are always shown apart.
 """
 from __future__ import annotations
 
@@ -18,139 +20,118 @@ import json
 import sys
 from pathlib import Path
 
+from courselib.grading.grade import held_back_feedback, total_line
+from courselib.grading.safe import markdown as md
 
-def load(folder: Path, lab: str) -> dict:
+
+def course_labs(manifest: Path) -> dict[str, dict]:
+    """The course's labs and their questions, from its manifest (`courselib labs build` writes it)."""
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("labs"), dict):
+        sys.exit(f"{manifest}: not a lab manifest (rebuild it with `courselib labs build`)")
+    return data["labs"]
+
+
+def load(folder: Path, lab: str) -> dict | None:
     path = folder / f"{lab}.json"
-    if not path.is_file():
-        sys.exit(f"{path}: no grade report (did the grading step run?)")
-    report = json.loads(path.read_text(encoding="utf-8"))
-    if report.get("lab") != lab:
-        sys.exit(f"{path}: the report is for lab {report.get('lab')!r}, not {lab!r}; it does not count")
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or report.get("lab") != lab or not isinstance(report.get("questions"), list):
+        return None
     return report
 
 
-def summary(folder: Path) -> str:
+def _missing(lab: str, spec: dict) -> dict:
+    """The report of a lab the course has and the repository does not (or that could not be graded): 0."""
+    questions = []
+    for q in spec.get("questions", []):
+        manual = bool(q.get("manual"))
+        questions.append({"question": q["name"], "kind": "manual" if manual else "auto",
+                          "points": None if manual else 0, "max_points": q["points"], "passed": None if manual else False,
+                          "feedback": "not graded: this lab has no report (it is missing from the repository, "
+                                      "or it could not be graded)"})
+    auto = [q for q in questions if q["kind"] == "auto"]
+    return {"lab": lab, "questions": questions, "total": 0, "max": sum(q["max_points"] for q in auto),
+            "manual": sum(q["max_points"] for q in questions if q["kind"] == "manual"), "held_back": 0,
+            "notes": ["no report for this lab: it scores 0"]}
+
+
+def reports(folder: Path, manifest: Path | None) -> list[tuple[str, dict]]:
+    if manifest is None:
+        names = sorted(p.stem for p in folder.glob("*.json"))
+        return [(n, r) for n in names if (r := load(folder, n)) is not None]
+    return [(lab, load(folder, lab) or _missing(lab, spec)) for lab, spec in sorted(course_labs(manifest).items())]
+
+
+def summary(folder: Path, manifest: Path | None = None) -> str:
     rows = ["| Lab | Question | Graded | Points | Feedback |", "|---|---|---|---|---|"]
-    total = maximum = manual = 0
-    for path in sorted(folder.glob("*.json")):
-        report = load(folder, path.stem)
+    total = maximum = manual = held = 0
+    for lab, report in reports(folder, manifest):
+        name = md(lab, 80)
         for q in report["questions"]:
-            feedback = (q["feedback"] or "ok").replace("|", "\\|").replace("\n", " ")
+            feedback = md(q.get("feedback") or "ok")
+            mx = int(q.get("max_points", 0))
             if q.get("kind") == "manual":
-                rows.append(f"| {path.stem} | {q['question']} | by hand | ?/{q['max_points']} | {feedback} |")
+                rows.append(f"| {name} | {md(q['question'], 40)} | by hand | ?/{mx} | {feedback} |")
+            elif q.get("status") == "held back" or q.get("held_back"):
+                rows.append(f"| {name} | {md(q['question'], 40)} | held back | 0/{mx} | {md(held_back_feedback(mx))} |")
             else:
-                rows.append(f"| {path.stem} | {q['question']} | auto | {q['points']}/{q['max_points']} | {feedback} |")
-        total, maximum = total + report["total"], maximum + report["max"]
-        manual += report.get("manual", 0)
+                rows.append(f"| {name} | {md(q['question'], 40)} | auto | {int(q.get('points') or 0)}/{mx} | {feedback} |")
+        total, maximum = total + int(report.get("total", 0)), maximum + int(report.get("max", 0))
+        manual += int(report.get("manual", 0))
+        held += int(report.get("held_back", 0))
         for note in report.get("notes", []):
-            rows.append(f"| {path.stem} | note | | | {note} |")
-    head = f"## Lab grades: {total}/{maximum} auto-graded"
-    if manual:
-        head += f"; {manual} more point(s) need manual grading"
+            rows.append(f"| {name} | note | | | {md(note, 600)} |")
+    head = "## Lab grades: " + total_line(total, maximum, held, manual).removeprefix("total ")
     return "\n".join([head, "", *rows, ""])
 
 
 def question(folder: Path, lab: str, name: str) -> int:
     report = load(folder, lab)
+    if report is None:
+        print(f"{lab}: no grade report (did the grading step run?)")
+        return 1
     for q in report["questions"]:
         if q["question"] == name:
             if q.get("kind") == "manual":
                 print(f"{lab} {name}: ?/{q['max_points']}  {q['feedback']}")
                 return 0
             print(f"{lab} {name}: {q['points']}/{q['max_points']}" + (f"  {q['feedback']}" if q["feedback"] else ""))
-            return 0 if q["passed"] else 1
+            return 0 if q["passed"] or q.get("held_back") else 1
     print(f"{lab}: no question {name!r} in its report")
     return 1
 
 
-def check(folder: Path) -> int:
+def check(folder: Path, manifest: Path | None = None) -> int:
     failed = []
-    for path in sorted(folder.glob("*.json")):
-        report = load(folder, path.stem)
-        failed += [f"{path.stem} {q['question']}" for q in report["questions"]
-                   if q.get("kind") != "manual" and not q["passed"]]
+    for lab, report in reports(folder, manifest):
+        failed += [f"{lab} {q['question']}" for q in report["questions"]
+                   if q.get("kind") != "manual" and not q.get("passed") and not q.get("held_back")]
     print(f"{len(failed)} auto-graded question(s) not passed" + (": " + ", ".join(failed) if failed else ""))
     return 1 if failed else 0
 
 
-WORKFLOW_HEAD = """\
-# GitHub Classroom autograding: one Classroom test per auto-graded lab question, worth its points.
-# Written by `python3 .github/classroom/grades.py workflow labs/manifest.json` (do not edit by hand).
-# The labs are graded once (`courselib grade`: the instructor's checks from labs/manifest.json, the
-# student's code in a separate process as an unprivileged user, hence sudo); each test then reads its
-# question's result from _grades/. The Classroom total is the auto-graded total `courselib grade`
-# prints, with partial credit; written answers (graded by hand) have no Classroom test and are listed
-# in the run's summary with their points. tests/test_labs.py checks that this file is what the
-# command writes from the current labs.
-name: classroom
-on:
-  push:
-  workflow_dispatch:
-  repository_dispatch:
-permissions:
-  checks: write
-  actions: read
-  contents: read
-jobs:
-  run-autograding-tests:
-    runs-on: ubuntu-latest
-    if: github.actor != 'github-classroom[bot]'
-    steps:
-      - uses: actions/checkout@v4
-        with:
-          persist-credentials: false     # no token in .git/config for the student's code to find
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - name: Grade every lab once
-        run: |
-          make setup
-          mkdir -p _grades
-          for lab in labs/*.ipynb; do
-            sudo .venv/bin/courselib grade "$lab" --json-file "_grades/$(basename "$lab" .ipynb).json"
-          done
-          python3 .github/classroom/grades.py summary _grades >> "$GITHUB_STEP_SUMMARY"
-"""
-
-
-def workflow(manifest: Path) -> str:
-    """classroom.yml for the labs in ``manifest`` (labs/manifest.json)."""
-    labs = json.loads(manifest.read_text(encoding="utf-8"))["labs"]
-    steps, ids = [], []
-    for lab in sorted(labs):
-        for q in labs[lab]["questions"]:
-            if q.get("manual"):
-                continue
-            ident = f"lab{lab.split('-', 1)[0]}-{q['name']}"
-            ids.append(ident)
-            steps.append(f"""\
-      - name: {lab} {q['name']}
-        id: {ident}
-        uses: classroom-resources/autograding-command-grader@v1
-        with:
-          test-name: {lab} {q['name']}
-          command: python3 .github/classroom/grades.py question _grades {lab} {q['name']}
-          timeout: 1
-          max-score: {q['points']}
-""")
-    env = "".join(f'          {i.upper()}_RESULTS: "${{{{steps.{i}.outputs.result}}}}"\n' for i in ids)
-    reporter = ("      - name: Autograding Reporter\n"
-                "        uses: classroom-resources/autograding-grading-reporter@v1\n"
-                "        env:\n" + env +
-                "        with:\n"
-                f"          runners: {','.join(ids)}\n")
-    return WORKFLOW_HEAD + "".join(steps) + reporter
-
-
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "workflow":
-        sys.stdout.write(workflow(Path(argv[1])))
+    manifest = None
+    if "--labs" in argv:
+        i = argv.index("--labs")
+        if i + 1 >= len(argv):
+            print(__doc__.strip(), file=sys.stderr)
+            return 2
+        manifest = Path(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    if len(argv) == 2 and argv[0] == "labs":
+        print("\n".join(sorted(course_labs(Path(argv[1])))))
         return 0
     if len(argv) == 2 and argv[0] == "summary":
-        print(summary(Path(argv[1])))
+        print(summary(Path(argv[1]), manifest))
         return 0
     if len(argv) == 2 and argv[0] == "check":
-        return check(Path(argv[1]))
+        return check(Path(argv[1]), manifest)
     if len(argv) == 4 and argv[0] == "question":
         return question(Path(argv[1]), argv[2], argv[3])
     print(__doc__.strip(), file=sys.stderr)

@@ -20,6 +20,16 @@ def register(subparsers) -> None:
     b.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
     b.add_argument("--labs", default="labs", help="folder of student labs (default labs)")
     b.set_defaults(func=_build)
+    v = sub.add_parser("variant", help="write one student's variant of a lab (its numbers from a seed)",
+                       description="Writes the lab for seed S: the parameters cell holds that seed's numbers, the "
+                                   "Markdown quotes them, and the seed is recorded in the notebook's metadata "
+                                   "(courselib grade checks it). Seed 0 is the default lab.")
+    v.add_argument("lab", metavar="LAB", help="a lab name (08-gang-cost) or a solutions/ notebook")
+    v.add_argument("--seed", required=True, metavar="S", help="an integer, or a login / student id (hashed to one)")
+    v.add_argument("-o", "--output", required=True, metavar="OUT.ipynb", help="where to write it (never over LAB)")
+    v.add_argument("--solution", action="store_true", help="write the solved variant (what the tests grade)")
+    v.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
+    v.set_defaults(func=_variant)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     g = subparsers.add_parser("grade", help="grade a lab against the instructor's checks: points and feedback",
@@ -40,6 +50,13 @@ def register(subparsers) -> None:
                    help="seconds an interrupted cell has before it is killed (default 5)")
     g.add_argument("--time-limit", type=float, default=600.0,
                    help="wall-clock seconds for the whole grading (default 600)")
+    g.add_argument("--seed", metavar="S", help="grade against the variant for seed S (an integer, or the login it "
+                                               "was made from); default: the seed in the notebook's metadata; a "
+                                               "notebook recording another seed is refused")
+    g.add_argument("--same-user", action="store_true",
+                   help="run the student's code as you (no root needed; a private read-only view all the same): "
+                        "for grading your own notebook; the report carries a warning. Without it the grader "
+                        "must be root, and runs the student's code as a separate unprivileged user")
     g.add_argument("--json-file", metavar="PATH", help="also write the JSON report to PATH (CI: grade once, "
                                                        "print the text, keep the data); refuses to overwrite LAB")
     g.set_defaults(func=_grade)
@@ -70,11 +87,11 @@ def _build(args) -> int:
 
 def _grade(args) -> int:
     import json
-    import os
 
     from courselib.cli.main import print_json
     from courselib.errors import InputError
     from courselib.grading import grade
+    from courselib.grading.files import atomic_write, check_folder
 
     if args.json_file:
         target = Path(args.json_file)
@@ -88,17 +105,44 @@ def _grade(args) -> int:
         if not target.parent.is_dir():
             raise InputError("its folder does not exist", file=args.json_file, field="--json-file",
                              hint=f"create {target.parent} first, or give another path")
-        if target.exists() and not target.is_file():
-            raise InputError("is not a regular file", file=args.json_file, field="--json-file")
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise InputError("is not a regular file (a symlink, a FIFO…); not written through", file=args.json_file,
+                             field="--json-file")
+        check_folder(target.parent, "the report", "--json-file")
     report = grade.grade(args.lab, source=args.source, hidden=args.hidden, timeout=args.timeout,
-                         grace=args.grace, time_limit=args.time_limit)
+                         grace=args.grace, time_limit=args.time_limit, seed=args.seed,
+                         same_user=args.same_user)
     # every student process is gone by now: only then is anything written
     if args.json_file:
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        atomic_write(target, json.dumps(report.to_dict(), indent=2) + "\n", field="--json-file")
     if args.json:
         print_json(report.to_dict())
     else:
         print(grade.format_report(report))
+    return 0
+
+
+def _variant(args) -> int:
+    from courselib.errors import InputError
+    from courselib.grading import build, variant
+    from courselib.grading.notebook import read_notebook
+
+    lab = Path(args.lab)
+    solution = lab if lab.suffix == ".ipynb" and lab.parent.name == Path(args.solutions).name else \
+        Path(args.solutions) / f"{variant.lab_name(args.lab)}.ipynb"
+    if not solution.is_file():
+        raise InputError("no such solution notebook", file=str(solution), field="LAB",
+                         hint="give a lab name such as 08-gang-cost, run from the course's root (with solutions/)")
+    out = Path(args.output)
+    if out.suffix != ".ipynb":
+        raise InputError("the output is not an .ipynb file", file=args.output, field="-o")
+    if out.exists() and out.resolve() == solution.resolve():
+        raise InputError("would overwrite the solution", file=args.output, field="-o")
+    seed = variant.seed_of(args.seed)
+    text, has_variants = build.variant_text(read_notebook(solution, "solution"), str(solution), seed,
+                                            solved=args.solution)
+    build.write_private(out, text)
+    what = "solved variant" if args.solution else "lab"
+    print(f"{out}: the {what} {solution.stem} for seed {seed}" +
+          ("" if has_variants or not seed else " (this lab has no variants yet: the numbers are seed 0's)"))
     return 0

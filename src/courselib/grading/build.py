@@ -20,103 +20,16 @@ answer cell that is not its stub, or cells added or removed) is never overwritte
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from courselib.errors import InputError
-from courselib.grading import markers
-
-KERNELSPEC = {"display_name": "Python 3 (courselib)", "language": "python", "name": "python3"}
+from courselib.grading import markers, variant
+from courselib.grading.files import atomic_write
+from courselib.grading.manifest import MANIFEST, Manifest, write_all
+from courselib.grading.notebook import KERNELSPEC, read_notebook, render
 
 WRITTEN, UNCHANGED, REFUSED, STALE, ORPHAN = "written", "unchanged", "refused", "out of date", "orphan"
-
-
-class Node(dict):
-    """A notebook, cell or metadata mapping read with the standard library (attribute access like nbformat's)."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-def _nodes(value):
-    if isinstance(value, dict):
-        return Node({k: _nodes(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_nodes(v) for v in value]
-    return value
-
-
-def _raw_notebook(path: Path, what: str) -> tuple[str, dict]:
-    import json
-
-    from courselib.io.policy import read_text
-
-    try:
-        text = read_text(path, "notebook")  # regular files only, size-capped (courselib.io.policy)
-    except InputError as err:
-        if err.message == "no such file":
-            raise InputError(f"no such {what}", file=str(path), hint="check the path") from None
-        raise
-    try:
-        raw = json.loads(text)
-    except RecursionError:
-        raise InputError("not a notebook (JSON nested too deeply to read)", file=str(path),
-                         hint="give the lab's .ipynb file") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"not a notebook (invalid JSON: {err.msg}, column {err.colno})", file=str(path),
-                         line=err.lineno, hint="open it in Jupyter and save it again, or restore it with git") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list) or raw.get("nbformat") != 4:
-        raise InputError("not a Jupyter notebook in format 4 (no 'cells', or 'nbformat' is not 4)",
-                         file=str(path), hint="give the lab's .ipynb file")
-    return text, raw
-
-
-def read_notebook(path: Path, what: str = "notebook"):
-    """Parse ``path`` as a v4 notebook with nbformat; anything unreadable is one located ``InputError``."""
-    import nbformat
-
-    text, _ = _raw_notebook(path, what)
-    try:
-        nb = nbformat.reads(text, as_version=4)
-    except Exception as err:  # nbformat raises several kinds for a damaged file
-        raise InputError(f"not a readable notebook: {err.__class__.__name__}: {str(err).splitlines()[0]}",
-                         file=str(path)) from None
-    return nb
-
-
-def read_notebook_json(path: Path, what: str = "notebook") -> Node:
-    """The same notebook read with ``json`` only (the grader's path: nbformat takes seconds to import).
-
-    Cell sources stored as lists of lines are joined; cells that are not mappings are dropped.
-    """
-    _, raw = _raw_notebook(path, what)
-    nb = _nodes(raw)
-    cells = []
-    for cell in nb["cells"]:
-        if not isinstance(cell, dict):
-            continue
-        src = cell.get("source", "")
-        if isinstance(src, list):
-            src = "".join(x for x in src if isinstance(x, str))
-        cell["source"] = src if isinstance(src, str) else ""
-        if not isinstance(cell.get("metadata"), dict):
-            cell["metadata"] = Node()
-        cells.append(cell)
-    nb["cells"] = cells
-    if not isinstance(nb.get("metadata"), dict):
-        nb["metadata"] = Node()
-    return nb
-
-
-def render(nb) -> str:
-    """The notebook as text: nbformat's sorted, one-space-indented JSON and a final newline."""
-    import nbformat
-
-    text = nbformat.writes(nb, version=4)
-    return text if text.endswith("\n") else text + "\n"
 
 
 @dataclass(frozen=True)
@@ -146,13 +59,40 @@ def _points(meta: dict, where: str) -> int:
     return pts
 
 
-def compile_lab(solution, source: str = "solution"):
+def _variant_cells(solution, source: str) -> tuple[tuple[str, str] | None, str | None]:
+    """The ``parameters`` cell (id, source) and the ``variant`` cell's source, if the lab has them."""
+    params, var = [], []
+    for index, cell in enumerate(solution.cells, start=1):
+        tags = markers.tags(cell)
+        if variant.PARAMETERS_TAG in tags:
+            params.append((index, cell))
+        if variant.VARIANT_TAG in tags:
+            var.append((index, cell))
+    for found, tag in ((params, variant.PARAMETERS_TAG), (var, variant.VARIANT_TAG)):
+        if len(found) > 1:
+            raise InputError(f"{len(found)} cells tagged {tag!r}; a lab has at most one",
+                             file=_where(source, found[1][0]))
+        for index, cell in found:
+            if cell.get("cell_type") != "code":
+                raise InputError(f"the cell tagged {tag!r} must be a code cell", file=_where(source, index))
+    if var and not params:
+        raise InputError("a variant cell but no cell tagged 'parameters' for it to fill",
+                         file=_where(source, var[0][0]), hint="tag the given cell that assigns the lab's numbers")
+    p = (params[0][1].get("id") or f"cell-{params[0][0]}", params[0][1].get("source", "")) if params else None
+    return p, (var[0][1].get("source", "") if var else None)
+
+
+def compile_lab(solution, source: str = "solution", seed: int = 0):
     """The student lab, its questions, and the grader's manifest for one parsed solution (pure).
 
     The manifest (:mod:`courselib.grading.manifest`) lists every code cell with its role — ``given``
     (the lab's own code), ``answer`` (its stub), ``check``, ``hidden`` (instructor only), ``demo`` — and
     every written answer, in order, with the instructor's source: it is what the grader trusts.
+    ``seed`` (:mod:`courselib.grading.variant`) gives a student's variant of the lab; the manifest is
+    always seed 0's (the grader rewrites its parameters cell for the seed it grades).
     """
+    params, variant_src = _variant_cells(solution, source)
+    values = (variant.values_for(params[1], variant_src, seed, source) if params else {})
     cells = []
     plan: list[dict] = []            # the manifest's cells
     questions: dict[str, Question] = {}
@@ -164,10 +104,12 @@ def compile_lab(solution, source: str = "solution"):
         where = _where(source, index)
         meta = markers.course_meta(cell)
         tags = markers.tags(cell)
-        if markers.SOLUTION_TAG in tags:
+        if markers.SOLUTION_TAG in tags or variant.VARIANT_TAG in tags:
             continue
         src = cell.get("source", "")
         cid = cell.get("id") or f"cell-{index}"
+        if cell.cell_type != "code" and variant.has_placeholders(src):
+            src = variant.fill(src, values, where)
         if markers.HIDDEN_TAG in tags:
             if cell.cell_type != "code":
                 raise InputError("a hidden check must be a code cell", file=where)
@@ -246,7 +188,10 @@ def compile_lab(solution, source: str = "solution"):
             pending.append((new, where, step))
             pending_names.extend(names)
         else:
-            new = _cell("code", src)
+            shown = src
+            if variant.PARAMETERS_TAG in tags and seed:
+                shown = variant.parameters_for(src, variant_src, seed, where)
+            new = _cell("code", shown)
             new["metadata"] = _kept_metadata(cell)
             plan.append({"id": cid, "role": "demo" if markers.DEMO_TAG in tags else "given", "source": src})
         new["id"] = cid
@@ -265,11 +210,11 @@ def compile_lab(solution, source: str = "solution"):
         "language_info": {"name": "python"},
         "course": {"cells": len(cells), "lab": name, "points": sum(auto.values()),
                    "questions": auto, "source": f"solutions/{Path(source).name}",
-                   **({"manual": manual} if manual else {})},
+                   **({"manual": manual} if manual else {}), **({"seed": seed} if seed else {})},
     }}
-    from courselib.grading.manifest import Manifest
-
     manifest = Manifest.from_plan(name, f"solutions/{Path(source).name}", list(questions.values()), plan, rubrics)
+    if params:
+        manifest = replace(manifest, parameters=params[0], variant=variant_src or "")
     return lab, list(questions.values()), manifest
 
 
@@ -337,8 +282,6 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
         raise InputError("no solution notebooks (*.ipynb) here", file=str(solutions_dir))
     import nbformat
 
-    from courselib.grading.manifest import MANIFEST, write_all
-
     planned, manifests = [], []
     for src in sources:
         lab, _, manifest = compile_lab(read_notebook(src, "solution"), str(src))
@@ -360,9 +303,7 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
                 out.append(Outcome(dest, REFUSED, why))
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(dest.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(dest)
+            atomic_write(dest, text)
             out.append(Outcome(dest, WRITTEN))
     known = {dest.name for dest, _ in planned}
     if labs_dir.is_dir():
@@ -370,3 +311,38 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
             if extra.name not in known:
                 out.append(Outcome(extra, ORPHAN, f"no {solutions_dir / extra.name}"))
     return out
+
+
+def variant_text(solution, source: str, seed: int, *, solved: bool = False) -> tuple[str, bool]:
+    """Seed ``seed``'s student lab (or, ``solved``, its solution) as notebook text; and whether the lab has variants."""
+    import copy
+
+    import nbformat
+
+    params, variant_src = _variant_cells(solution, source)
+    if not solved:
+        lab, _, _ = compile_lab(solution, source, seed=seed)
+        lab = nbformat.from_dict(lab)
+        nbformat.validate(lab)
+        return render(lab), variant_src is not None
+    nb = copy.deepcopy(solution)
+    values = variant.values_for(params[1], variant_src, seed, source) if params else {}
+    for index, cell in enumerate(nb.cells, start=1):
+        where = _where(source, index)
+        if variant.PARAMETERS_TAG in markers.tags(cell) and seed:
+            cell["source"] = variant.parameters_for(cell.get("source", ""), variant_src, seed, where)
+        elif cell.get("cell_type") != "code" and variant.has_placeholders(cell.get("source", "")):
+            cell["source"] = variant.fill(cell.get("source", ""), values, where)
+    course = dict(nb.metadata.get("course", {}) or {})
+    if seed:
+        course["seed"] = seed
+    else:
+        course.pop("seed", None)
+    if course:
+        nb.metadata["course"] = course
+    return render(nb), variant_src is not None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a generated notebook (atomically, never through a symlink)."""
+    atomic_write(path, text, field="-o")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import sys
 import numbers
 from typing import Any
 
@@ -126,16 +127,46 @@ class DecodeError(ValueError):
     """The data is not something :func:`encode` writes."""
 
 
+DATACLASS_PACKAGES = ("courselib.model.", "courselib.sim.", "courselib.io.")
+
+
 def _courselib_dataclass(name: str):
+    """The courselib dataclass ``module:qualname`` names — only one the grader has already loaded.
+
+    The name comes from the student's process (an object may claim any ``__module__``): the grader
+    never imports a module because of it, and only model, simulator and reader classes qualify.
+    """
     module, _, qual = name.partition(":")
-    if not module.startswith("courselib.") or not qual or "<" in qual:
-        raise DecodeError(f"not a courselib dataclass: {name!r}")
-    obj = importlib.import_module(module)
+    if not module.startswith(DATACLASS_PACKAGES) or not qual or "<" in qual:
+        raise DecodeError(f"not a courselib dataclass: {name[:200]!r}")
+    obj = sys.modules.get(module)
+    if obj is None:
+        raise DecodeError(f"not a courselib dataclass the grader has loaded: {name[:200]!r}")
     for part in qual.split("."):
-        obj = getattr(obj, part)
-    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
-        raise DecodeError(f"not a courselib dataclass: {name!r}")
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module):
+        raise DecodeError(f"not a courselib dataclass: {name[:200]!r}")
     return obj
+
+
+def preload(sources) -> None:
+    """Import the courselib model modules the instructor's code names (so its dataclasses can be decoded)."""
+    import ast
+
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for mod in names:
+                if mod.startswith(DATACLASS_PACKAGES):
+                    try:
+                        importlib.import_module(mod)
+                    except Exception:  # noqa: BLE001 — the check itself will say so
+                        pass
 
 
 def decode(data: Any) -> Any:

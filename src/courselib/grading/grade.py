@@ -28,21 +28,30 @@ from __future__ import annotations
 import contextlib
 import io
 import linecache
+import os
 import signal
+import stat
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from courselib.errors import CourseError, InputError
-from courselib.grading import checks, encode, markers
-from courselib.grading.build import read_notebook_json
-from courselib.grading.manifest import Manifest, Step, find_source, hidden_checks
-from courselib.grading.sandbox import Sandbox, Stopped
+from courselib.errors import InputError
+from courselib.grading import checks, encode, markers, safe, variant
+from courselib.grading.manifest import Manifest, Step
+from courselib.grading.notebook import read_notebook_json
+from courselib.grading.source import find_source, hidden_checks
+from courselib.grading.sandbox import Sandbox, SandboxError, Stopped
 
 MAX_WRITTEN_CHARS = 20_000
 MANUAL = "needs manual grading"
-PASSED, FAILED = "passed", "failed"
+PASSED, FAILED, HELD_BACK = "passed", "failed", "held back"
+
+
+def held_back_feedback(points: int) -> str:
+    """The words every output format uses for a question whose hidden checks were not run here."""
+    return (f"the public checks passed; {points} point{'s' if points != 1 else ''} "
+            f"{'are' if points != 1 else 'is'} held back for hidden checks your instructor runs")
 
 
 @dataclass(frozen=True)
@@ -54,10 +63,13 @@ class QuestionResult:
     feedback: str = ""
     kind: str = "auto"        # auto | manual
     answer: str | None = None  # a written answer's text
+    held_back: bool = False   # public checks passed; the hidden checks (and the points) are the instructor's
 
     @property
     def status(self) -> str:
-        return MANUAL if self.kind == "manual" else (PASSED if self.passed else FAILED)
+        if self.kind == "manual":
+            return MANUAL
+        return HELD_BACK if self.held_back else (PASSED if self.passed else FAILED)
 
 
 @dataclass(frozen=True)
@@ -71,10 +83,13 @@ class GradeReport:
     manual_points: int = 0    # points that need manual grading
     isolation: str = ""
     notes: tuple[str, ...] = field(default=())
+    seed: int = 0
+    held_back_points: int = 0  # points of questions whose hidden checks run elsewhere (0 so far)
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "lab": self.lab, "source": self.source, "total": self.total,
-                "max": self.max_points, "manual": self.manual_points, "isolation": self.isolation,
+        return {"file": self.file, "lab": self.lab, "source": self.source, "seed": self.seed, "total": self.total,
+                "max": self.max_points, "manual": self.manual_points, "held_back": self.held_back_points,
+                "isolation": self.isolation,
                 "questions": [{**asdict(q), "status": q.status} for q in self.questions],
                 "notes": list(self.notes)}
 
@@ -126,8 +141,28 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
 
 
+def _role_of(cell) -> tuple[str, str | None] | None:
+    """What a student's cell says it is, from the lab's markers and metadata (not its id)."""
+    meta = markers.course_meta(cell)
+    q = meta.get("question") if isinstance(meta.get("question"), str) else None
+    if cell.get("cell_type") == "code":
+        if meta.get("answer") is True:
+            return "answer", q
+        if markers.CHECK_TAG in markers.tags(cell) or ("check" in meta and q):
+            return "check", q
+    elif meta.get("manual") is True and q:
+        return "written", q
+    return None
+
+
 class _Submission:
-    """What the grader takes from the student's notebook: answer texts by cell id, and nothing else."""
+    """What the grader takes from the student's notebook: answer texts, and nothing else.
+
+    A lab cell is found by its id, as the build wrote it; when an editor gave the cells new ids (or
+    none: nbformat < 4.5), by what the lab's markers and metadata say it is — an answer cell of
+    question q (``course.answer``), a written answer (``course.manual``), a check cell (its tag, or its
+    source exactly as the lab gives it) — in the lab's order within each question.
+    """
 
     def __init__(self, nb, manifest: Manifest):
         by_id: dict[str, object] = {}
@@ -140,11 +175,14 @@ class _Submission:
         self.written: dict[str, str] = {}     # question -> the student's text
         self.tampered: dict[str, str] = {}    # question -> why its check does not count
         ids = {s.id for s in manifest.steps}
-        if not ids & set(by_id):
-            self.notes.append("none of the lab's cells is in this notebook (matched by cell id): is it "
-                              "another lab, or was it saved by a Jupyter older than nbformat 4.5?")
+        matched = self._match(nb, manifest, by_id)
+        if not any(c is not None for c in matched.values()):
+            self.notes.append("none of the lab's cells is in this notebook (by cell id, markers or metadata): "
+                              "is it another lab?")
+        elif not ids & set(by_id):
+            self.notes.append("the cells were found by the lab's markers and metadata (an editor gave them new ids)")
         for step in manifest.steps:
-            cell = by_id.get(step.id)
+            cell = matched.get(step.id)
             if step.role == "answer":
                 if cell is not None and cell.get("cell_type") == "code":
                     self.answers[step.id] = str(cell.get("source", ""))
@@ -163,13 +201,44 @@ class _Submission:
                     self.tampered[step.question] = (
                         "its check cell was edited: this question earns nothing until you restore the "
                         "cell exactly as the lab gives it")
-        checks_ = {s.id for s in manifest.steps if s.role == "check"}
+        used = {id(c) for c in matched.values() if c is not None}
         for n, cell in enumerate(nb.cells, start=1):
             meta = markers.course_meta(cell)
-            if ("question" in meta or "points" in meta) and cell.get("id") not in ids | checks_ \
-                    and markers.HIDDEN_TAG not in markers.tags(cell):        # an instructor's notebook's own
-                self.notes.append(f"cell {n} claims to be part of question {meta.get('question')!r}: ignored "
-                                  f"(questions and checks come from the instructor's source)")
+            if ("question" in meta or "points" in meta) and id(cell) not in used \
+                    and markers.HIDDEN_TAG not in markers.tags(cell) and meta.get("answer") is not True:
+                self.notes.append(safe.text(f"cell {n} claims to be part of question {meta.get('question')!r}: "
+                                            f"ignored (questions and checks come from the instructor's source)", 300))
+
+    @staticmethod
+    def _match(nb, manifest: Manifest, by_id: dict) -> dict[str, object]:
+        """Each of the lab's answer, written and check steps -> the student's cell (or None)."""
+        out: dict[str, object] = {}
+        taken: set[int] = set()
+        roles = ("answer", "written", "check")
+        for step in manifest.steps:                       # 1. the same id, the same role
+            cell = by_id.get(step.id)
+            if step.role in roles and cell is not None and (_role_of(cell) in (None, (step.role, step.question))
+                                                             or step.role == "check"):
+                out[step.id] = cell
+                taken.add(id(cell))
+        checks = {_normal(s.source): s for s in manifest.steps if s.role == "check" and s.id not in out}
+        for cell in nb.cells:                             # 2. a check cell exactly as the lab gives it
+            if id(cell) in taken or cell.get("cell_type") != "code":
+                continue
+            step = checks.pop(_normal(str(cell.get("source", ""))), None)
+            if step is not None:
+                out[step.id] = cell
+                taken.add(id(cell))
+        by_role: dict[tuple[str, str | None], list] = {}   # 3. markers and metadata, in order
+        for cell in nb.cells:
+            role = _role_of(cell)
+            if role is not None and id(cell) not in taken:
+                by_role.setdefault(role, []).append(cell)
+        for step in manifest.steps:
+            if step.role in roles and step.id not in out:
+                found = by_role.get((step.role, step.question), [])
+                out[step.id] = found.pop(0) if found else None
+        return out
 
 
 class _Run:
@@ -333,7 +402,7 @@ class _Run:
     def run(self) -> dict[str, QuestionResult]:
         results: dict[str, QuestionResult] = {}
         scopes: dict[str, dict] = {}
-        out_of_time = False
+        out_of_time, refused = False, ""
         try:
             with _alarm(self.deadline):
                 self.box.start()
@@ -378,16 +447,26 @@ class _Run:
                         results[q] = QuestionResult(q, spec.points, spec.points, True)
         except _OutOfTime:
             out_of_time = True
+        except SandboxError as err:      # fail closed: no weaker sandbox, zero points with the reason
+            refused = safe.text(str(err))
         finally:
             self.box.close()     # every student process is gone before a report exists
-        why = (f"not graded: the whole grading ran past its {self.time_limit:g} s limit"
-               if out_of_time else "this check did not run")
-        if out_of_time:
+        if refused:
+            why = f"not graded: {refused}"
+            self.notes.append(f"the student's code was not run: {refused}")
+        elif out_of_time:
+            why = f"not graded: the whole grading ran past its {self.time_limit:g} s limit"
             self.notes.append(f"the grading was stopped at its {self.time_limit:g} s wall-clock limit")
+        else:
+            why = "this check did not run"
         if self.restarts:
             self.notes.append(f"the student's process was restarted {self.restarts} time(s) after an answer "
                               f"hung or ended it")
         for q in self.m.questions:
+            r = results.get(q.name)
+            if r is not None and r.passed and self.m.held_back(q.name):
+                results[q.name] = QuestionResult(q.name, 0, q.points, None, held_back_feedback(q.points),
+                                                 held_back=True)
             if q.manual:
                 text = self.sub.written.get(q.name, "")
                 blank = _normal(text) in ("", markers.WRITTEN_STUB)
@@ -401,31 +480,77 @@ class _Run:
         return results
 
 
+def submission_file(path: Path) -> tuple[int, int, int, int]:
+    """Refuse a submission that is not the student's own regular file: a symlink (to the solutions, say),
+    a hard link to another file, a FIFO or a device. Returns its identity (device, inode, size, mtime)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise InputError("no such lab", file=str(path), hint="check the path") from None
+    except OSError as err:
+        raise InputError(f"cannot read it: {err.strerror}", file=str(path)) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError("is a symbolic link; the grader grades only the student's own regular file",
+                         file=str(path), hint="copy the notebook itself into the submission")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("is not a regular file (a FIFO, a device or a folder); not graded", file=str(path))
+    if st.st_nlink > 1:
+        raise InputError(f"is a hard link ({st.st_nlink} names for one file): it may be another file, such as a "
+                         f"solution, under the student's name; not graded", file=str(path),
+                         hint="copy the notebook (cp) instead of linking it")
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float = 5.0,
-          time_limit: float = 600.0, same_user: bool | None = None) -> GradeReport:
-    """Grade the lab at ``path`` against the instructor's source. Never writes ``path``."""
+          time_limit: float = 600.0, same_user: bool | None = None, seed=None) -> GradeReport:
+    """Grade the lab at ``path`` against the instructor's source. Never writes ``path``.
+
+    ``seed``: the variant to grade against (:mod:`courselib.grading.variant`); by default the seed the
+    notebook's metadata records. A notebook recording another seed is refused (``InputError``).
+    """
     path = Path(path)
     for name, value in (("--timeout", timeout), ("--grace", grace), ("--time-limit", time_limit)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise InputError(f"{value!r} is not a time > 0 in seconds", field=name)
+    before = submission_file(path)
     nb = read_notebook_json(path, "lab")
+    if submission_file(path) != before:
+        raise InputError("the file changed while it was read", file=str(path), hint="grade it again")
+    recorded = variant.recorded_seed(nb, str(path))
+    if seed is not None:
+        seed = variant.seed_of(seed)
+        if seed != recorded:
+            raise InputError(f"this notebook is the variant for seed {recorded}, not for seed {seed}",
+                             file=str(path), field="metadata.course.seed",
+                             hint=f"grade it with --seed {recorded} if that is this student's seed; otherwise the "
+                                  f"student works in another student's copy (`courselib labs variant` writes theirs)")
+    else:
+        seed = recorded
     manifest = find_source(path, None if source is None else Path(source))
     if hidden is not None:
         manifest = hidden_checks(manifest, Path(hidden))
+    manifest = manifest.for_seed(seed)
     sub = _Submission(nb, manifest)
     hide = [Path(hidden)] if hidden is not None else []
     if manifest.origin.endswith(".ipynb"):        # the solutions: out of the student's sight
         hide.append(Path(manifest.origin).parent)
+    encode.preload(s.source for s in manifest.steps if s.role in ("given", "check", "hidden"))
     run = _Run(manifest, sub, timeout=float(timeout), grace=float(grace), time_limit=float(time_limit),
                same_user=same_user, hide=hide)
     results = run.run()
-    ordered = tuple(results[q.name] for q in manifest.questions)
+    # every string that may hold the student's words is escaped once, here, for every output format
+    ordered = tuple(replace(results[q.name], feedback=safe.text(results[q.name].feedback),
+                            answer=None if results[q.name].answer is None
+                            else safe.multiline(markers.rubric(results[q.name].answer)[0]))
+                    for q in manifest.questions)
     auto = [r for r in ordered if r.kind == "auto"]
-    notes = tuple(list(manifest.notes) + sub.notes + run.notes + ([run.box.note] if run.box.note else []))
+    notes = tuple(safe.text(n, 600) for n in list(manifest.notes) + sub.notes + run.notes
+                  + ([run.box.note] if run.box.note else []))
     return GradeReport(str(path), manifest.lab, manifest.origin + (f" + hidden checks from {manifest.hidden_from}"
                                                                    if manifest.hidden_from else ""),
                        ordered, sum(r.points for r in auto), sum(r.max_points for r in auto),
-                       sum(r.max_points for r in ordered if r.kind == "manual"), run.box.isolation, notes)
+                       sum(r.max_points for r in ordered if r.kind == "manual"), run.box.isolation, notes, seed,
+                       sum(r.max_points for r in auto if r.held_back))
 
 
 def format_report(report: GradeReport) -> str:
@@ -433,16 +558,25 @@ def format_report(report: GradeReport) -> str:
     lines = [f"{report.file}  (lab {report.lab}, checked against {report.source})"]
     for r in report.questions:
         if r.kind == "manual":
-            line = f"  {r.question:<{width}}  HAND  ?/{r.max_points}  {r.feedback}"
+            line = f"  {r.question:<{width}}  HAND  ?/{r.max_points}  {safe.text(r.feedback)}"
+        elif r.held_back:
+            line = f"  {r.question:<{width}}  HELD  0/{r.max_points}  {safe.text(r.feedback)}"
         else:
             line = f"  {r.question:<{width}}  {'ok  ' if r.passed else 'FAIL'}  {r.points}/{r.max_points}"
             if r.feedback:
-                line += f"  {r.feedback}"
+                line += f"  {safe.text(r.feedback)}"
         lines.append(line)
     for note in report.notes:
-        lines.append(f"  note: {note}")
-    total = f"  total {report.total}/{report.max_points}"
-    if report.manual_points:
-        total += f" auto-graded; {report.manual_points} more point(s) need manual grading"
-    lines.append(total)
+        lines.append(f"  note: {safe.text(note, 600)}")
+    lines.append("  " + total_line(report.total, report.max_points, report.held_back_points, report.manual_points))
     return "\n".join(lines)
+
+
+def total_line(total: int, maximum: int, held_back: int, manual: int) -> str:
+    """The report's last line, the same words in the text report, the Markdown summary and Gradescope's."""
+    line = f"total {total}/{maximum}"
+    if held_back:
+        line += f" so far; {held_back} point(s) held back for your instructor's hidden checks"
+    if manual:
+        line += (" auto-graded" if not held_back else "") + f"; {manual} more point(s) need manual grading"
+    return line

@@ -5,11 +5,7 @@ A :class:`Manifest` is compiled from ``solutions/NAME.ipynb`` by :func:`courseli
 (no hidden checks, no rubrics), so that a repository without ``solutions/`` (the student template)
 can still be graded against the instructor's checks rather than against the student's notebook.
 
-:func:`find_source` says where the manifest for a lab comes from, in this order: the ``--source`` the
-grader was given (a solution notebook, a folder of them, or a ``manifest.json``); the ``solutions/``
-folder beside the lab's folder or in the current directory; the ``manifest.json`` beside the lab or
-in ``labs/``. The student's notebook is never a source: its cells, metadata and points are ignored
-except the text of its answer cells.
+Where a manifest comes from is :mod:`courselib.grading.source`; this module is pure data.
 """
 from __future__ import annotations
 
@@ -18,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.grading import variant
 
 FORMAT = "courselib-labs/1"
 ROLES = ("given", "answer", "check", "hidden", "demo", "written")
@@ -42,6 +39,7 @@ class QuestionSpec:
     answers: tuple[str, ...] = ()
     rubric: str = ""          # instructor edition only
     uses: tuple[str, ...] = ()  # earlier questions' answers its check also reads
+    hidden: int = 0           # how many hidden checks the instructor has for it (their code: instructor only)
 
 
 @dataclass(frozen=True)
@@ -53,16 +51,36 @@ class Manifest:
     origin: str = ""          # where this manifest was read from (for the report)
     hidden_from: str = ""     # where the hidden checks came from, if any
     notes: tuple[str, ...] = field(default=())
+    parameters: str = ""      # the id of the given cell tagged `parameters` (seed 0's numbers), if any
+    variant: str = ""         # the source of the lab's `variant(rng)` cell, if it has variants
+    seed: int = 0             # the seed whose numbers the parameters step holds
+
+    def for_seed(self, seed: int) -> "Manifest":
+        """The manifest whose parameters cell holds ``seed``'s numbers (:mod:`courselib.grading.variant`)."""
+        if not seed or not self.parameters:
+            return replace(self, seed=seed)
+        steps = tuple(replace(s, source=variant.parameters_for(s.source, self.variant, seed, self.origin or self.lab))
+                      if s.id == self.parameters else s for s in self.steps)
+        return replace(self, steps=steps, seed=seed)
 
     @classmethod
     def from_plan(cls, lab, source, questions, plan, rubrics) -> "Manifest":
+        hidden: dict[str, int] = {}
+        for p in plan:
+            if p["role"] == "hidden":
+                hidden[p["question"]] = hidden.get(p["question"], 0) + 1
         return cls(lab, source,
                    tuple(QuestionSpec(q.name, q.points, q.manual, tuple(q.answers), rubrics.get(q.name, ""),
-                                      tuple(q.uses)) for q in questions),
+                                      tuple(q.uses), hidden.get(q.name, 0)) for q in questions),
                    tuple(Step(p["id"], p["role"], p["source"], p.get("question")) for p in plan))
 
     def question(self, name: str) -> QuestionSpec:
         return next(q for q in self.questions if q.name == name)
+
+    def held_back(self, name: str) -> bool:
+        """Whether question ``name`` has hidden checks that this manifest does not carry (graded elsewhere)."""
+        loaded = sum(1 for s in self.steps if s.role == "hidden" and s.question == name)
+        return self.question(name).hidden > loaded
 
     def student_edition(self) -> "Manifest":
         """Without what students must not read: hidden checks and rubrics."""
@@ -93,20 +111,23 @@ class Manifest:
         return {"lab": self.lab, "source": self.source,
                 "questions": [{"name": q.name, "points": q.points, "manual": q.manual, "answers": list(q.answers),
                                **({"uses": list(q.uses)} if q.uses else {}),
+                               **({"hidden": q.hidden} if q.hidden else {}),
                                **({"rubric": q.rubric} if q.rubric else {})} for q in self.questions],
                 "cells": [{"id": s.id, "role": s.role, "source": s.source,
-                           **({"question": s.question} if s.question else {})} for s in self.steps]}
+                           **({"question": s.question} if s.question else {})} for s in self.steps],
+                **({"parameters": self.parameters, "variant": self.variant} if self.parameters else {})}
 
     @classmethod
     def from_dict(cls, data, where: str) -> "Manifest":
         try:
             questions = tuple(QuestionSpec(str(q["name"]), _points(q["points"]), bool(q.get("manual", False)),
                                            tuple(str(a) for a in q.get("answers", ())), str(q.get("rubric", "")),
-                                           tuple(str(u) for u in q.get("uses", ())))
+                                           tuple(str(u) for u in q.get("uses", ())), _count(q.get("hidden", 0)))
                               for q in data["questions"])
             steps = tuple(Step(str(c["id"]), _role(c["role"]), str(c["source"]),
                                None if c.get("question") is None else str(c["question"])) for c in data["cells"])
             lab, source = str(data["lab"]), str(data["source"])
+            parameters, variant_src = str(data.get("parameters", "")), str(data.get("variant", ""))
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"not a lab manifest ({err.__class__.__name__}: {err})", file=where,
                              hint="rebuild it with `courselib labs build`") from None
@@ -114,7 +135,9 @@ class Manifest:
         for s in steps:
             if s.role in ("answer", "check", "hidden", "written") and s.question not in names:
                 raise InputError(f"cell {s.id} belongs to an unknown question {s.question!r}", file=where)
-        return cls(lab, source, questions, steps, origin=where)
+        if parameters and not any(s.id == parameters and s.role == "given" for s in steps):
+            raise InputError(f"parameters cell {parameters!r} is not a given cell of this lab", file=where)
+        return cls(lab, source, questions, steps, origin=where, parameters=parameters, variant=variant_src)
 
 
 def _points(p) -> int:
@@ -123,18 +146,16 @@ def _points(p) -> int:
     return p
 
 
+def _count(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"hidden {n!r}")
+    return n
+
+
 def _role(r) -> str:
     if r not in ROLES:
         raise ValueError(f"role {r!r}")
     return r
-
-
-def from_solution(path: Path) -> Manifest:
-    """The instructor's manifest (hidden checks and rubrics included) compiled from a solution notebook."""
-    from courselib.grading.build import compile_lab, read_notebook_json
-
-    _, _, manifest = compile_lab(read_notebook_json(path, "solution"), str(path))
-    return replace(manifest, origin=str(path))
 
 
 def write_all(manifests: list[Manifest]) -> str:
@@ -155,49 +176,3 @@ def read_all(path: Path) -> dict[str, Manifest]:
         raise InputError(f"not a lab manifest (format is not {FORMAT!r})", file=str(path),
                          hint="rebuild it with `courselib labs build`")
     return {name: Manifest.from_dict(m, f"{path} [{name}]") for name, m in data["labs"].items()}
-
-
-def find_source(lab: Path, source: Path | None = None) -> Manifest:
-    """The trusted manifest for the lab at ``lab`` (see the module docstring for the search order)."""
-    name = Path(lab).stem
-    candidates: list[Path] = []
-    if source is not None:
-        source = Path(source)
-        if source.is_dir():
-            candidates = [source / f"{name}.ipynb", source / MANIFEST]
-        elif source.exists():
-            candidates = [source]
-        else:
-            raise InputError("no such file or folder", file=str(source), field="--source",
-                             hint="give a solutions/ notebook or folder, or a manifest.json")
-    else:
-        here = Path(lab).resolve().parent
-        candidates = [here.parent / "solutions" / f"{name}.ipynb", Path("solutions") / f"{name}.ipynb",
-                      here / MANIFEST, Path("labs") / MANIFEST]
-    for path in candidates:
-        if not path.is_file():
-            continue
-        if path.suffix == ".ipynb":
-            return from_solution(path).student_edition()   # hidden checks only with --hidden
-        labs = read_all(path)
-        if name in labs:
-            return labs[name]
-        if source is not None:
-            raise InputError(f"no lab {name!r} in this manifest (it has {sorted(labs)})", file=str(path),
-                             hint="grade a file named after its lab, e.g. labs/02-…ipynb")
-    raise InputError(f"no instructor source for lab {name!r}: no solutions/{name}.ipynb and no {MANIFEST} "
-                     f"that lists it", file=str(lab),
-                     hint="pass --source solutions/ (or a manifest.json written by `courselib labs build`)")
-
-
-def hidden_checks(manifest: Manifest, folder: Path) -> Manifest:
-    """``manifest`` with the hidden checks of ``folder/LAB.ipynb`` (an instructor's notebook)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError("no such folder", file=str(folder), field="--hidden",
-                         hint="give the folder that holds the instructor's notebooks (e.g. solutions/)")
-    path = folder / f"{manifest.lab}.ipynb"
-    if not path.is_file():
-        return replace(manifest, notes=manifest.notes + (f"no hidden checks for {manifest.lab} in {folder}",))
-    instructor = from_solution(path)
-    return manifest.with_hidden(instructor, str(path))

@@ -2,24 +2,35 @@
 
 The student's answers run in a separate Python process (:mod:`courselib.grading.worker`) that
 
-- starts with a **clean environment** (no variable of the grader's: CI secrets stay out of reach),
-  in an empty throw-away folder, and is told nothing of the notebook it came from (the grader sends
-  cell sources over a socket; no path, no copy of the file);
-- runs, when the grader is root (CI), as a **separate unprivileged user** with no supplementary
-  groups: it cannot read the grader's ``/proc/PID/environ`` or ``fd/``, open its stdout, signal it,
-  or write the repository, the original notebook or the reports; when the grader is not root it runs
-  as the same user, with the grader made non-dumpable (its ``/proc/PID/fd``, ``cwd`` and ``environ``
-  closed to that user), and the report says which isolation was used;
-- has its **own session and process group**; the grader is a child subreaper, so a process the
-  student's code double-forks away comes back to it;
+- sees a **private, read-only view** of the machine (:mod:`courselib.grading.jail`): only what Python
+  and courselib need, read-only; its own ``/proc``, ``/dev``, ``/tmp`` (``TMPDIR``) and
+  ``/home/student`` (``HOME``), the last two private and writable and gone when it ends. The
+  checkout (``.git``, ``solutions/``), other submissions, the instructor's hidden checks, the
+  grader's reports, locks and temporary folders are not in it at all; no network (its own, empty,
+  network namespace); no other process of the machine (its own PID namespace);
+- starts with a **clean environment** (no variable of the grader's: CI secrets stay out of reach) and
+  is told nothing of the notebook it came from (the grader sends cell sources over a socket);
+- runs, when the grader is root, as a **separate unprivileged user** (a uid no account or process
+  uses, claimed under a lock in a root-only folder) with no supplementary groups and
+  ``no_new_privs``; a grader that is not root refuses unless **same-user mode** was asked for
+  (``same_user=True``, ``courselib grade --same-user``: the student grading their own work): then the
+  code runs as the grader's own user, but still in the private read-only view, through user
+  namespaces, and the report carries a warning;
+- **fails closed**: when that process cannot be started as asked (no root, no namespaces, a full
+  disk…), :class:`SandboxError` says why and the student gets zero points with that reason. There is
+  no fallback to a sandbox with more privilege or less hiding;
+- has its **own session and process group**; the grader is a child subreaper;
 - is interrupted (SIGINT) when a request runs past its time limit, and killed (SIGKILL) when it has
   not answered ``grace`` seconds later;
-- is, with every process it started, **killed at the end** — all processes of the unprivileged user,
-  or of its session and every orphan handed to the grader — and the grader waits until none is
-  left before it writes any report.
+- is, with every process it started, **killed at the end**, and the grader waits until none is left
+  before it writes any report.
+
+The channel is bounded: a reply larger than :data:`MAX_MESSAGE` or nested deeper than JSON can be
+read ends that process cleanly (:class:`Stopped`), never the grader.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import grp
@@ -41,16 +52,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from courselib.errors import CourseError
+from courselib.grading import jail
 
-MAX_MESSAGE = 64 * 1024 * 1024
+MAX_MESSAGE = 16 * 1024 * 1024          # the largest reply the grader reads
 UID_RANGE = range(64_100, 64_900)   # no passwd entry: a user that owns nothing on the machine
 FILE_LIMIT = 64 * 1024 * 1024        # the largest file the student's code may write
 PROCESS_LIMIT = 256                 # processes of the unprivileged user (a fork bomb stops here)
 STARTUP_S = 120.0
 PR_SET_DUMPABLE, PR_GET_DUMPABLE, PR_SET_PDEATHSIG = 4, 3, 1
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
-CLONE_NEWNS = 0x00020000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
 _LIBC = None
 
 
@@ -68,38 +78,6 @@ def _libc():
     if _LIBC is None:
         _LIBC = ctypes.CDLL(None, use_errno=True)
     return _LIBC
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda x: None if x is None else x.encode())
-    if _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {target}: {os.strerror(err)}")
-
-
-def _others_can(path: str, bits: int) -> bool:
-    try:
-        return (os.stat(path).st_mode & bits) == bits
-    except OSError:
-        return False
-
-
-def unreachable_ancestors(paths) -> dict[str, set[str]]:
-    """For each folder another user cannot enter (no o+x), the children of it these paths need.
-
-    The student's Python must be able to read its interpreter and its libraries; ``/root/.pyenv`` under
-    a ``drwx------`` ``/root`` is the usual case. The sandbox makes such a folder enterable in the
-    student's own mount namespace, showing only the needed children (everything else in it stays hidden).
-    """
-    fixes: dict[str, set[str]] = {}
-    for path in paths:
-        parts = Path(os.path.realpath(path)).parts
-        for i in range(1, len(parts)):
-            folder = os.path.join(*parts[:i])
-            if not _others_can(folder, stat.S_IXOTH):
-                fixes.setdefault(folder, set()).add(parts[i])
-                break
-    return fixes
 
 
 def _prctl(option: int, arg: int = 0) -> int:
@@ -173,11 +151,70 @@ def _uid_in_use(uid: int) -> bool:
     return any(p.uid == uid for p in processes())
 
 
+def parse_reply(body: bytes, ident: int) -> dict | None:
+    """The worker's reply to request ``ident``, in the shape the grader reads, or None for noise.
+
+    Everything here came from the student's process: anything that is not JSON, not an object or not
+    the reply to ``ident`` is skipped; JSON nested too deeply to read ends that process
+    (:class:`Stopped`), never the grader; ``error`` becomes two strings, ``values`` a dict by name.
+    """
+    try:
+        reply = json.loads(body.decode("utf-8"))
+    except RecursionError:
+        raise Stopped("died", "it sent a message nested too deeply to read") from None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(reply, dict) or type(reply.get("id")) is not int or reply["id"] != ident:
+        return None
+    out: dict = {"id": ident, "error": None}
+    err = reply.get("error")
+    if err is not None:
+        parts = [x if isinstance(x, str) else "" for x in (err[:2] if isinstance(err, list) else [])] + ["", ""]
+        out["error"] = [parts[0][:200] or "Exception", parts[1][:4000]]
+    if isinstance(reply.get("values"), dict):
+        out["values"] = {k: v for k, v in reply["values"].items() if isinstance(k, str)}
+    if "value" in reply:
+        out["value"] = reply["value"]
+    out["ready"] = reply.get("ready") is True
+    return out
+
+
+class SandboxError(CourseError):
+    """The student's process could not be started as asked: the student gets zero points with this reason."""
+
+
+def _private_dir() -> Path:
+    """A folder only the grader's user can write: its locks live there, never in a shared /tmp."""
+    euid = os.geteuid()
+    candidates = ([Path("/run/courselib-grade")] if euid == 0 else []) + [
+        Path(os.environ.get("XDG_RUNTIME_DIR") or "/nonexistent") / "courselib-grade",
+        Path.home() / ".cache" / "courselib-grade" if euid != 0 else Path("/var/lib/courselib-grade")]
+    last = ""
+    for path in candidates:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            last = f"{path}: {err.strerror}"
+            continue
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == euid and not st.st_mode & 0o077:
+            return path
+        last = f"{path} is not a private folder of uid {euid} (a symlink, another owner, or open to others)"
+    raise SandboxError(f"no private folder for the grader's locks: {last}")
+
+
 def _claim_uid():
-    """A uid/gid no account uses and no process runs as, locked for this grading."""
+    """A uid/gid no account uses and no process runs as, locked for this grading (lock files: private folder)."""
+    folder = _private_dir()
     for uid in UID_RANGE:
-        lock = os.open(os.path.join(tempfile.gettempdir(), f"courselib-grade-uid-{uid}.lock"),
-                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            lock = os.open(folder / f"uid-{uid}.lock",
+                           os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise SandboxError(f"cannot open the grader's lock file in {folder}: {err.strerror}") from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -187,21 +224,57 @@ def _claim_uid():
             os.close(lock)
             continue
         return uid, lock
-    raise CourseError(f"no free user id in {UID_RANGE.start}-{UID_RANGE.stop - 1} to run the student's code as")
+    raise SandboxError(f"no free user id in {UID_RANGE.start}-{UID_RANGE.stop - 1} to run the student's code as")
 
 
-def _clean_env(work: Path) -> dict[str, str]:
+def courselib_root() -> str:
+    """The folder Python finds courselib in: bound read-only into the view (the package alone when that
+    folder is a checkout, so ``.git`` and ``solutions/`` never come with it)."""
     import courselib
 
+    pkg = Path(courselib.__file__).resolve().parent
+    parent = pkg.parent
+    if any((parent / name).exists() for name in (".git", "solutions", "labs", "pyproject.toml")):
+        return str(pkg)
+    return str(parent)
+
+
+def view_paths() -> list[str]:
+    """What the student's Python needs from the machine (read-only): the interpreter, its libraries, courselib."""
+    import site
+    import sysconfig
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable)), courselib_root()}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        with contextlib.suppress(KeyError):
+            paths.add(sysconfig.get_path(key))
+    with contextlib.suppress(AttributeError):
+        paths.update(site.getsitepackages())
+    roots = [p for p in (sys.prefix, sys.base_prefix) if p]
+    for entry in sys.path:      # .pth-added folders inside the interpreter's prefixes only (never a checkout)
+        if entry and os.path.isdir(entry) and any(os.path.abspath(entry).startswith(r.rstrip("/") + "/") for r in roots):
+            paths.add(entry)
+    return sorted(p for p in paths if p and os.path.exists(p))
+
+
+def _clean_env() -> dict[str, str]:
     bindir = os.path.dirname(sys.executable)
+    pythonpath = courselib_root()
+    if os.path.basename(pythonpath) == "courselib":
+        pythonpath = os.path.dirname(pythonpath)
     return {
         "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(work), "TMPDIR": str(work),
+        "HOME": jail.HOME, "TMPDIR": jail.TMP,
         "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-        "PYTHONPATH": str(Path(courselib.__file__).resolve().parent.parent),
+        "PYTHONPATH": pythonpath,
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
     }
+
+
+SAME_USER_WARNING = ("same-user mode: the student's code ran as the grader's own user (in a private, read-only "
+                     "view of the machine); grade as root for a separate user")
 
 
 class Sandbox:
@@ -209,150 +282,117 @@ class Sandbox:
 
     def __init__(self, *, grace: float = 5.0, same_user: bool | None = None, hide=()):
         self.grace = grace
-        self.hide = [Path(p).resolve() for p in hide]   # instructor files the student's code must not see
-        self.same_user = (os.geteuid() != 0) if same_user is None else same_user
+        # `hide` is kept for callers: the view shows only what Python needs, so nothing else is to hide
+        self.hide = [Path(p).resolve() for p in hide]
+        self.same_user = bool(same_user)
         self.uid: int | None = None
         self._lock: int | None = None
-        self.base = Path(tempfile.mkdtemp(prefix="courselib-grade-"))
-        self.work = self.base / "work"
+        self.base = Path(tempfile.mkdtemp(prefix="courselib-grade-"))   # 0700, the grader's: logs, the view's root
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self._next = 1
-        self.note = ""
+        self.note = SAME_USER_WARNING if self.same_user else ""
+        self.refused = ""
         self._me = os.getpid()
         self._before = _descendants(self._me, processes())
         self._subreaper = _get_subreaper()
         self._dumpable = _prctl(PR_GET_DUMPABLE)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        if self.same_user:
-            _prctl(PR_SET_DUMPABLE, 0)
-        else:
-            try:
-                self.uid, self._lock = _claim_uid()
-            except CourseError as err:
-                self.same_user, self.note = True, f"{err}; the student's code ran as the same user"
-                _prctl(PR_SET_DUMPABLE, 0)
+        _prctl(PR_SET_DUMPABLE, 0)      # the grader's /proc/PID/* closed to every other process of its user
+        if not self.same_user:
+            if os.geteuid() != 0:
+                self.refused = ("the grader is not root, so it cannot run the student's code as a separate user: "
+                                "run it as root (sudo), or, to grade your own notebook, pass --same-user")
+            else:
+                try:
+                    self.uid, self._lock = _claim_uid()
+                except SandboxError as err:
+                    self.refused = str(err)
 
     # --- the isolation this run got, in words (for the report) ---------------------------------------
     @property
     def isolation(self) -> str:
+        if self.refused:
+            return "none: the student's code did not run"
+        view = "a private read-only view of the machine, no network, clean environment, own session"
         if self.uid is not None:
-            return f"a separate unprivileged user (uid {self.uid}), clean environment, own session"
-        return "the same user (run the grader as root to use a separate one), clean environment, own session"
+            return f"a separate unprivileged user (uid {self.uid}), {view}"
+        return f"the grader's own user (same-user mode, asked for), {view}"
 
     # --- starting --------------------------------------------------------------------------------------
-    def _needed_paths(self) -> list[str]:
-        import courselib
-
-        paths = [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix,
-                 str(Path(courselib.__file__).resolve().parent)]
-        paths += [p for p in sys.path if p and os.path.isdir(p)]
-        return paths
-
-    def _enter(self, uid: int):
-        """The function the child runs as root before ``exec``: limits, its own mounts, then uid."""
-        fixes = sorted(unreachable_ancestors(self._needed_paths()).items(), key=lambda kv: len(Path(kv[0]).parts))
-        hide = [str(p) for p in self.hide if os.path.exists(p)]
-        libc = _libc()
+    def _enter(self):
+        """Run in the child before ``exec``: limits, then new namespaces (a user namespace in same-user mode)."""
+        same_user = self.same_user
+        euid, egid = os.geteuid(), os.getegid()
+        flags = jail.CLONE_NEWNS | jail.CLONE_NEWPID | jail.CLONE_NEWIPC | jail.CLONE_NEWNET
+        if same_user:
+            flags |= jail.CLONE_NEWUSER
 
         def enter():
             try:
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-                resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
-                if fixes or hide:
-                    if libc.unshare(CLONE_NEWNS) != 0:
-                        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
-                    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-                    for folder, children in fixes:
-                        fds = {c: os.open(os.path.join(folder, c), os.O_PATH) for c in sorted(children)}
-                        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711,size=64k")
-                        for child, fd in fds.items():
-                            target = os.path.join(folder, child)
-                            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                                os.mkdir(target)
-                            else:
-                                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
-                            _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
-                            os.close(fd)
-                    for path in hide:
-                        if os.path.isdir(path):
-                            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-                                   "mode=0755,size=4k")
-                        else:
-                            _mount("/dev/null", path, None, MS_BIND)
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
+                if not same_user:
+                    resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
                 _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                jail.unshare(flags, "new namespaces for the student's code")
+                if same_user:
+                    jail.write_maps(0, euid, egid)
             except BaseException as err:
                 os.write(2, f"courselib sandbox: {err}\n".encode())
                 raise
 
         return enter
 
-    def _enter_same_user(self):
-        def enter():
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-        return enter
-
     def start(self) -> None:
-        """Start (or restart) the student's process and wait until it is ready for requests."""
+        """Start (or restart) the student's process and wait until it is ready; :class:`SandboxError` if it cannot."""
+        if self.refused:
+            raise SandboxError(self.refused)
         if self.proc is not None:
             self.kill_all()
-        if self.work.exists():
-            shutil.rmtree(self.work, ignore_errors=True)
-        self.work.mkdir(mode=0o700)
-        uid = self.uid
-        if uid is not None:
-            os.chown(self.work, uid, uid)
+        root = self.base / f"root-{self._next}"
+        try:
+            root.mkdir(mode=0o700)
+        except OSError as err:
+            raise SandboxError(f"cannot make the student's view in {self.base}: {err.strerror}") from None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []),
-               "-m", "courselib.grading.worker", str(theirs.fileno())]
-        with open(self.base / "worker.log", "ab") as log:
-            try:
+        fd = theirs.fileno()
+        config = {"root": str(root), "binds": view_paths(), "uid": self.uid,
+                  "outer": [os.geteuid(), os.getegid()], "close": [fd], "env": _clean_env(),
+                  "argv": [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []),
+                           "-m", "courselib.grading.worker", str(fd)]}
+        cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "courselib.grading.jail",
+               json.dumps(config)]
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": _clean_env()["PYTHONPATH"], "PYTHONNOUSERSITE": "1"}
+        try:
+            with open(self.base / "worker.log", "ab") as log:
                 self.proc = subprocess.Popen(
-                    cmd, cwd=self.work, env=_clean_env(self.work), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=log, pass_fds=(theirs.fileno(),), start_new_session=True,
-                    preexec_fn=self._enter_same_user() if uid is None else self._enter(uid), umask=0o077)
-            except (OSError, subprocess.SubprocessError) as err:
-                theirs.close()
-                ours.close()
-                if uid is None:
-                    raise CourseError(f"cannot start the grading process: {err}") from None
-                self._fall_back(f"could not run the student's code as uid {uid} ({self._log_tail() or err})")
-                return self.start()
+                    cmd, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                    pass_fds=(fd,), start_new_session=True, preexec_fn=self._enter(), umask=0o077)
+        except (OSError, subprocess.SubprocessError) as err:
+            theirs.close()
+            ours.close()
+            raise SandboxError(f"the student's process could not be started: {self._log_tail() or err}") from None
         theirs.close()
         self.sock = ours
         try:
             self._receive(0, STARTUP_S)
         except Stopped as err:
             tail = self._log_tail()
-            if uid is not None and self.proc.poll() is not None:
-                self._fall_back(f"the grading process could not run as uid {uid}: {tail or err.detail}")
-                return self.start()
             self.kill_all()
-            raise CourseError(f"the grading process did not start: {err.detail}; {tail}") from None
-
-    def _fall_back(self, why: str) -> None:
-        self.kill_all()
-        if self._lock is not None:
-            os.close(self._lock)
-        self.uid, self._lock, self.same_user = None, None, True
-        self.note = f"{why}; the student's code ran as the same user"
-        _prctl(PR_SET_DUMPABLE, 0)
+            raise SandboxError(f"the student's process did not start: {tail or err.detail}") from None
 
     def _log_tail(self) -> str:
         try:
             with open(self.base / "worker.log", "rb") as f:
                 f.seek(0, 2)
                 f.seek(max(0, f.tell() - 600))
-                return " ".join(f.read().decode("utf-8", "replace").split())[-400:]
+                text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+        lines = [ln for ln in text.splitlines() if ln.startswith("courselib sandbox:")] or text.splitlines()
+        return " ".join(" ".join(lines).split())[-400:]
 
     # --- talking ---------------------------------------------------------------------------------------
     def call(self, message: dict, timeout: float) -> dict:
@@ -388,10 +428,11 @@ class Sandbox:
                 raise Stopped("died", f"it sent a reply of {size} bytes (more than {MAX_MESSAGE})")
             body = self._read(size, deadline)
             try:
-                reply = json.loads(body.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                continue
-            if isinstance(reply, dict) and reply.get("id") == ident:
+                reply = parse_reply(body, ident)
+            except Stopped:
+                self.kill_all()
+                raise
+            if reply is not None:
                 return reply
             # a reply to an earlier, interrupted request (or noise the student's code wrote): skip it
 
@@ -432,8 +473,9 @@ class Sandbox:
     def _students(self) -> set[int]:
         table = processes()
         live = [p for p in table if not p.zombie]
+        parent = {self.proc.pid} if self.proc is not None and self.proc.poll() is None else set()
         if self.uid is not None:
-            return {p.pid for p in live if p.uid == self.uid}
+            return {p.pid for p in live if p.uid == self.uid} | parent
         sid = self.proc.pid if self.proc is not None else None
         mine = _descendants(self._me, table) - self._before
         return {p.pid for p in live if p.pid != self._me and (p.sid == sid or p.pid in mine)}

@@ -15,6 +15,7 @@ including this loop. The grader only ever reads data from it, and decides every 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import struct
@@ -67,7 +68,8 @@ def _shell():
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "nocolor"
-    return InteractiveShell.instance(config=config)
+    # IPython's own folder in the private TMPDIR (gone with the sandbox), not in the student's HOME
+    return InteractiveShell.instance(config=config, ipython_dir=os.path.join(os.environ.get("TMPDIR", "/tmp"), "ipython"))
 
 
 def main(argv: list[str]) -> int:
