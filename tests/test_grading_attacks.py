@@ -267,6 +267,7 @@ def test_same_user_mode_cannot_plant_a_module_the_grader_imports(lab, tmp_path):
     path = write(A.plants_a_module(lab), tmp_path / "mallory" / f"{TARGET}.ipynb")
     report = _same_user(path, env)
     assert auto_points(report) == 0, report
+    assert report["isolation"].startswith("the grader's own user"), report     # the student's code did run
     assert not list(install.rglob("pwned_by_student.py")), "the student's code wrote into courselib"
     untouched = write(lab, tmp_path / "later" / f"{TARGET}.ipynb")
     assert auto_points(_same_user(untouched, env)) == 0

@@ -30,6 +30,25 @@ def register(subparsers) -> None:
     v.add_argument("--solution", action="store_true", help="write the solved variant (what the tests grade)")
     v.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
     v.set_defaults(func=_variant)
+    z = sub.add_parser("gradescope", help="build a Gradescope autograder zip for a lab (setup.sh, run_autograder, "
+                                          "the sandbox and the hidden checks inside)")
+    z.add_argument("lab", metavar="LAB", help="a lab name, e.g. 08-gang-cost")
+    z.add_argument("-o", "--output", required=True, metavar="ZIP", help="where to write autograder.zip")
+    z.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
+    z.add_argument("--timeout", type=float, default=30.0, help="seconds per cell of the student's code (default 30)")
+    z.set_defaults(func=_gradescope_zip)
+    c5 = sub.add_parser("classroom50", help="write a Classroom 50 autograder folder for a lab (autograder.py, "
+                                            "its settings, the instructor's manifest)")
+    c5.add_argument("lab", metavar="LAB", help="a lab name, e.g. 08-gang-cost")
+    c5.add_argument("-o", "--output", required=True, metavar="DIR", help="the assignment's autograder folder")
+    c5.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
+    c5.set_defaults(func=_classroom50)
+    m = sub.add_parser("manifest", help="write the labs' manifest (the student edition, or --instructor)")
+    m.add_argument("--instructor", action="store_true", help="with the hidden checks and rubrics (never give it "
+                                                             "to students: an autograder, a private repository)")
+    m.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write it")
+    m.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
+    m.set_defaults(func=_manifest)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     g = subparsers.add_parser("grade", help="grade a lab against the instructor's checks: points and feedback",
@@ -38,7 +57,15 @@ def register(subparsers) -> None:
                                           "(solutions/ or labs/manifest.json), never with the notebook's own "
                                           "cells. Written answers are reported as needing manual grading. "
                                           "Exit 0 when grading ran, 2 if an input is unreadable.")
-    g.add_argument("lab", metavar="LAB.ipynb", help="a lab from labs/ (or a solution from solutions/)")
+    g.add_argument("lab", metavar="LAB.ipynb", nargs="?", help="a lab from labs/ (or a solution from solutions/)")
+    g.add_argument("--many", metavar="DIR", help="grade every submission in DIR (DIR/STUDENT.ipynb or DIR/STUDENT/…"
+                                                 "/LAB.ipynb), each in its own sandbox; with --gradebook")
+    g.add_argument("-j", "--jobs", type=int, default=1, help="with --many: gradings at a time (default 1)")
+    g.add_argument("--gradebook", metavar="FILE.csv", help="with --many: the gradebook to write (one row per "
+                                                           "student and lab); one report per submission beside it")
+    g.add_argument("--roster", metavar="CSV", help="with --many: the seed of each student (columns student,seed)")
+    g.add_argument("--reports", metavar="DIR", help="with --many: where the per-submission reports go "
+                                                    "(default: FILE-reports/ beside the gradebook)")
     g.add_argument("--source", metavar="PATH", help="the instructor's source: a solutions/ notebook or folder, "
                                                     "or a manifest.json (default: solutions/, then labs/manifest.json)")
     g.add_argument("--hidden", metavar="DIR", help="also run the hidden checks of DIR/LAB.ipynb (the instructor's "
@@ -57,6 +84,9 @@ def register(subparsers) -> None:
                    help="run the student's code as you (no root needed; a private read-only view all the same): "
                         "for grading your own notebook; the report carries a warning. Without it the grader "
                         "must be root, and runs the student's code as a separate unprivileged user")
+    g.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE "
+                                                      "(per-question score, max_score, output, visibility)")
+    g.add_argument("--lab", dest="lab_name", metavar="NAME", help="grade the notebook as lab NAME (default: its file name)")
     g.add_argument("--json-file", metavar="PATH", help="also write the JSON report to PATH (CI: grade once, "
                                                        "print the text, keep the data); refuses to overwrite LAB")
     g.set_defaults(func=_grade)
@@ -93,6 +123,10 @@ def _grade(args) -> int:
     from courselib.grading import grade
     from courselib.grading.files import atomic_write, check_folder
 
+    if args.many is not None:
+        return _grade_many(args)
+    if args.lab is None:
+        raise InputError("give the notebook to grade (LAB.ipynb), or --many DIR", field="LAB.ipynb")
     if args.json_file:
         target = Path(args.json_file)
         if target.resolve() == Path(args.lab).resolve() or target.suffix == ".ipynb":
@@ -109,12 +143,22 @@ def _grade(args) -> int:
             raise InputError("is not a regular file (a symlink, a FIFO…); not written through", file=args.json_file,
                              field="--json-file")
         check_folder(target.parent, "the report", "--json-file")
+    if args.gradescope:
+        results = Path(args.gradescope)
+        if results.suffix == ".ipynb" or results.is_symlink() or (results.exists() and not results.is_file()):
+            raise InputError("is not a file the grader may write (a notebook, a symlink, a folder)",
+                             file=args.gradescope, field="--gradescope", hint="give e.g. results.json")
+        check_folder(results.parent, "results.json", "--gradescope")
     report = grade.grade(args.lab, source=args.source, hidden=args.hidden, timeout=args.timeout,
                          grace=args.grace, time_limit=args.time_limit, seed=args.seed,
-                         same_user=args.same_user)
+                         same_user=args.same_user, lab=args.lab_name)
     # every student process is gone by now: only then is anything written
     if args.json_file:
         atomic_write(target, json.dumps(report.to_dict(), indent=2) + "\n", field="--json-file")
+    if args.gradescope:
+        from courselib.grading.formats import gradescope
+
+        atomic_write(results, json.dumps(gradescope(report), indent=2) + "\n", field="--gradescope")
     if args.json:
         print_json(report.to_dict())
     else:
@@ -145,4 +189,64 @@ def _variant(args) -> int:
     what = "solved variant" if args.solution else "lab"
     print(f"{out}: the {what} {solution.stem} for seed {seed}" +
           ("" if has_variants or not seed else " (this lab has no variants yet: the numbers are seed 0's)"))
+    return 0
+
+
+def _gradescope_zip(args) -> int:
+    from courselib.errors import InputError
+    from courselib.grading.bundle import gradescope_zip
+    from courselib.grading.files import atomic_write
+
+    out = Path(args.output)
+    if out.suffix != ".zip":
+        raise InputError("the output is not a .zip file", file=args.output, field="-o")
+    data = gradescope_zip(args.lab, solutions=Path(args.solutions), root=Path("."), timeout=args.timeout)
+    atomic_write(out, data, mode=0o600, field="-o")
+    print(f"{out}: Gradescope autograder for {args.lab} ({len(data) // 1024} KiB; it holds your hidden checks: "
+          f"upload it to Gradescope only)")
+    return 0
+
+
+def _classroom50(args) -> int:
+    from courselib.grading.bundle import classroom50_files
+    from courselib.grading.files import atomic_write
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in classroom50_files(args.lab, solutions=Path(args.solutions)).items():
+        atomic_write(out / name, text, field="-o")
+    print(f"{out}: Classroom 50 autograder for {args.lab} (autograder.py calls courselib's grader)")
+    return 0
+
+
+def _manifest(args) -> int:
+    from courselib.errors import InputError
+    from courselib.grading.files import atomic_write
+    from courselib.grading.manifest import write_all
+    from courselib.grading.source import from_solution
+
+    sources = sorted(Path(args.solutions).glob("*.ipynb"))
+    if not sources:
+        raise InputError("no solution notebooks (*.ipynb) here", file=args.solutions, field="--solutions")
+    text = write_all([from_solution(p) for p in sources], instructor=args.instructor)
+    atomic_write(Path(args.output), text, mode=0o600 if args.instructor else 0o644, field="-o")
+    print(f"{args.output}: the {'instructor' if args.instructor else 'student'} edition of {len(sources)} labs")
+    return 0
+
+
+def _grade_many(args) -> int:
+    from courselib.errors import InputError
+    from courselib.grading import many
+
+    if args.lab is not None:
+        raise InputError("give either a notebook or --many DIR, not both", field="--many")
+    if not args.gradebook:
+        raise InputError("--many needs --gradebook FILE.csv", field="--gradebook", hint="e.g. --gradebook grades.csv")
+    outcomes = many.run(Path(args.many), gradebook=Path(args.gradebook), jobs=args.jobs, lab=args.lab_name,
+                        source=args.source, hidden=args.hidden, timeout=args.timeout, time_limit=args.time_limit,
+                        roster=None if args.roster is None else Path(args.roster),
+                        reports=None if args.reports is None else Path(args.reports))
+    graded = sum(1 for o in outcomes if not o.why)
+    print(f"{args.gradebook}: {len(outcomes)} submission(s), {graded} graded, {len(outcomes) - graded} not graded "
+          f"(reports in {args.reports or Path(args.gradebook).with_name(Path(args.gradebook).stem + '-reports')})")
     return 0

@@ -502,11 +502,12 @@ def submission_file(path: Path) -> tuple[int, int, int, int]:
 
 
 def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float = 5.0,
-          time_limit: float = 600.0, same_user: bool | None = None, seed=None) -> GradeReport:
+          time_limit: float = 600.0, same_user: bool | None = None, seed=None, lab: str | None = None) -> GradeReport:
     """Grade the lab at ``path`` against the instructor's source. Never writes ``path``.
 
     ``seed``: the variant to grade against (:mod:`courselib.grading.variant`); by default the seed the
     notebook's metadata records. A notebook recording another seed is refused (``InputError``).
+    ``lab``: the lab to grade it as, when the file is not named after it (a submission folder).
     """
     path = Path(path)
     for name, value in (("--timeout", timeout), ("--grace", grace), ("--time-limit", time_limit)):
@@ -526,7 +527,7 @@ def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float
                                   f"student works in another student's copy (`courselib labs variant` writes theirs)")
     else:
         seed = recorded
-    manifest = find_source(path, None if source is None else Path(source))
+    manifest = find_source(path, None if source is None else Path(source), lab)
     if hidden is not None:
         manifest = hidden_checks(manifest, Path(hidden))
     manifest = manifest.for_seed(seed)

@@ -130,25 +130,6 @@ def _covered(path: str, done: list[str]) -> bool:
 def build_view(root: str, binds: list[str], owner: tuple[int, int] | None) -> None:
     """Make ``root`` (an empty folder) the student's whole file system (see the module docstring)."""
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
-    done: list[str] = []
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.lexists(top):
-            bind_ro(root, top)
-            done.append(top)
-    for name in ETC:
-        path = f"/etc/{name}"
-        if os.path.lexists(path):
-            bind_ro(root, path)
-    for path in sorted({os.path.abspath(p) for p in binds}, key=len):
-        if not os.path.exists(path) or _covered(path, done):
-            continue
-        real = os.path.realpath(path)
-        if not _covered(real, done):
-            bind_ro(root, real)
-            done.append(real)
-        if real != path and not _covered(path, done):
-            bind_ro(root, real, path)
-            done.append(path)
     # /proc of the new PID namespace: the student's own processes only
     _makedirs(root + "/proc")
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -169,6 +150,26 @@ def build_view(root: str, binds: list[str], owner: tuple[int, int] | None) -> No
     mount("tmpfs", root + TMP, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size=256m,nr_inodes=20000{ids}")
     _makedirs(root + HOME)
     mount("tmpfs", root + HOME, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size=64m,nr_inodes=20000{ids}")
+    # then the machine's read-only parts (a needed path under /tmp lands inside the private /tmp)
+    done: list[str] = []
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.lexists(top):
+            bind_ro(root, top)
+            done.append(top)
+    for name in ETC:
+        path = f"/etc/{name}"
+        if os.path.lexists(path):
+            bind_ro(root, path)
+    for path in sorted({os.path.abspath(p) for p in binds}, key=len):
+        if not os.path.exists(path) or _covered(path, done):
+            continue
+        real = os.path.realpath(path)
+        if not _covered(real, done):
+            bind_ro(root, real)
+            done.append(real)
+        if real != path and not _covered(path, done):
+            bind_ro(root, real, path)
+            done.append(path)
 
 
 def pivot(root: str) -> None:

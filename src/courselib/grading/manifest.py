@@ -158,9 +158,13 @@ def _role(r) -> str:
     return r
 
 
-def write_all(manifests: list[Manifest]) -> str:
-    """``labs/manifest.json``: every lab's student-edition manifest, as sorted, stable JSON."""
-    data = {"format": FORMAT, "labs": {m.lab: m.student_edition().to_dict() for m in sorted(manifests, key=lambda m: m.lab)}}
+def write_all(manifests: list[Manifest], *, instructor: bool = False) -> str:
+    """``labs/manifest.json``: every lab's student-edition manifest, as sorted, stable JSON.
+
+    ``instructor``: the instructor's edition instead (hidden checks and rubrics: an autograder bundle,
+    a private repository; never the student template)."""
+    data = {"format": FORMAT, "labs": {m.lab: (m if instructor else m.student_edition()).to_dict()
+                                       for m in sorted(manifests, key=lambda m: m.lab)}}
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 

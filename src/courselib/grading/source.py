@@ -25,9 +25,11 @@ def from_solution(path: Path) -> Manifest:
     return replace(manifest, origin=str(path))
 
 
-def find_source(lab: Path, source: Path | None = None) -> Manifest:
-    """The trusted manifest for the lab at ``lab`` (see the module docstring for the search order)."""
-    name = Path(lab).stem
+def find_source(lab: Path, source: Path | None = None, name: str | None = None) -> Manifest:
+    """The trusted manifest for the lab at ``lab`` (see the module docstring for the search order).
+
+    ``name``: the lab to grade it as (default: the file's name, ``labs/NAME.ipynb``)."""
+    name = name or Path(lab).stem
     candidates: list[Path] = []
     if source is not None:
         source = Path(source)
