@@ -84,6 +84,9 @@ def register(subparsers) -> None:
                    help="run the student's code as you (no root needed; a private read-only view all the same): "
                         "for grading your own notebook; the report carries a warning. Without it the grader "
                         "must be root, and runs the student's code as a separate unprivileged user")
+    g.add_argument("--nbval", action="store_true",
+                   help="run the graded copy (your answers, the instructor's checks) under pytest --nbval and take "
+                        "the points from nbval's per-cell results; prints the pytest report first")
     g.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE "
                                                       "(per-question score, max_score, output, visibility)")
     g.add_argument("--lab", dest="lab_name", metavar="NAME", help="grade the notebook as lab NAME (default: its file name)")
@@ -149,9 +152,16 @@ def _grade(args) -> int:
             raise InputError("is not a file the grader may write (a notebook, a symlink, a folder)",
                              file=args.gradescope, field="--gradescope", hint="give e.g. results.json")
         check_folder(results.parent, "results.json", "--gradescope")
-    report = grade.grade(args.lab, source=args.source, hidden=args.hidden, timeout=args.timeout,
-                         grace=args.grace, time_limit=args.time_limit, seed=args.seed,
-                         same_user=args.same_user, lab=args.lab_name)
+    options = dict(source=args.source, hidden=args.hidden, timeout=args.timeout, grace=args.grace,
+                   time_limit=args.time_limit, seed=args.seed, same_user=args.same_user, lab=args.lab_name)
+    if args.nbval:
+        from courselib.grading.nbval import grade_with_nbval
+
+        report, pytest_report = grade_with_nbval(args.lab, **options)
+        if not args.json:
+            print(pytest_report.rstrip() + "\n")
+    else:
+        report = grade.grade(args.lab, **options)
     # every student process is gone by now: only then is anything written
     if args.json_file:
         atomic_write(target, json.dumps(report.to_dict(), indent=2) + "\n", field="--json-file")

@@ -258,6 +258,9 @@ class _Run:
         self.max_restarts = 3 + 2 * sum(1 for s in manifest.steps if s.role == "answer")
         self.trusted: dict = {"__name__": "__lab__"}
         self.notes: list[str] = []
+        self.results: dict[str, QuestionResult] = {}
+        self.scopes: dict[str, dict] = {}
+        self.out_of_time, self.refused = False, ""
 
     # --- the student's process ---------------------------------------------------------------------------
     def _left(self) -> float:
@@ -400,61 +403,80 @@ class _Run:
         return None
 
     def run(self) -> dict[str, QuestionResult]:
-        results: dict[str, QuestionResult] = {}
-        scopes: dict[str, dict] = {}
-        out_of_time, refused = False, ""
+        """Every step of the lab in order (the grader's own loop; under nbval, the kernel calls :meth:`step`)."""
         try:
-            with _alarm(self.deadline):
-                self.box.start()
+            self.begin()
             for step in self.m.steps:
-                if step.role in ("demo", "written"):
-                    continue
-                if step.role == "given":
-                    try:
-                        with _alarm(self.deadline):
-                            self._trusted_exec(step, self.trusted)
-                    except _OutOfTime:
-                        raise
-                    except Exception as err:  # noqa: BLE001 — an instructor's bug: say so, go on
-                        self.notes.append(f"the lab's cell {step.id} raised {type(err).__name__}: {err} in the "
-                                          f"grader; tell the instructor")
-                    self._send_cell(step)
-                elif step.role == "answer":
-                    self._send_cell(step)
-                elif step.role in ("check", "hidden"):
-                    q = step.question
-                    spec = self.m.question(q)
-                    if q in self.sub.tampered:
-                        results[q] = QuestionResult(q, 0, spec.points, False, self.sub.tampered[q])
-                        continue
-                    if step.role == "hidden" and q in results and not results[q].passed:
-                        continue
-                    try:
-                        if step.role == "check" or q not in scopes:
-                            # the lab's given names and this question's answers only (as in the
-                            # notebook, a hidden check also sees what the visible check defined)
-                            scopes[q] = {**self.trusted, **self._answers(q)}
-                        feedback = self._check(step, scopes[q])
-                    except StudentError as err:
-                        feedback = f"{err}"
-                    if feedback is not None:
-                        if step.role == "hidden":
-                            feedback = f"an instructor's hidden check: {feedback}"
-                        if q in self.answer_trouble:
-                            feedback = f"{self.answer_trouble[q]}; then the check said: {feedback}"
-                        results[q] = QuestionResult(q, 0, spec.points, False, feedback)
-                    elif step.role == "check":
-                        results[q] = QuestionResult(q, spec.points, spec.points, True)
-        except _OutOfTime:
-            out_of_time = True
-        except SandboxError as err:      # fail closed: no weaker sandbox, zero points with the reason
-            refused = safe.text(str(err))
-        finally:
-            self.box.close()     # every student process is gone before a report exists
-        if refused:
-            why = f"not graded: {refused}"
-            self.notes.append(f"the student's code was not run: {refused}")
-        elif out_of_time:
+                self.step(step)
+        except (_OutOfTime, SandboxError) as err:
+            self.stopped(err)
+        except BaseException:
+            self.box.close()     # every student process is gone, whatever happened here
+            raise
+        return self.end()
+
+    def begin(self) -> None:
+        with _alarm(self.deadline):
+            self.box.start()
+
+    def stopped(self, err: BaseException) -> None:
+        """The grading cannot go on: out of time, or (fail closed) no student process could be started."""
+        if isinstance(err, SandboxError):
+            self.refused = safe.text(str(err))
+        else:
+            self.out_of_time = True
+
+    def step(self, step: Step) -> str | None:
+        """Run one step of the lab; for a check, its feedback (None: it passed, or nothing to check)."""
+        results, scopes = self.results, self.scopes
+        if step.role in ("demo", "written"):
+            return None
+        if step.role == "given":
+            try:
+                with _alarm(self.deadline):
+                    self._trusted_exec(step, self.trusted)
+            except _OutOfTime:
+                raise
+            except Exception as err:  # noqa: BLE001 — an instructor's bug: say so, go on
+                self.notes.append(f"the lab's cell {step.id} raised {type(err).__name__}: {err} in the "
+                                  f"grader; tell the instructor")
+            self._send_cell(step)
+            return None
+        if step.role == "answer":
+            self._send_cell(step)
+            return self.answer_trouble.get(step.question) if step.id in self.disabled else None
+        q = step.question
+        spec = self.m.question(q)
+        if q in self.sub.tampered:
+            results[q] = QuestionResult(q, 0, spec.points, False, self.sub.tampered[q])
+            return self.sub.tampered[q]
+        if step.role == "hidden" and q in results and not results[q].passed:
+            return results[q].feedback
+        try:
+            if step.role == "check" or q not in scopes:
+                # the lab's given names and this question's answers only (as in the
+                # notebook, a hidden check also sees what the visible check defined)
+                scopes[q] = {**self.trusted, **self._answers(q)}
+            feedback = self._check(step, scopes[q])
+        except StudentError as err:
+            feedback = f"{err}"
+        if feedback is not None:
+            if step.role == "hidden":
+                feedback = f"an instructor's hidden check: {feedback}"
+            if q in self.answer_trouble:
+                feedback = f"{self.answer_trouble[q]}; then the check said: {feedback}"
+            results[q] = QuestionResult(q, 0, spec.points, False, feedback)
+        elif step.role == "check":
+            results[q] = QuestionResult(q, spec.points, spec.points, True)
+        return feedback
+
+    def end(self) -> dict[str, QuestionResult]:
+        self.box.close()     # every student process is gone before a report exists
+        results = self.results
+        if self.refused:
+            why = f"not graded: {self.refused}"
+            self.notes.append(f"the student's code was not run: {self.refused}")
+        elif self.out_of_time:
             why = f"not graded: the whole grading ran past its {self.time_limit:g} s limit"
             self.notes.append(f"the grading was stopped at its {self.time_limit:g} s wall-clock limit")
         else:
@@ -501,16 +523,43 @@ def submission_file(path: Path) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float = 5.0,
-          time_limit: float = 600.0, same_user: bool | None = None, seed=None, lab: str | None = None) -> GradeReport:
-    """Grade the lab at ``path`` against the instructor's source. Never writes ``path``.
+@dataclass
+class Prepared:
+    """A grading ready to run: the notebook's path, the trusted manifest for its seed, what the student wrote."""
 
-    ``seed``: the variant to grade against (:mod:`courselib.grading.variant`); by default the seed the
-    notebook's metadata records. A notebook recording another seed is refused (``InputError``).
-    ``lab``: the lab to grade it as, when the file is not named after it (a submission folder).
-    """
+    path: Path
+    manifest: Manifest
+    sub: "_Submission"
+    seed: int
+    hide: list
+
+    def runner(self, *, timeout: float, grace: float, time_limit: float, same_user) -> "_Run":
+        encode.preload(s.source for s in self.manifest.steps if s.role in ("given", "check", "hidden"))
+        return _Run(self.manifest, self.sub, timeout=float(timeout), grace=float(grace), time_limit=float(time_limit),
+                    same_user=same_user, hide=self.hide)
+
+    def report(self, run: "_Run", results: dict[str, QuestionResult], extra_notes=()) -> GradeReport:
+        manifest, sub = self.manifest, self.sub
+        # every string that may hold the student's words is escaped once, here, for every output format
+        ordered = tuple(replace(results[q.name], feedback=safe.text(results[q.name].feedback),
+                                answer=None if results[q.name].answer is None
+                                else safe.multiline(markers.rubric(results[q.name].answer)[0]))
+                        for q in manifest.questions)
+        auto = [r for r in ordered if r.kind == "auto"]
+        notes = tuple(safe.text(n, 600) for n in list(manifest.notes) + sub.notes + run.notes
+                      + ([run.box.note] if run.box.note else []) + list(extra_notes))
+        return GradeReport(str(self.path), manifest.lab,
+                           manifest.origin + (f" + hidden checks from {manifest.hidden_from}" if manifest.hidden_from else ""),
+                           ordered, sum(r.points for r in auto), sum(r.max_points for r in auto),
+                           sum(r.max_points for r in ordered if r.kind == "manual"), run.box.isolation, notes, self.seed,
+                           sum(r.max_points for r in auto if r.held_back))
+
+
+def prepare(path, *, source=None, hidden=None, seed=None, lab: str | None = None,
+            times: dict | None = None) -> Prepared:
+    """Everything before the student's code runs: the file refused or read, the seed, the trusted manifest."""
     path = Path(path)
-    for name, value in (("--timeout", timeout), ("--grace", grace), ("--time-limit", time_limit)):
+    for name, value in (times or {}).items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise InputError(f"{value!r} is not a time > 0 in seconds", field=name)
     before = submission_file(path)
@@ -531,27 +580,24 @@ def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float
     if hidden is not None:
         manifest = hidden_checks(manifest, Path(hidden))
     manifest = manifest.for_seed(seed)
-    sub = _Submission(nb, manifest)
     hide = [Path(hidden)] if hidden is not None else []
-    if manifest.origin.endswith(".ipynb"):        # the solutions: out of the student's sight
+    if manifest.origin.endswith(".ipynb"):
         hide.append(Path(manifest.origin).parent)
-    encode.preload(s.source for s in manifest.steps if s.role in ("given", "check", "hidden"))
-    run = _Run(manifest, sub, timeout=float(timeout), grace=float(grace), time_limit=float(time_limit),
-               same_user=same_user, hide=hide)
-    results = run.run()
-    # every string that may hold the student's words is escaped once, here, for every output format
-    ordered = tuple(replace(results[q.name], feedback=safe.text(results[q.name].feedback),
-                            answer=None if results[q.name].answer is None
-                            else safe.multiline(markers.rubric(results[q.name].answer)[0]))
-                    for q in manifest.questions)
-    auto = [r for r in ordered if r.kind == "auto"]
-    notes = tuple(safe.text(n, 600) for n in list(manifest.notes) + sub.notes + run.notes
-                  + ([run.box.note] if run.box.note else []))
-    return GradeReport(str(path), manifest.lab, manifest.origin + (f" + hidden checks from {manifest.hidden_from}"
-                                                                   if manifest.hidden_from else ""),
-                       ordered, sum(r.points for r in auto), sum(r.max_points for r in auto),
-                       sum(r.max_points for r in ordered if r.kind == "manual"), run.box.isolation, notes, seed,
-                       sum(r.max_points for r in auto if r.held_back))
+    return Prepared(path, manifest, _Submission(nb, manifest), seed, hide)
+
+
+def grade(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float = 5.0,
+          time_limit: float = 600.0, same_user: bool | None = None, seed=None, lab: str | None = None) -> GradeReport:
+    """Grade the lab at ``path`` against the instructor's source. Never writes ``path``.
+
+    ``seed``: the variant to grade against (:mod:`courselib.grading.variant`); by default the seed the
+    notebook's metadata records. A notebook recording another seed is refused (``InputError``).
+    ``lab``: the lab to grade it as, when the file is not named after it (a submission folder).
+    """
+    ready = prepare(path, source=source, hidden=hidden, seed=seed, lab=lab,
+                    times={"--timeout": timeout, "--grace": grace, "--time-limit": time_limit})
+    run = ready.runner(timeout=timeout, grace=grace, time_limit=time_limit, same_user=same_user)
+    return ready.report(run, run.run())
 
 
 def format_report(report: GradeReport) -> str:

@@ -54,6 +54,7 @@ class Manifest:
     parameters: str = ""      # the id of the given cell tagged `parameters` (seed 0's numbers), if any
     variant: str = ""         # the source of the lab's `variant(rng)` cell, if it has variants
     seed: int = 0             # the seed whose numbers the parameters step holds
+    path: str = ""            # the file it was read from (absolute), to hand to another grading process
 
     def for_seed(self, seed: int) -> "Manifest":
         """The manifest whose parameters cell holds ``seed``'s numbers (:mod:`courselib.grading.variant`)."""

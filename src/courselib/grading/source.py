@@ -48,10 +48,10 @@ def find_source(lab: Path, source: Path | None = None, name: str | None = None) 
         if not path.is_file():
             continue
         if path.suffix == ".ipynb":
-            return from_solution(path)         # the instructor's own notebook: its hidden checks too
+            return replace(from_solution(path), path=str(path.resolve()))   # the instructor's own: hidden checks too
         labs = read_all(path)
         if name in labs:
-            return labs[name]
+            return replace(labs[name], path=str(path.resolve()))
         if source is not None:
             raise InputError(f"no lab {name!r} in this manifest (it has {sorted(labs)})", file=str(path),
                              hint="grade a file named after its lab, e.g. labs/02-…ipynb")

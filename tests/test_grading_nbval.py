@@ -1,0 +1,85 @@
+"""`courselib grade NB --nbval` (issue 33, "autograded via nbval in CI", literally): the graded copy — the
+student's answers between the instructor's given and check cells from the manifest, never the student's
+own check cells — runs under `pytest --nbval`, the points come from nbval's per-cell results, and every
+integrity attack earns nothing on that path too (courselib's grader is nbval's kernel: the student's
+code still runs only in the sandbox, the checks only in the grader)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import grading_attacks as A
+from courselib.grading import build, markers
+from courselib.grading.grade import grade
+from courselib.grading.nbval import grade_with_nbval, graded_cells
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbval")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[1]
+if not (ROOT / "solutions").is_dir():
+    pytest.skip("no solutions/ here (the student template)", allow_module_level=True)
+LAB = "08-gang-cost"
+SOLUTION = ROOT / "solutions" / f"{LAB}.ipynb"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the grader runs the student's code as another user "
+                                                            "only as root")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    out = tmp_path_factory.mktemp("labs")
+    build.build_all(ROOT / "solutions", out)
+    return nbformat.read(out / f"{LAB}.ipynb", 4)
+
+
+def test_the_graded_copy_holds_the_instructors_cells_and_the_students_answers_only(lab, tmp_path):
+    from courselib.grading.grade import prepare
+
+    nb = A.edited_checks(lab)
+    answer = next(c for c in nb.cells if markers.course_meta(c).get("answer"))
+    answer.source = "# NBVAL_SKIP\n# NBVAL_RAISES_EXCEPTION\n" + answer.source
+    path = tmp_path / f"{LAB}.ipynb"
+    A.write(nb, path)
+    ready = prepare(path, source=SOLUTION)
+    cells = graded_cells(ready.manifest, ready.sub)
+    checks = [c for c in cells if c["role"] in ("check", "hidden")]
+    assert checks and all("my check now" not in c["source"] for c in checks)       # never the student's checks
+    assert {c["source"] for c in checks} == {s.source for s in ready.manifest.steps if s.role in ("check", "hidden")}
+    text = "\n".join(c["source"] for c in cells if c["role"] == "answer")
+    assert "# NBVAL_SKIP" not in text and "NBVAL-disabled-SKIP" in text              # no marker can skip a cell
+
+
+@pytest.mark.slow
+def test_points_come_from_nbvals_report_and_agree_with_the_grader(lab, tmp_path):
+    pytest_report: list[str] = []
+    report, text = grade_with_nbval(SOLUTION, report_text=pytest_report)
+    assert report.total == report.max_points == 12 and "15 passed" in text
+    untouched = tmp_path / f"{LAB}.ipynb"
+    A.write(lab, untouched)
+    nbval_zero, _ = grade_with_nbval(untouched, source=SOLUTION)
+    plain_zero = grade(untouched, source=SOLUTION)
+    assert nbval_zero.total == plain_zero.total == 0
+    assert [q.feedback for q in nbval_zero.questions] == [q.feedback for q in plain_zero.questions]
+    done = subprocess.run([sys.executable, "-m", "courselib", "grade", str(untouched), "--source", str(SOLUTION),
+                           "--nbval"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "FAILED" in done.stdout and "::Cell" in done.stdout                 # the pytest report, shown first
+    assert done.stdout.rstrip().splitlines()[-1].strip().startswith("total 0/12")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", sorted(A.ATTACKS))
+def test_an_attack_earns_nothing_under_nbval_either(lab, attack, tmp_path):
+    solution = nbformat.read(SOLUTION, 4)
+    path = tmp_path / f"{LAB}.ipynb"
+    A.write(A.ATTACKS[attack](lab, solution), path)
+    report, _ = grade_with_nbval(path, source=SOLUTION, timeout=10, grace=2, time_limit=240)
+    earned = {r.question: r.points for r in report.questions if r.kind == "auto"}
+    honest = {q: (3 if attack in A.HONEST_Q1 and q == "q1" else 0) for q in earned}
+    assert earned == honest, json.dumps(report.to_dict())[:3000]
