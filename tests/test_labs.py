@@ -309,7 +309,8 @@ def test_no_workflow_sends_anyone_to_github_classroom():
     assert not (workflows / "classroom.yml").exists()
     for path in workflows.glob("*.yml"):
         text = path.read_text()
-        assert "autograding-command-grader" not in text and "autograding-grading-reporter" not in text, path
+        for action in ("command-grader", "grading-reporter"):           # GitHub Classroom's actions
+            assert f"autograding-{action}" not in text, path
 
 
 def test_the_student_template_has_the_labs_and_no_solutions(tmp_path):
@@ -365,7 +366,7 @@ def test_every_solution_scores_full_marks_and_is_not_modified(name, tmp_path):
             assert r.answer and "YOUR ANSWER HERE" not in r.answer
     assert report.manual_points == sum(r.max_points for r in report.questions if r.kind == "manual")
     assert report.notes == (), report.notes
-    # what each GitHub Classroom test runs: every question passes
+    # what `grades.py question` (a per-question step of a workflow) says: every question passes
     (tmp_path / f"{name}.json").write_text(json.dumps(report.to_dict()))
     for r in auto:
         done = run_grades_script("question", tmp_path, name, r.question)
@@ -389,7 +390,7 @@ def test_every_untouched_lab_scores_zero_on_every_question(labs, name, capsys, t
             continue
         assert q["points"] == 0 and not q["passed"] and q["status"] == "failed"
         assert "not answered yet" in q["feedback"], q
-    # what each GitHub Classroom test and the workflow summary show
+    # what `grades.py question` and the workflow summary show
     done = run_grades_script("question", tmp_path, name, "q1")
     assert done.returncode == 1 and "0/" in done.stdout and "not answered yet" in done.stdout
     table = run_grades_script("summary", tmp_path).stdout
