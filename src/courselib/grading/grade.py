@@ -515,7 +515,11 @@ def submission_file(path: Path) -> tuple[int, int, int, int]:
         raise InputError("is a symbolic link; the grader grades only the student's own regular file",
                          file=str(path), hint="copy the notebook itself into the submission")
     if not stat.S_ISREG(st.st_mode):
-        raise InputError("is not a regular file (a FIFO, a device or a folder); not graded", file=str(path))
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode)
+                else "a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a socket")
+        raise InputError(f"is {kind}, not a regular file; not graded", file=str(path),
+                         hint="give the notebook file itself")
     if st.st_nlink > 1:
         raise InputError(f"is a hard link ({st.st_nlink} names for one file): it may be another file, such as a "
                          f"solution, under the student's name; not graded", file=str(path),
