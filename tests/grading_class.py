@@ -81,7 +81,8 @@ def make_class(root: Path, folder: Path) -> dict[str, int | None]:
     resaved = json.loads(nbformat.writes(_filled(lab, answers, questions)))
     for n, cell in enumerate(resaved["cells"]):
         cell["id"] = f"vscode-{n:04d}"
-        cell["source"] = cell["source"].splitlines(keepends=True)
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        cell["source"] = src.splitlines(keepends=True)
     (folder / "resaved" / "labs").mkdir(parents=True)
     (folder / "resaved" / "labs" / f"{LAB}.ipynb").write_text(json.dumps(resaved, indent=1))
     expected["resaved"] = 12

@@ -29,8 +29,8 @@ LAB = "08-gang-cost"
 VARIANT = '''\
 def variant(rng):
     """This lab's story for one seed: another gang, another wait, another price."""
-    gang = rng.pick([256, 512, 768, 1024])
-    return {"GANG_GPUS": gang, "HELD_GPUS": gang - rng.pick([32, 64, 96, 128]),
+    gang = rng.pick([256, 512, 768, 1024])        # held > gang / 2: no "usual mistake" equals the answer
+    return {"GANG_GPUS": gang, "HELD_GPUS": gang - rng.pick([32, 64, 96]),
             "WAIT_MINUTES": rng.integer(17, 95), "USD_PER_GPU_HOUR": rng.real(1.2, 4.5)}
 '''
 
