@@ -92,7 +92,10 @@ def grade_with_nbval(path, *, source=None, hidden=None, timeout: float = 30.0, g
                                   timeout=time_limit + 120, start_new_session=True)
         except subprocess.TimeoutExpired:
             raise CourseError(f"pytest --nbval did not end within {time_limit + 120:g} s") from None
-        pytest_report = safe.multiline(done.stdout + done.stderr, 200_000)
+        legend = "graded copy: " + ", ".join(
+            f"Cell {n} {c['role']}" + (f" {c['question']}" if c["question"] and c["role"] != "given" else "")
+            for n, c in enumerate(cells) if c["role"] in ("answer", "check", "hidden"))
+        pytest_report = safe.multiline(done.stdout + done.stderr + "\n" + legend + "\n", 200_000)
         if not results.is_file() or not junit.is_file():
             err = work / "plan.json.err"
             why = err.read_text()[-800:] if err.is_file() else pytest_report[-600:]
