@@ -179,3 +179,51 @@ def test_a_classroom50_autograder_py_calls_the_grader(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert valid(json.loads((tmp_path / "result.json").read_text()))["score"] == 12.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(ROOTLESS or not shutil.which("unshare"), reason="needs root and unshare")
+def test_container_isolation_for_a_container_that_refuses_namespaces(labs, tmp_path):
+    """Gradescope runs the autograder in Docker, whose default profile refuses unshare: an instructor builds the
+    zip with --isolation container (asked for, never a fallback): the student's code runs as a separate user
+    in the throw-away container, the zip's files (hidden checks) root-only. Run here in a private mount
+    namespace that makes the interpreter's folder enterable by others, as a container image would have it."""
+    zpath = tmp_path / "autograder.zip"
+    done = subprocess.run([sys.executable, "-m", "courselib", "labs", "gradescope", LAB, "-o", str(zpath),
+                           "--isolation", "container"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(zpath) as z:
+        assert "COURSELIB_GRADE_ISOLATION=container" in z.read("run_autograder").decode()
+        z.extractall(root / "source")
+    shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "run_autograder").chmod(0o755)
+    (root / "submission").mkdir()
+    nb = nbformat.read(labs / f"{LAB}.ipynb", 4)
+    first = next(c for c in nb.cells if markers.course_meta(c).get("answer"))
+    first.source = (f"import glob\n_found = [open(f).read() for f in glob.glob({str(root)!r} + '/source/*.json')]\n"
+                    "raise RuntimeError('found: ' + ' '.join(_found)[:3000])\n")
+    nbformat.write(nb, str(root / "submission" / f"{LAB}.ipynb"))
+    os.chmod(tmp_path, 0o755)
+    python = os.path.realpath(sys.executable)
+    top = "/" + Path(python).parts[1]                 # e.g. /root, when the interpreter lives in ~/.pyenv
+    reach = ""
+    if not os.stat(top).st_mode & 0o001:
+        inner = "/".join(Path(python).parts[:3])[1:]  # /root/.pyenv
+        reach = (f'mkdir -p /mnt/keep && mount --bind "{inner}" /mnt/keep && mount -t tmpfs -o mode=0755 tmpfs "{top}" '
+                 f'&& mkdir -p "{inner}" && mount --bind /mnt/keep "{inner}" && ')
+    script = (f'{reach}AUTOGRADER_ROOT="{root}" COURSELIB_PYTHON="{sys.executable}" PYTHONPATH="{ROOT / "src"}" '
+              f'"{root}/run_autograder"')
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results = valid(json.loads((root / "results" / "results.json").read_text()))
+    assert results["score"] == 0 and "_hidden_q" not in json.dumps(results)
+    assert "container isolation" in results["extra_data"]["isolation"], results["extra_data"]
+    # and a solution scores full marks there, hidden checks included
+    (root / "submission" / f"{LAB}.ipynb").unlink()
+    shutil.copyfile(SOLUTION, root / "submission" / f"{LAB}.ipynb")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert valid(json.loads((root / "results" / "results.json").read_text()))["score"] == 12.0

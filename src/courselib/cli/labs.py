@@ -36,6 +36,10 @@ def register(subparsers) -> None:
     z.add_argument("-o", "--output", required=True, metavar="ZIP", help="where to write autograder.zip")
     z.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default solutions)")
     z.add_argument("--timeout", type=float, default=30.0, help="seconds per cell of the student's code (default 30)")
+    z.add_argument("--isolation", choices=("namespaces", "container"), default="namespaces",
+                   help="namespaces (default): the sandbox's private view, if the autograder's container allows "
+                        "unshare; container: Gradescope's throw-away container is the sandbox (the student's code as "
+                        "a separate user, the instructor's files root-only), for containers that refuse namespaces")
     z.set_defaults(func=_gradescope_zip)
     c5 = sub.add_parser("classroom50", help="write a Classroom 50 autograder folder for a lab (autograder.py, "
                                             "its settings, the instructor's manifest)")
@@ -210,7 +214,8 @@ def _gradescope_zip(args) -> int:
     out = Path(args.output)
     if out.suffix != ".zip":
         raise InputError("the output is not a .zip file", file=args.output, field="-o")
-    data = gradescope_zip(args.lab, solutions=Path(args.solutions), root=Path("."), timeout=args.timeout)
+    data = gradescope_zip(args.lab, solutions=Path(args.solutions), root=Path("."), timeout=args.timeout,
+                          isolation=args.isolation)
     atomic_write(out, data, mode=0o600, field="-o")
     print(f"{out}: Gradescope autograder for {args.lab} ({len(data) // 1024} KiB; it holds your hidden checks: "
           f"upload it to Gradescope only)")

@@ -16,6 +16,9 @@ The student's answers run in a separate Python process (:mod:`courselib.grading.
   (``same_user=True``, ``courselib grade --same-user``: the student grading their own work): then the
   code runs as the grader's own user, but still in the private read-only view, through user
   namespaces, and the report carries a warning;
+- in **container isolation** (``COURSELIB_GRADE_ISOLATION=container``, which only an autograder bundle built
+  with ``--isolation container`` sets: Gradescope's Docker refuses namespaces), runs as the separate uid in
+  the throw-away container itself, in a fresh private HOME, without namespaces — asked for, never a fallback;
 - **fails closed**: when that process cannot be started as asked (no root, no namespaces, a full
   disk…), :class:`SandboxError` says why and the student gets zero points with that reason. There is
   no fallback to a sandbox with more privilege or less hiding;
@@ -59,7 +62,7 @@ UID_RANGE = range(64_100, 64_900)   # no passwd entry: a user that owns nothing 
 FILE_LIMIT = 64 * 1024 * 1024        # the largest file the student's code may write
 PROCESS_LIMIT = 256                 # processes of the unprivileged user (a fork bomb stops here)
 STARTUP_S = 120.0
-PR_SET_DUMPABLE, PR_GET_DUMPABLE, PR_SET_PDEATHSIG = 4, 3, 1
+PR_SET_DUMPABLE, PR_GET_DUMPABLE, PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 4, 3, 1, 38
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 _LIBC = None
 
@@ -273,6 +276,7 @@ def _clean_env() -> dict[str, str]:
     }
 
 
+ISOLATION_ENV = "COURSELIB_GRADE_ISOLATION"   # "container": asked for by an autograder bundle (see start)
 SAME_USER_WARNING = ("same-user mode: the student's code ran as the grader's own user (in a private, read-only "
                      "view of the machine); grade as root for a separate user")
 
@@ -299,7 +303,13 @@ class Sandbox:
         self._dumpable = _prctl(PR_GET_DUMPABLE)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _prctl(PR_SET_DUMPABLE, 0)      # the grader's /proc/PID/* closed to every other process of its user
-        if not self.same_user:
+        self.container = os.environ.get(ISOLATION_ENV, "") == "container"
+        self._homes: list[Path] = []
+        if os.environ.get(ISOLATION_ENV, "") not in ("", "container"):
+            self.refused = f"{ISOLATION_ENV}={os.environ[ISOLATION_ENV]!r} is not an isolation courselib knows"
+        elif self.container and self.same_user:
+            self.refused = "container isolation runs the student's code as a separate user: not with --same-user"
+        elif not self.same_user:
             if os.geteuid() != 0:
                 self.refused = ("the grader is not root, so it cannot run the student's code as a separate user: "
                                 "run it as root (sudo), or, to grade your own notebook, pass --same-user")
@@ -315,6 +325,10 @@ class Sandbox:
         if self.refused:
             return "none: the student's code did not run"
         view = "a private read-only view of the machine, no network, clean environment, own session"
+        if self.container:
+            return (f"a separate unprivileged user (uid {self.uid}) in the autograder's own throw-away container "
+                    f"(container isolation, asked for: no namespaces; the instructor's files root-only), clean "
+                    f"environment, own session")
         if self.uid is not None:
             return f"a separate unprivileged user (uid {self.uid}), {view}"
         return f"the grader's own user (same-user mode, asked for), {view}"
@@ -344,19 +358,62 @@ class Sandbox:
 
         return enter
 
+    def _start_in_container(self, fd: int) -> subprocess.Popen:
+        """Container isolation: the worker as the claimed uid, in a fresh private HOME, no namespaces."""
+        home = Path(tempfile.mkdtemp(prefix="courselib-student-"))
+        self._homes.append(home)
+        os.chown(home, self.uid, self.uid)
+        env = {**_clean_env(), "HOME": str(home), "TMPDIR": str(home)}
+        uid = self.uid
+
+        def enter():
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+            resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+        with open(self.base / "worker.log", "ab") as log:
+            return subprocess.Popen([sys.executable, "-P", "-m", "courselib.grading.worker", str(fd)], cwd=home,
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                    pass_fds=(fd,), start_new_session=True, preexec_fn=enter, umask=0o077)
+
     def start(self) -> None:
         """Start (or restart) the student's process and wait until it is ready; :class:`SandboxError` if it cannot."""
         if self.refused:
             raise SandboxError(self.refused)
         if self.proc is not None:
             self.kill_all()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.proc = (self._start_in_container(theirs.fileno()) if self.container
+                         else self._start_in_view(theirs.fileno()))
+        except (OSError, subprocess.SubprocessError) as err:
+            ours.close()
+            raise SandboxError(f"the student's process could not be started: {self._log_tail() or err}") from None
+        finally:
+            theirs.close()
+        self.sock = ours
+        try:
+            self._receive(0, STARTUP_S)
+        except Stopped as err:
+            tail = self._log_tail()
+            self.kill_all()
+            if not self.container and any(w in tail for w in ("unshare", "pivot_root", "mount")):
+                tail += (" (this machine refuses the namespaces the sandbox needs; in a throw-away autograder "
+                         "container, build the autograder with --isolation container)")
+            raise SandboxError(f"the student's process did not start: {tail or err.detail}") from None
+
+    def _start_in_view(self, fd: int) -> subprocess.Popen:
+        """The worker in the private read-only view (:mod:`courselib.grading.jail`), through new namespaces."""
         root = self.base / f"root-{self._next}"
         try:
             root.mkdir(mode=0o700)
         except OSError as err:
             raise SandboxError(f"cannot make the student's view in {self.base}: {err.strerror}") from None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fd = theirs.fileno()
         config = {"root": str(root), "binds": view_paths(), "uid": self.uid,
                   "outer": [os.geteuid(), os.getegid()], "close": [fd], "env": _clean_env(),
                   "argv": [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []),
@@ -365,23 +422,10 @@ class Sandbox:
                json.dumps(config)]
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": _clean_env()["PYTHONPATH"], "PYTHONNOUSERSITE": "1"}
-        try:
-            with open(self.base / "worker.log", "ab") as log:
-                self.proc = subprocess.Popen(
-                    cmd, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                    pass_fds=(fd,), start_new_session=True, preexec_fn=self._enter(), umask=0o077)
-        except (OSError, subprocess.SubprocessError) as err:
-            theirs.close()
-            ours.close()
-            raise SandboxError(f"the student's process could not be started: {self._log_tail() or err}") from None
-        theirs.close()
-        self.sock = ours
-        try:
-            self._receive(0, STARTUP_S)
-        except Stopped as err:
-            tail = self._log_tail()
-            self.kill_all()
-            raise SandboxError(f"the student's process did not start: {tail or err.detail}") from None
+        with open(self.base / "worker.log", "ab") as log:
+            return subprocess.Popen(cmd, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=log, pass_fds=(fd,), start_new_session=True, preexec_fn=self._enter(),
+                                    umask=0o077)
 
     def _log_tail(self) -> str:
         try:
@@ -537,6 +581,8 @@ class Sandbox:
                 os.close(self._lock)
                 self._lock = None
             shutil.rmtree(self.base, ignore_errors=True)
+            for home in self._homes:
+                shutil.rmtree(home, ignore_errors=True)
 
     def __enter__(self):
         return self
