@@ -4,6 +4,7 @@
 the prose always come from an executed cell, never from the author's keyboard.
 """
 from __future__ import annotations
+from pathlib import Path
 
 
 class _Plain:
@@ -47,8 +48,6 @@ def glue_figure(name: str, fig) -> None:
 
 def examples_dir(kind: str = ""):
     """The repository's ``examples/<kind>`` folder, from a chapter (run in ``book/``) or the root."""
-    from pathlib import Path
-
     for base in (Path("..") / "examples", Path("examples")):
         if (base / kind).is_dir():
             return base / kind

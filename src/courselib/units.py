@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, ROUND_HALF_EVEN
 
 from courselib.errors import InputError
 
@@ -102,7 +103,6 @@ def parse_memory(value, *, field: str = "memory") -> int:
         raise InputError(f"{_short(value)!r} is not a memory size", field=field,
                          hint="use Ki/Mi/Gi (powers of 2), k/M/G (powers of 10), or pages with p (150000p)")
     # Exact decimal arithmetic: a float would overflow on hundreds of digits (and round 2**60).
-    from decimal import ROUND_HALF_EVEN, Decimal
     exact = Decimal(m.group(1)) * _MEM_UNITS[unit.lower()]
     if exact > MAX_BYTES:
         return _at_most_max_bytes(MAX_BYTES + 1, value, field)

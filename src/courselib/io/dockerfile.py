@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass
 
 from courselib.errors import InputError
-from courselib.model.layers import BuildContext, Change, Step, StepResult, rebuild_plan
+from courselib.io.yamlfile import read_text
+from courselib.model.layers import BuildContext, Change, Step, StepResult, clean_path, rebuild_plan
+from courselib.model.lint import Finding
 
 _ARG_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 # BuildKit's parser directives: "# name=value" lines before anything else (parser.go reDirectives).
@@ -245,7 +247,6 @@ def _canonical(ins: str, text: str) -> str:
 
 def _join(base: str, path: str) -> str:
     """``path`` resolved against the directory ``base`` (``WORKDIR``), as an absolute path."""
-    from courselib.model.layers import clean_path
     p = path if path.startswith("/") else base.rstrip("/") + "/" + path
     cleaned = clean_path(p)
     return "/" if cleaned == "." else "/" + cleaned
@@ -272,7 +273,6 @@ def _inert_lines(text: str, steps: list[Step]) -> frozenset[int]:
 
 def read_dockerfile(path) -> DockerfileReading:
     """Read the Dockerfile at ``path`` (opened read-only)."""
-    from courselib.io.yamlfile import read_text
     return parse_dockerfile(read_text(path, "dockerfile"), file=str(path))
 
 
@@ -283,9 +283,6 @@ def is_install(step: Step) -> bool:
 
 def lint_dockerfile(reading: DockerfileReading) -> list:
     """Findings for a Dockerfile (codes D0xx); D001 is the layer-cache model's verdict."""
-    from courselib.model.layers import Change, rebuild_plan
-    from courselib.model.lint import Finding
-
     f = reading.file
     out: list[Finding] = []
     for s in reading.steps:

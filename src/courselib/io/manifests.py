@@ -19,6 +19,10 @@ from functools import lru_cache
 from typing import Any
 
 from courselib.errors import CourseError, InputError
+from courselib.io.policy import check_count
+from courselib.io.yamlfile import duplicate_keys, load_all_text, read_text
+from courselib.model.lint import Finding, gang_mismatch
+from courselib.model.workload import Job, Queue
 from courselib.units import parse_memory
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "habana.ai/gaudi")
@@ -269,7 +273,6 @@ def _pod_set(name: str, replicas: int | None, replicas_line: int | None, templat
         spec = {}
     containers = spec.get("containers")
     if isinstance(containers, list):
-        from courselib.io.policy import check_count
         check_count("containers", len(containers), line=_line(spec, "containers"),
                     field=f"{where}.spec.containers")
     if not isinstance(containers, list):
@@ -742,7 +745,6 @@ def _validate(doc) -> list[tuple[int | None, str]]:
 
 def read_manifests_text(text: str, *, file: str | None = None, validate: bool = True) -> list[ManifestReading]:
     """Every non-empty document of a multi-document YAML text, read."""
-    from courselib.io.yamlfile import duplicate_keys, load_all_text
     if "\x00" in text:
         raise InputError("this is a binary file, not YAML", file=file, line=1)
     docs = load_all_text(text, file=file, duplicates="keep")
@@ -767,7 +769,6 @@ def _with_duplicates(reading: ManifestReading, duplicates) -> ManifestReading:
 
 def read_manifests(path, *, validate: bool = True) -> list[ManifestReading]:
     """Read the manifest file at ``path`` (never written to)."""
-    from courselib.io.yamlfile import read_text
     return read_manifests_text(read_text(path, "manifest"), file=str(path), validate=validate)
 
 
@@ -780,8 +781,6 @@ _BATCH_KINDS = {"Job", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob
 
 def lint_manifests(readings: list[ManifestReading]) -> list:
     """Findings for the documents of one file (codes K0xx), cross-checking PodGroups and pods."""
-    from courselib.model.lint import Finding, gang_mismatch
-
     out: list[Finding] = []
 
     def add(r, code, sev, line, msg, fix):
@@ -994,8 +993,6 @@ def to_job(reading: ManifestReading, *, duration: float, submit: float = 0.0, pr
     minimum is reduced by them; GPU pod sets must agree on GPUs per pod, since a ``Job`` is a
     gang of identical ranks.
     """
-    from courselib.model.workload import Job
-
     loc = dict(file=reading.file, line=reading.line)
     if not reading.is_workload or not reading.pod_sets:
         raise InputError(f"{reading.kind} {reading.name} is not a workload with pods", **loc)
@@ -1029,8 +1026,6 @@ def to_job(reading: ManifestReading, *, duration: float, submit: float = 0.0, pr
 def to_queue(reading: ManifestReading):
     """A Kueue ``ClusterQueue`` as the gang scheduler's ``courselib.model.workload.Queue``
     (GPU quota, cohort, borrowing and lending limits; FACTS §3.2)."""
-    from courselib.model.workload import Queue
-
     if reading.kind != "ClusterQueue":
         raise InputError(f"{reading.kind} {reading.name} is not a ClusterQueue",
                          file=reading.file, line=reading.line)

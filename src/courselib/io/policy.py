@@ -27,6 +27,7 @@ import stat
 from dataclasses import dataclass
 
 from courselib.errors import InputError
+from courselib.units import format_bytes, parse_memory
 
 ENV_PREFIX = "COURSELIB_MAX_"
 
@@ -50,7 +51,6 @@ class Limit:
         raw = os.environ.get(self.env)
         if raw is None or not raw.strip():
             return self.default
-        from courselib.units import parse_memory
         try:
             value = parse_memory(raw.strip(), field=self.env) if self.unit == "bytes" else int(raw)
         except (InputError, ValueError):
@@ -63,7 +63,6 @@ class Limit:
 
     def show(self, n: int | float) -> str:
         if self.unit == "bytes":
-            from courselib.units import format_bytes
             return format_bytes(n)
         return f"{n:,}" + (f" {self.unit}" if self.unit else "")
 

@@ -32,6 +32,9 @@ from typing import Any
 
 from courselib.errors import CourseError, InputError
 from courselib.io.policy import check_count
+from courselib.io.yamlfile import read_text
+from courselib.model.lint import Finding, time_confusion
+from courselib.model.workload import Job
 
 MAGIC = "#SBATCH"
 OLD_MAGIC = "#SLURM"       # still read by sbatch, with "Change from #SLURM to #SBATCH"
@@ -818,7 +821,6 @@ def _component(index: int, opts, first_line: int, fail) -> SbatchComponent:
 
 def read_sbatch(path, *, strict: bool = True) -> SbatchReading:
     """Read the sbatch script at ``path`` (never written to)."""
-    from courselib.io.yamlfile import read_text
     return parse_sbatch(read_text(path, "sbatch"), file=str(path), strict=strict)
 
 
@@ -845,8 +847,6 @@ def has_placeholder(value: str | None) -> bool:
 
 def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
     """Findings for an sbatch script (codes S0xx). ``reading`` should come from ``strict=False``."""
-    from courselib.model.lint import Finding, time_confusion
-
     f = reading.file
     out: list[Finding] = []
     lines = text.splitlines() if text is not None else []
@@ -953,8 +953,6 @@ def to_job(reading: SbatchReading, *, duration: float | None = None, submit: flo
     ``--time`` (as ``time_limit`` in seconds) carry over. ``duration`` is how long the job really
     trains; without it the job is assumed to run to its time limit.
     """
-    from courselib.model.workload import Job
-
     where = dict(file=reading.file, line=None)
     if not 0 <= component < len(reading.components):
         raise InputError(f"the script has {len(reading.components)} component(s), not {component + 1}",

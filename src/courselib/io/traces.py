@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.io.policy import FILE_LIMITS, read_bytes, read_text
+from courselib.model.workload import Job
 
 #: The largest machine (processors or nodes) a trace header may give; the largest machine in the
 #: Parallel Workloads Archive has about a million cores.
@@ -365,8 +367,6 @@ def _isnum(s: str) -> bool:
 
 def read_trace(path) -> TraceReading:
     """Read the trace at ``path``; a ``.tar.gz`` holding one CSV is read in memory."""
-    from courselib.io.policy import FILE_LIMITS, read_bytes, read_text
-
     p = Path(path)
     name = p.name
     if name.endswith((".tar.gz", ".tgz")):
@@ -421,8 +421,6 @@ def trace_to_jobs(reading: TraceReading, *, gpus_per_node: int = 8, procs_per_gp
     a run time to be simulated: jobs without one (Gavel's step counts) are left out, as are
     jobs asking for nothing.
     """
-    from courselib.model.workload import Job
-
     if reading.kind != "jobs":
         raise InputError(f"this {reading.format} table has no jobs ({reading.kind})", file=reading.file)
     if gpus_per_node < 1 or procs_per_gpu < 1:

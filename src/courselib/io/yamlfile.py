@@ -12,11 +12,11 @@ report it as a finding, kept in ``LocatedDict.duplicates``). Files are read unde
 """
 from __future__ import annotations
 
+import difflib
 from typing import Any, Iterator
 
 from courselib.errors import InputError
-from courselib.io.policy import MODEL_LIMITS
-from courselib.io.policy import read_text as _policy_read_text
+from courselib.io.policy import MODEL_LIMITS, read_text as _policy_read_text
 
 
 class LocatedDict(dict):
@@ -321,7 +321,6 @@ class Fields:
     def unknown(self, allowed: set[str]) -> None:
         for key in self.m:
             if key not in allowed:
-                import difflib
                 close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
                 raise self.error(key, f"unknown field '{key}'",
                                  hint=f"did you mean '{close[0]}'?" if close else

@@ -121,8 +121,6 @@ def shares_to_weight(shares: int) -> int:
     2 -> 1, 1024 -> 100 (both defaults) and 262144 -> 10000. Older runtimes used the straight line
     ``1 + (shares - 2) * 9999 / 262142``, which turned the default 1024 shares into weight 39.
     """
-    import math
-
     if shares == 0:
         return 0
     if shares <= MIN_SHARES:

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, replace, field
+from dataclasses import dataclass, field, replace
+from itertools import permutations
 
 
 @dataclass(frozen=True)
@@ -325,8 +326,6 @@ def fewest_rebuilds(steps, history, *, fixed_first: int = 1, fixed_last: int = 1
     before the ``RUN`` that reads it). Returns the minimum and one order reaching it. Exhaustive over
     the orders that keep the constraints (fine for the dozen steps of a lab's Dockerfile).
     """
-    from itertools import permutations
-
     n = len(steps)
     head, middle, tail = list(range(fixed_first)), list(range(fixed_first, n - fixed_last)), \
         list(range(n - fixed_last, n))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from courselib import plots
 from courselib.plots.compare import COLOURS
+from courselib.sim.traces import series
 
 STYLES = {"kube-gang": (0, (4, 2)), "slurm": (0, (1, 1))}
 
@@ -11,7 +12,6 @@ def trace_comparison(replays: dict, title: str):
     """Left: CDF of queueing delay (submit → training starts) per policy, log time axis; right:
     GPU-hours held idle at the barrier so far, over the trace's time. ``replays``: policy →
     :class:`courselib.sim.traces.TraceReplay`."""
-    from courselib.sim.traces import series
     return trace_comparison_of({p: series(rep.result) for p, rep in replays.items()}, title)
 
 

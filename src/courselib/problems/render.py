@@ -6,6 +6,7 @@ range: ``$800.00–$1,600.00``), a float is shown with two decimals, ``None`` as
 """
 from __future__ import annotations
 
+from courselib import problems
 from courselib.problems.base import Problem, Solution
 from courselib.units import format_duration
 
@@ -86,13 +87,11 @@ def solution_text(solution: Solution) -> str:
 
 def practice(topic: str, seed: int, difficulty: str = "easy") -> str:
     """A chapter's practice problem: the problem as ``courselib problem`` prints it (no answer)."""
-    from courselib import problems
     return text(problems.generate(topic, seed, difficulty))
 
 
 def practice_solution(topic: str, seed: int, difficulty: str = "easy") -> str:
     """The answer and worked steps of :func:`practice`'s problem."""
-    from courselib import problems
     return solution_text(problems.solve(problems.generate(topic, seed, difficulty)))
 
 

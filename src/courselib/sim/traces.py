@@ -18,11 +18,17 @@ submission): the jobs contend at the busiest times, and the largest job fits.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.io.traces import read_trace, trace_to_jobs
 from courselib.model.gang import percentile
+from courselib.model.policies import policy_names
+from courselib.model.workload import ClusterSpec, Workload
 
 #: gang-size buckets (GPUs of the whole job), as cluster-trace studies group jobs
 BUCKETS = ((1, 1), (2, 8), (9, 64), (65, 512), (513, math.inf))
@@ -104,9 +110,6 @@ def parse_cluster(text: str) -> tuple[int, int]:
 
 def workload_of(reading, cluster: tuple[int, int] | None = None, limit: int | None = None):
     """(the trace as a :class:`~courselib.model.workload.Workload`, nodes, GPUs/node, rule)."""
-    from courselib.io.traces import trace_to_jobs
-    from courselib.model.workload import ClusterSpec, Workload
-
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: replay at least one job", field="--limit")
     gpn = cluster[1] if cluster else 8
@@ -175,12 +178,6 @@ def chapter_comparison(name: str = CHAPTER_TRACE) -> tuple[list[dict], dict, boo
     """(summary rows, figure series, live?) for chapter 9: every policy replaying the corpus trace
     ``name`` when ``../shared/corpus/traces`` is there (from a chapter or the repository root),
     else the recorded run of the same code that courselib ships (``data/recorded``)."""
-    import json
-    from importlib import resources
-    from pathlib import Path
-
-    from courselib.io.traces import read_trace
-    from courselib.model.policies import policy_names
 
     for base in (Path("..") / ".." / "shared", Path("..") / "shared"):
         path = base / "corpus" / "traces" / name
@@ -199,11 +196,6 @@ def record_chapter_comparison(corpus_traces, out) -> None:
     """Write the recorded run that :func:`chapter_comparison` falls back to (run from the repository
     root: ``python -c "from courselib.sim.traces import *; record_chapter_comparison(
     '../shared/corpus/traces', 'src/courselib/data/recorded/trace-replay-slurm-sim.json')"``)."""
-    import json
-    from pathlib import Path
-
-    from courselib.io.traces import read_trace
-    from courselib.model.policies import policy_names
 
     reading = read_trace(Path(corpus_traces) / CHAPTER_TRACE)
     rows, ser = [], {}

@@ -14,6 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from courselib.io.dockerfile import parse_dockerfile
+from courselib.io.manifests import GROUP_ANNOTATION
+from courselib.model import checkpoint as ckpt, cost, cpu, nccl
+from courselib.model.badness import Task, adj_unit
+from courselib.model.eviction import EvictionPod, rank_memory_pressure
+from courselib.model.generate import default_workload
+from courselib.model.layers import Change, rebuilt_count
+from courselib.model.memcg import Process, memcg_oom
+from courselib.model.namespaces import INITIAL_NS_INODES, is_initial_namespace
+from courselib.model.pidns import HOST, PidNamespace, PidTree, Proc
+from courselib.model.slurm_states import slurm_time_limit_end
+from courselib.model.workload import ClusterSpec, Job, Workload
+from courselib.units import PAGE_SIZE
+
 GiB = 2 ** 30
 
 
@@ -76,8 +90,6 @@ def _choice(check_id, chapter, question, right, wrong, why, **kw) -> SelfCheck:
 
 @_check
 def _ch1_pid_inside() -> SelfCheck:
-    from courselib.model.pidns import HOST, PidNamespace, PidTree, Proc
-
     host_next = 48_212
     t = PidTree([PidNamespace(HOST, None, host_next), PidNamespace("c", HOST)],
                 [Proc("shim", HOST), Proc("train", "c", "shim"), Proc("loader", "c", "train")])
@@ -96,8 +108,6 @@ def _ch1_pid_inside() -> SelfCheck:
 
 @_check
 def _ch1_ps_inside() -> SelfCheck:
-    from courselib.model.pidns import HOST, PidNamespace, PidTree, Proc
-
     host_procs, inside = 212, 3
     procs = [Proc(f"host{i}", HOST) for i in range(host_procs)]
     procs += [Proc("entry", "c", "host0")] + [Proc(f"w{i}", "c", "entry") for i in range(inside - 1)]
@@ -115,8 +125,6 @@ def _ch1_ps_inside() -> SelfCheck:
 
 @_check
 def _ch1_initial_ns() -> SelfCheck:
-    from courselib.model.namespaces import INITIAL_NS_INODES, is_initial_namespace
-
     inode = INITIAL_NS_INODES["pid"]
     other = 4_026_532_301           # an ordinary, dynamically given inode
     verdicts = {True: "the host's initial PID namespace", False: "a PID namespace someone created",
@@ -133,8 +141,6 @@ def _ch1_initial_ns() -> SelfCheck:
 
 @_check
 def _ch2_cpu_max() -> SelfCheck:
-    from courselib.model import cpu
-
     q = "250m"
     lim = cpu.CpuLimit(cpu.milli_cpu_to_quota(cpu.parse_cpu(q)))
     right = lim.v2_files()["cpu.max"]
@@ -150,8 +156,6 @@ def _ch2_cpu_max() -> SelfCheck:
 
 @_check
 def _ch2_burst() -> SelfCheck:
-    from courselib.model import cpu
-
     q, threads = "1", 4
     lim = cpu.CpuLimit(cpu.milli_cpu_to_quota(cpu.parse_cpu(q)))
     run_us, wait_us = lim.burst(threads)
@@ -166,8 +170,6 @@ def _ch2_burst() -> SelfCheck:
 
 @_check
 def _ch2_weight() -> SelfCheck:
-    from courselib.model import cpu
-
     a, b = "500m", "2"
     sa, sb = (cpu.milli_cpu_to_shares(cpu.parse_cpu(x)) for x in (a, b))
     wa, wb = cpu.shares_to_weight(sa), cpu.shares_to_weight(sb)
@@ -186,9 +188,6 @@ def _ch2_weight() -> SelfCheck:
 
 @_check
 def _ch3_adj_unit() -> SelfCheck:
-    from courselib.model.badness import adj_unit
-    from courselib.units import PAGE_SIZE
-
     limit = 2 * GiB // PAGE_SIZE
     return SelfCheck("ch3-adj-unit", "03",
                      "A container's `memory.max` is 2 GiB (4 KiB pages, no swap). In a memcg OOM, how many pages is "
@@ -200,10 +199,6 @@ def _ch3_adj_unit() -> SelfCheck:
 
 @_check
 def _ch3_victim() -> SelfCheck:
-    from courselib.model.badness import Task
-    from courselib.model.memcg import Process, memcg_oom
-    from courselib.units import PAGE_SIZE
-
     a, b = Task("A", 300_000), Task("B", 100_000, oom_score_adj=350)
     limit = 2 * GiB // PAGE_SIZE
     kill = memcg_oom([Process(a), Process(b)], limit)
@@ -220,8 +215,6 @@ def _ch3_victim() -> SelfCheck:
 
 @_check
 def _ch3_evicted() -> SelfCheck:
-    from courselib.model.eviction import EvictionPod, rank_memory_pressure
-
     pods = [EvictionPod("trainer", request=6 * GiB, usage=7 * GiB, priority=1000),
             EvictionPod("exporter", request=0, usage=1 * GiB, priority=0),
             EvictionPod("cache", request=4 * GiB, usage=3 * GiB, priority=0)]
@@ -251,9 +244,6 @@ CMD ["python", "src/train.py"]
 
 @_check
 def _ch4_rebuild() -> SelfCheck:
-    from courselib.io.dockerfile import parse_dockerfile
-    from courselib.model.layers import Change, rebuilt_count
-
     df = parse_dockerfile(_DOCKERFILE, file="Dockerfile")
     n = rebuilt_count(df.plan(Change(path="requirements.txt")))
     return SelfCheck("ch4-rebuild", "04",
@@ -267,9 +257,6 @@ def _ch4_rebuild() -> SelfCheck:
 
 @_check
 def _ch4_code_edit() -> SelfCheck:
-    from courselib.io.dockerfile import parse_dockerfile
-    from courselib.model.layers import Change, rebuilt_count
-
     df = parse_dockerfile(_DOCKERFILE, file="Dockerfile")
     n = rebuilt_count(df.plan(Change(path="src/train.py")))
     return SelfCheck("ch4-code-edit", "04",
@@ -292,8 +279,6 @@ def _ch4_driver() -> SelfCheck:
 # --- chapter 5: Slurm ---------------------------------------------------------------------------
 
 def _backfill_case():
-    from courselib.model.workload import ClusterSpec, Job, Workload
-
     H = 3600.0
     return Workload(ClusterSpec(4, 8), [
         Job("eval", 2, 8, 0.0, 8 * H, time_limit=8 * H),
@@ -335,8 +320,6 @@ def _ch5_reason() -> SelfCheck:
 
 @_check
 def _ch5_timeout() -> SelfCheck:
-    from courselib.model.slurm_states import slurm_time_limit_end
-
     end = slurm_time_limit_end(60 * 60.0)
     return SelfCheck("ch5-timeout", "05",
                      "A job runs with `--time=60` (minutes) and ignores SIGTERM. With the default KillWait, how many "
@@ -352,7 +335,6 @@ def _ch5_timeout() -> SelfCheck:
 @_check
 def _ch6_deadlock() -> SelfCheck:
     from courselib.sim.gang import simulate
-    from courselib.model.generate import default_workload
 
     r = simulate(default_workload(nodes=75), "kube-default", horizon=3 * 3600)
     held = [j.gpus_held for j in r.jobs]
@@ -368,7 +350,6 @@ def _ch6_deadlock() -> SelfCheck:
 
 @_check
 def _ch6_overcommit() -> SelfCheck:
-    from courselib.model.workload import ClusterSpec, Job, Workload
     from courselib.sim.gang import simulate
 
     w = Workload(ClusterSpec(64, 8), [Job("finetune", 14, 8, 0, 1500.0), Job("pretrain", 64, 8, 1, 7200.0)])
@@ -389,8 +370,6 @@ def _ch6_overcommit() -> SelfCheck:
 
 @_check
 def _ch6_annotation() -> SelfCheck:
-    from courselib.io.manifests import GROUP_ANNOTATION
-
     return _choice("ch6-annotation", "06",
                    "Where must `scheduling.k8s.io/group-name` be for Volcano to put a Job's pods in a PodGroup?",
                    "on each pod: in the Job's pod template's metadata",
@@ -422,8 +401,6 @@ def _ch7_silent() -> SelfCheck:
 
 @_check
 def _ch7_error() -> SelfCheck:
-    from courselib.model import nccl
-
     r = _lost("error")
     f = r.failures[0]
     return SelfCheck("ch7-error", "07",
@@ -439,8 +416,6 @@ def _ch7_error() -> SelfCheck:
 
 @_check
 def _ch7_rendezvous() -> SelfCheck:
-    from courselib.model import nccl
-
     return _choice("ch7-rendezvous", "07",
                    "Under torchrun, one pod of a job never starts. Where do the other ranks wait, and for how long by "
                    "default?",
@@ -456,8 +431,6 @@ def _ch7_rendezvous() -> SelfCheck:
 
 @_check
 def _ch8_waste() -> SelfCheck:
-    from courselib.model import cost
-
     gpus, wait_min = 400, 25
     v = cost.wasted_gpu_hours(gpus, wait_min * 60.0)
     return SelfCheck("ch8-waste", "08",
@@ -469,8 +442,6 @@ def _ch8_waste() -> SelfCheck:
 
 @_check
 def _ch8_job_mtbf() -> SelfCheck:
-    from courselib.model import cost
-
     gpu_mtbf = cost.LLAMA3.gpu_mtbf_s
     job = cost.job_mtbf(gpu_mtbf, 512)
     return SelfCheck("ch8-job-mtbf", "08",
@@ -483,8 +454,6 @@ def _ch8_job_mtbf() -> SelfCheck:
 
 @_check
 def _ch8_young() -> SelfCheck:
-    from courselib.model import checkpoint as ckpt
-
     c, m = 60.0, 2 * 3600.0
     t = ckpt.young_interval(c, m)
     return SelfCheck("ch8-young", "08",
@@ -510,7 +479,6 @@ def _ch9_level() -> SelfCheck:
 @_check
 def _ch9_zero_waste() -> SelfCheck:
     from courselib.sim.gang import simulate
-    from courselib.model.generate import default_workload
 
     w = default_workload(nodes=75)
     waste = {p: simulate(w, p, horizon=4 * 3600).wasted_gpu_hours for p in ("kube-default", "volcano", "kueue", "slurm")}

@@ -9,6 +9,8 @@ the race view offers, keeping what the page draws. Both are deterministic: same 
 from __future__ import annotations
 
 from courselib.model import cost
+from courselib.model.generate import default_workload
+from courselib.plots.gang import segments, usage
 
 # The calculator's controls. Every preset case of the course lies on the grid: the seed (400 GPUs
 # held, 25 min, $2-4) and the exercise (480, 40 min, $3).
@@ -60,9 +62,7 @@ def cost_table() -> dict:
 
 def race_case(policy: str, nodes: int, delay_min: int) -> dict:
     """The seed's race on ``nodes`` x 8 GPUs under ``policy``, job b ``delay_min`` after job a."""
-    from courselib.plots.gang import segments, usage
     from courselib.sim.gang import simulate
-    from courselib.model.generate import default_workload
 
     result = simulate(default_workload(nodes=nodes, gpus_per_node=RACE_GPUS_PER_NODE, minutes_b=delay_min),
                       policy, horizon=RACE_HORIZON_S)

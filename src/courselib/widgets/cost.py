@@ -7,8 +7,8 @@ silently; a bad entry shows the same one-line error the CLI prints.
 from __future__ import annotations
 
 from courselib.errors import CourseError
-from courselib.model import checkpoint as ckpt
-from courselib.model import cost
+from courselib.model import checkpoint as ckpt, cost
+from courselib.plots import cost as plot_cost
 from courselib.units import format_duration, format_usd, parse_duration
 
 
@@ -99,7 +99,6 @@ def checkpoint_calculator(cost_text: str = "60s", mtbf_text: str = "2h", restart
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from courselib.plots import cost as plot_cost
 
     c = w.Text(value=cost_text, description="checkpoint")
     m = w.Text(value=mtbf_text, description="job MTBF")

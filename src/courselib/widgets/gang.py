@@ -7,6 +7,8 @@ draws its Gantt chart without widgets (the static figure a reader without a kern
 from __future__ import annotations
 
 from courselib.model.generate import default_workload
+from courselib.plots.gang import gantt
+from courselib.plots.text import gang_summary, gang_table
 
 __all__ = ["POLICIES", "default_workload", "playground", "show"]
 
@@ -15,7 +17,6 @@ POLICIES = ["kube-default", "kube-gang", "volcano", "kueue", "slurm"]
 
 def show(policy: str = "kube-default", horizon: float = 6 * 3600, **sizes):
     """Simulate ``default_workload(**sizes)`` under ``policy``; returns (Result, Figure)."""
-    from courselib.plots.gang import gantt
     from courselib.sim.gang import simulate
 
     result = simulate(default_workload(**sizes), policy, horizon=horizon)
@@ -28,7 +29,6 @@ def playground():
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from courselib.plots.text import gang_summary, gang_table
 
     nodes = w.IntSlider(75, min=1, max=200, description="nodes")
     gpn = w.Dropdown(options=[1, 2, 4, 8], value=8, description="GPUs/node")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from courselib.model.badness import Task
 from courselib.model.memcg import OomScenario, ProcessSpec
+from courselib.plots.oom import points_bars, timeline
 
 MiB = 2 ** 20
 PAGES_PER_MIB = MiB // 4096
@@ -33,7 +34,6 @@ def show(scenario: OomScenario | None = None):
     """Simulate ``scenario`` (default: :func:`default_scenario`); returns (summary, Figure)."""
     import matplotlib.pyplot as plt
 
-    from courselib.plots.oom import points_bars, timeline
     from courselib.sim.memcg import simulate, summary
 
     scenario = scenario or default_scenario()

@@ -17,66 +17,34 @@ Training starts, completions and preemptions are the simulator's business (``cou
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 
-from courselib.model.gang import JobRun, SchedState
+from courselib.model.policies.base import Policy
 from courselib.model.workload import Workload
 
-
-class Policy:
-    """Base class: a policy decides which pods to bind; the simulator moves time."""
-
-    name = "policy"
-    #: Slurm kills a job at its ``--time`` limit (FACTS §3.4 ``sbatch.1`` L2477–2487).
-    enforces_time_limit = False
-    #: ``True``: take the straightforward reference path (see ``courselib.sim.gang.simulate``)
-    reference = False
-    #: the reference as a class of its own, when the fast path is a subclass of it (Slurm's
-    #: ``SlurmFast``): ``make_policy(..., reference=True)`` makes that class instead
-    reference_class: type | None = None
-
-    def __init__(self, workload: Workload, seed: int = 0):
-        self.workload = workload
-        self.seed = seed
-
-    def submit(self, state: SchedState, runs: list[JobRun]) -> None:
-        """Jobs that arrive together (same submit time), in workload order."""
-
-    def schedule(self, state: SchedState) -> list[float]:
-        """One scheduling cycle at ``state.now``; returns times for future cycles."""
-        return []
-
-    def on_finish(self, state: SchedState, run: JobRun) -> None:
-        """``run`` completed (or hit its time limit) and released its GPUs."""
-
-    def forget_pods(self, state: SchedState, run: JobRun) -> None:
-        """Every pod of ``run`` not yet bound is deleted (its controller deleted them)."""
-
-    def requeue_pods(self, state: SchedState, run: JobRun, count: int, restart: bool) -> None:
-        """``count`` pods of ``run`` are created again: a preempted pod replaced (``restart``
-        False) or, ``restart`` True, a restarted JobSet's pods (every one: ``count`` = pods).
-        A policy that models events (``courselib.sim.gang.EVENT_POLICIES``) queues them."""
-        raise NotImplementedError(f"{self.name} does not model pods created again")
-
-    def cycle_when_ready(self) -> bool:
-        """``True``: a job passing its barrier (its pods ready) can change what this policy does,
-        so the simulator runs another cycle at the same instant (Kueue's blockAdmission)."""
-        return False
+#: Each policy by its name, as module:class. Names only, so that listing them (the CLI's choices)
+#: loads none of them: a policy's module is imported when it is first asked for.
+POLICIES = {
+    "kube-default": "courselib.model.policies.kube_default:KubeDefault",
+    "volcano": "courselib.model.policies.volcano:Volcano",
+    "kueue": "courselib.model.policies.kueue:Kueue",
+    "slurm": "courselib.model.policies.slurm_fast:SlurmFast",   # the fast twin of slurm.py's reference
+    "kube-gang": "courselib.model.policies.kube_gang:KubeGang",
+}
 
 
 def policy_names() -> list[str]:
-    return list(_registry())
+    return list(POLICIES)
 
 
-def _registry() -> dict:
-    from courselib.model.policies.kube_default import KubeDefault
-    from courselib.model.policies.kube_gang import KubeGang
-    from courselib.model.policies.kueue import Kueue
-    from courselib.model.policies.slurm_fast import SlurmFast
-    from courselib.model.policies.volcano import Volcano
-    return {"kube-default": KubeDefault, "volcano": Volcano, "kueue": Kueue, "slurm": SlurmFast,
-            "kube-gang": KubeGang}
+def policy_class(name: str) -> type[Policy]:
+    """The class of the policy called ``name`` (a ValueError naming the choices if there is none)."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    module, _, cls = POLICIES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 #: The smallest meaningful value of each numeric policy option, and why (NaN and infinities are
@@ -122,10 +90,7 @@ def make_policy(name: str, workload: Workload, seed: int = 0, reference: bool = 
     """The policy called ``name`` with its options (e.g. ``overcommit_factor=1.2``); an option of
     the wrong type or without meaning (``nan``, ``inf``, negative, ``backfill=maybe``) is a ValueError.
     ``reference=True``: the policy's straightforward reference path (:attr:`Policy.reference`)."""
-    reg = _registry()
-    if name not in reg:
-        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(reg)}")
-    cls = reg[name]
+    cls = policy_class(name)
     params = inspect.signature(cls.__init__).parameters
     bad = [k for k in options if k not in params or k in ("self", "workload", "seed")]
     if bad:

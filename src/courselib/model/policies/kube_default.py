@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from courselib.model.cluster import is_plain
 from courselib.model.gang import RUNNING, JobRun, SchedState
-from courselib.model.policies import Policy
+from courselib.model.policies.base import Policy
 from courselib.model.workload import Workload
 
 

@@ -71,7 +71,7 @@ import math
 from bisect import insort
 
 from courselib.model.gang import RUNNING, JobRun, SchedState
-from courselib.model.policies import Policy
+from courselib.model.policies.base import Policy
 from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 

@@ -49,7 +49,7 @@ import heapq
 import math
 
 from courselib.model.gang import RUNNING, JobRun, SchedState
-from courselib.model.policies import Policy
+from courselib.model.policies.base import Policy
 from courselib.model.policies.kube_default import KubeDefault
 from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload

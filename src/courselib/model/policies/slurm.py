@@ -41,7 +41,7 @@ import numpy as np
 
 from courselib.model.cluster import alternatives
 from courselib.model.gang import JobRun, SchedState
-from courselib.model.policies import Policy
+from courselib.model.policies.base import Policy
 from courselib.model.workload import Job, Workload
 
 BIG = 10 ** 9

@@ -52,7 +52,7 @@ from heapq import heapify, heappop, heappush
 import math
 
 from courselib.model.gang import JobRun, SchedState
-from courselib.model.policies import Policy
+from courselib.model.policies.base import Policy
 from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 
