@@ -70,7 +70,7 @@ class Outcome:
 WARM = ("courselib.cli.main", "courselib.io.workload", "courselib.io.scenario", "courselib.io.pod",
         "courselib.io.manifests", "courselib.io.sbatch", "courselib.io.dockerfile", "courselib.io.traces",
         "courselib.sim.gang", "courselib.sim.memcg", "courselib.model.qos", "courselib.model.replay",
-        "courselib.model.lint", "courselib.live.slurm", "courselib.live.slurm_replay",
+        "courselib.model.lint", "courselib.lint", "courselib.live.slurm", "courselib.live.slurm_replay",
         "courselib.grading.grade", "courselib.model.policies.kube_default", "courselib.model.policies.volcano",
         "courselib.model.policies.kueue", "courselib.model.policies.slurm_fast", "yaml", "nbformat")
 

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from courselib.errors import CourseError, InputError
-from courselib.io.dockerfile import lint_dockerfile, parse_dockerfile, read_dockerfile
+from courselib.io.dockerfile import parse_dockerfile, read_dockerfile
+from courselib.lint import lint_dockerfile
 from courselib.model.layers import Change, Step, rebuild_plan, rebuilt_count, source_matches
+from budget import examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "files"
 
@@ -219,7 +221,7 @@ BITS = st.sampled_from(["FROM ", "python:3", " AS ", "b", "\n", "RUN ", "<<EOF",
 
 
 @given(st.lists(BITS, max_size=30).map("".join), st.integers(1, 30), st.sampled_from(["a.py", "src/x", "."]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_generated_dockerfiles_never_raise_anything_but_located_course_errors(text, line, path):
     try:
         r = parse_dockerfile(text, file="Dockerfile")
@@ -238,7 +240,7 @@ LINES = st.sampled_from(["FROM busybox", "FROM busybox AS b", "RUN echo hi", "RU
 
 
 @given(st.lists(LINES, min_size=1, max_size=14), st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_generated_dockerfiles_read_as_buildkits_parser_reads_them(lines, final_newline):
     """Differential: on generated files, courselib's steps end where BuildKit's instructions end,
     and where BuildKit refuses a file courselib refuses it with a located error."""

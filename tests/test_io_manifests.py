@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from courselib.errors import CourseError, InputError
 from courselib.io.manifests import read_manifests, read_manifests_text
+from budget import examples
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -159,9 +160,9 @@ YAML_BITS = st.sampled_from([
 
 
 @given(st.lists(YAML_BITS, max_size=14).map("".join))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_generated_yaml_never_raises_anything_but_located_course_errors(text):
-    from courselib.io.manifests import lint_manifests
+    from courselib.lint import lint_manifests
     try:
         docs = read_manifests_text(text, file="gen.yaml", validate=False)
         lint_manifests(docs)
@@ -171,9 +172,9 @@ def test_generated_yaml_never_raises_anything_but_located_course_errors(text):
 
 
 @given(st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_mutated_corpus_manifests_never_crash(data):
-    from courselib.io.manifests import lint_manifests
+    from courselib.lint import lint_manifests
     files = corpus_files() or [EXAMPLES / "gpu-job-volcano.yaml"]
     text = data.draw(st.sampled_from(files)).read_text()
     pos = data.draw(st.integers(0, len(text)))
@@ -257,7 +258,8 @@ spec:
 
 
 def test_kueue_plain_pod_group_is_one_gang_of_its_total_count():
-    from courselib.io.manifests import lint_manifests, to_job
+    from courselib.io.manifests import to_job
+    from courselib.lint import lint_manifests
     docs = read_manifests_text(POD_GROUP, file="group.yaml")
     assert [(d.gang_size, d.queue, d.pods, d.total_gpus) for d in docs] == [(3, "team-a", 1, 4)] * 3
     assert docs[0].gang_rule.startswith("Kueue pod group 'ranks'") and docs[0].gang_line == 10

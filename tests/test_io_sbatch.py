@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from courselib.errors import CourseError, InputError
 from courselib.io.sbatch import (constraint_features, parse_array, parse_gres, parse_sbatch,
                                  parse_time, read_sbatch, split_directive)
+from budget import examples
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -40,7 +41,7 @@ def test_bad_time_is_an_input_error(bad):
 
 
 @given(st.integers(0, 400), st.integers(0, 59), st.integers(0, 59))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_hms_rounds_seconds_up(h, m, s):
     minutes = h * 60 + m + (1 if s else 0)
     assert parse_time(f"{h}:{m:02d}:{s:02d}").minutes == (minutes or None)  # 0 = no limit
@@ -243,7 +244,7 @@ FRAGMENTS = st.sampled_from([
 
 
 @given(st.lists(FRAGMENTS, max_size=40).map("".join))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_generated_scripts_never_raise_anything_but_located_course_errors(text):
     for strict in (True, False):
         try:
@@ -254,7 +255,7 @@ def test_generated_scripts_never_raise_anything_but_located_course_errors(text):
 
 
 @given(st.data())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_mutated_corpus_scripts_never_crash(data):
     files = corpus_files() or [EXAMPLES / "train-64node.sbatch"]
     path = data.draw(st.sampled_from(files))
@@ -263,7 +264,7 @@ def test_mutated_corpus_scripts_never_crash(data):
     cut = data.draw(st.integers(0, 20))
     insert = data.draw(st.text(alphabet="#SBATCH-=:,%0123456789 \n\"'\\gpu", max_size=12))
     mutated = text[:pos] + insert + text[pos + cut:]
-    from courselib.io.sbatch import lint_sbatch
+    from courselib.lint import lint_sbatch
     try:
         lint_sbatch(parse_sbatch(mutated, file="m.sbatch", strict=False), mutated)
     except CourseError as err:
@@ -296,7 +297,7 @@ def test_hetjob_word_anywhere_in_the_line_splits_like_sbatch():
     r = parse_sbatch(script("#SBATCH -N 2 --gres=gpu:8", "#SBATCH --job-name=hetjob-demo", "#SBATCH -N 1"))
     assert len(r.components) == 2 and r.hidden_separator_lines == (3,)
     assert (r.components[0].nodes, r.components[1].nodes) == (2, 1)
-    from courselib.io.sbatch import lint_sbatch
+    from courselib.lint import lint_sbatch
     assert "S012" in [f.code for f in lint_sbatch(r)]
 
 

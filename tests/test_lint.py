@@ -269,3 +269,61 @@ def test_kubernetes_podgroup_min_count_against_its_pods(capsys, tmp_path):
     text = (EX / "gang-kubernetes-v1.37.yaml").read_text().replace("minCount: 64", "minCount: 80")
     _, found = lint_text(capsys, tmp_path, text)
     assert ("K004", "error", 13) in found
+
+
+# ---- the rules as a registry (issue 34) ------------------------------------------------------------
+#: Every code the linter had when its rules moved into the registry: none may go or change its meaning.
+CODES = {f"S{n:03d}" for n in range(1, 14)} | {f"K{n:03d}" for n in range(1, 14)} | {f"D{n:03d}" for n in range(1, 5)}
+
+
+def test_every_code_is_one_registered_rule_with_its_reason_and_fix():
+    from courselib.lint import RULES
+    assert set(RULES) == CODES
+    for code, r in RULES.items():
+        assert r.code == code and code[0] == {"sbatch": "S", "manifest": "K", "dockerfile": "D"}[r.kind]
+        assert r.title and len(r.why) > 40 and r.fix
+        assert set(r.severity.replace(",", " ").split()) - {"or"} <= {"error", "warning", "info"}
+
+
+def test_a_rule_reports_only_its_own_code():
+    """Each registered check builds findings of its own code only (read from the source: a rule that
+    reported another code would make --explain describe the wrong thing)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from courselib.lint import RULES
+    for code, r in RULES.items():
+        tree = ast.parse(textwrap.dedent(inspect.getsource(r.check)))
+        made = {n.args[1].value if isinstance(n.func, ast.Name) and n.func.id == "_finding" else n.args[0].value
+                for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                and n.func.id in ("Finding", "_finding")}
+        assert made == {code}, (code, made)
+
+
+def test_explain_prints_the_reason_and_the_fix(capsys):
+    assert main(["lint", "--explain", "k006"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("K006 (manifest, error):") and "\nwhy: " in out and "\nfix: " in out
+    assert main(["lint", "--explain", "S006", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["code"] == "S006" and "minutes" in doc["why"]
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["lint", "--explain", "X999"], "no lint rule 'X999'"),
+    (["lint", "--explain", "S001", "train.sbatch"], "--explain takes a rule code, not files"),
+    (["lint"], "nothing to lint"),
+])
+def test_explain_and_lint_misuse_is_a_one_line_error(capsys, argv, text):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_readers_are_readers_only():
+    """courselib.io reads files into values; no reader builds a finding or holds a rule."""
+    src = Path(__file__).resolve().parents[1] / "src" / "courselib" / "io"
+    for path in src.glob("*.py"):
+        text = path.read_text()
+        assert "Finding" not in text and "def lint_" not in text and "courselib.lint" not in text, path.name

@@ -340,13 +340,16 @@ def lint_file(path: str) -> list:
         raise InputError(f"{cap.show(len(text))} is more than courselib reads of {cap.what} "
                          f"({cap.show(cap.value)})", file=path, hint=cap.hint())
     if kind == "sbatch":
-        from courselib.io.sbatch import lint_sbatch, parse_sbatch
+        from courselib.io.sbatch import parse_sbatch
+        from courselib.lint import lint_sbatch
         return lint_sbatch(parse_sbatch(text, file=path, strict=False), text)
     if kind == "manifest":
-        from courselib.io.manifests import lint_manifests, read_manifests_text
+        from courselib.io.manifests import read_manifests_text
+        from courselib.lint import lint_manifests
         return lint_manifests(read_manifests_text(text, file=path))
     if kind == "dockerfile":
-        from courselib.io.dockerfile import lint_dockerfile, parse_dockerfile
+        from courselib.io.dockerfile import parse_dockerfile
+        from courselib.lint import lint_dockerfile
         return lint_dockerfile(parse_dockerfile(text, file=path))
     if kind == "trace":
         from courselib.io.traces import parse_trace_text
@@ -384,6 +387,12 @@ def _expand(paths: list[str]) -> list[str]:
 
 def _lint(args) -> int:
     from courselib.model.lint import sort_findings
+    if args.explain is not None:
+        return _explain(args)
+    if not args.files:
+        raise InputError("nothing to lint", field="FILE",
+                         hint="give sbatch scripts, Kubernetes YAML or Dockerfiles (or a directory), "
+                              "or --explain CODE for what a finding means")
     findings = []
     unreadable = 0
     args.files = _expand(args.files)
@@ -409,6 +418,22 @@ def _lint(args) -> int:
     if unreadable:
         return 2
     return 1 if any(f.severity in ("error", "warning") for f in findings) else 0
+
+
+def _explain(args) -> int:
+    """``courselib lint --explain CODE``: what the rule finds, why it matters, the usual fix."""
+    from courselib.lint import RULES, explain
+    if args.files:
+        raise InputError("--explain takes a rule code, not files", field="--explain",
+                         hint=f"e.g. courselib lint --explain {args.explain}")
+    text = explain(args.explain)
+    if args.json:
+        r = RULES[args.explain.strip().upper()]
+        _print_json({"code": r.code, "kind": r.kind, "severity": r.severity, "title": r.title,
+                     "why": r.why, "fix": r.fix})
+    else:
+        print(text)
+    return 0
 
 
 def register(subparsers) -> None:
@@ -485,8 +510,10 @@ def register(subparsers) -> None:
     q.set_defaults(func=_trace_replay)
 
     p = subparsers.add_parser("lint", help="catch gang/OOM/time-limit mistakes in job files")
-    p.add_argument("files", nargs="+", metavar="FILE",
+    p.add_argument("files", nargs="*", metavar="FILE",
                    help="sbatch scripts, Kubernetes YAML, Dockerfiles, traces; a directory is searched")
+    p.add_argument("--explain", metavar="CODE", help="what a finding's code means: the rule, why it matters, "
+                                                      "how to fix it (e.g. --explain K006)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--min-severity", choices=("info", "warning", "error"), default="info",
                    help="hide findings below this severity")

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from courselib.errors import InputError
 from courselib.io.yamlfile import read_text
 from courselib.model.layers import BuildContext, Change, Step, StepResult, clean_path, rebuild_plan
-from courselib.model.lint import Finding
 
 _ARG_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 # BuildKit's parser directives: "# name=value" lines before anything else (parser.go reDirectives).
@@ -279,66 +278,3 @@ def read_dockerfile(path) -> DockerfileReading:
 def is_install(step: Step) -> bool:
     """Does this step install packages (the slow layer that should stay cached)?"""
     return step.instruction == "RUN" and bool(INSTALL_RE.search(step.text))
-
-
-def lint_dockerfile(reading: DockerfileReading) -> list:
-    """Findings for a Dockerfile (codes D0xx); D001 is the layer-cache model's verdict."""
-    f = reading.file
-    out: list[Finding] = []
-    for s in reading.steps:
-        if s.instruction not in ("COPY", "ADD") or s.from_stage is not None or not s.sources:
-            continue
-        broad = [src for src in s.sources if src.rstrip("/") in (".", "", "src", "app", "code")
-                 or (src.endswith("/") and "*" not in src)]
-        if not broad:
-            continue
-        probe = broad[0].rstrip("/").lstrip("./")
-        probe = (probe + "/" if probe else "") + "train.py"
-        plan = rebuild_plan(reading.steps, Change(path=probe), reading.global_arg_lines())
-        installs = [r.step for r in plan if r.rebuilt and is_install(r.step) and r.step.index > s.index]
-        if installs:
-            first = installs[0]
-            n = sum(1 for r in plan if r.rebuilt)
-            out.append(Finding(
-                "D001", "warning", f, s.line,
-                f"{s.text} comes before {len(installs)} install step(s) "
-                f"(first: line {first.line}, {first.text[:50]}...): editing any copied file, "
-                f"e.g. {probe}, rebuilds {n} steps including every package install",
-                "copy only the dependency files first (requirements.txt, pyproject.toml + lock), "
-                "install, then COPY the code last"))
-    for st in reading.stages:
-        if st.base_stage is not None or st.base.lower() == "scratch":
-            continue
-        base = st.base_resolved or st.base
-        if st.base_resolved is None:
-            missing = [a for a, d, _ in reading.global_args if d is None and a in st.base]
-            out.append(Finding(
-                "D002", "warning", f, st.line,
-                f"FROM {st.base} uses ARG {', '.join(missing) or '?'} with no default: the build "
-                f"fails unless every --build-arg is given",
-                "give the ARG a default (ARG TAG=24.04) or document the required --build-arg"))
-            continue
-        if "@sha256:" in base:
-            continue
-        tail = base.rsplit("/", 1)[-1]
-        if ":" not in tail or tail.endswith(":latest"):
-            out.append(Finding(
-                "D003", "info", f, st.line,
-                f"base image {base} is not pinned: ':latest' moves, so the same Dockerfile builds "
-                f"a different image (and CUDA/driver pairing) next month",
-                "pin a version tag, or a digest (@sha256:...)"))
-    _inst = re.compile(r"apt-get\s+(-\S+\s+)*install")
-    for s in reading.steps:
-        if s.instruction == "RUN" and re.search(r"apt-get\s+update", s.text) and \
-                not _inst.search(s.text):
-            later = next((t for t in reading.steps if t.stage == s.stage and t.index > s.index
-                          and t.instruction == "RUN" and _inst.search(t.text)
-                          and not re.search(r"apt-get\s+update", t.text)), None)
-            if later is None:
-                continue
-            out.append(Finding(
-                "D004", "warning", f, s.line,
-                f"apt-get update runs in its own RUN, but the install is on line {later.line}: "
-                f"the update layer stays cached, so the install can use a stale package index",
-                "run 'apt-get update && apt-get install -y ...' in the same RUN"))
-    return out

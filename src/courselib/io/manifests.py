@@ -21,7 +21,6 @@ from typing import Any
 from courselib.errors import CourseError, InputError
 from courselib.io.policy import check_count
 from courselib.io.yamlfile import duplicate_keys, load_all_text, read_text
-from courselib.model.lint import Finding, gang_mismatch
 from courselib.model.workload import Job, Queue
 from courselib.units import parse_memory
 
@@ -382,7 +381,8 @@ def _names_topology(obj) -> bool:
     return False
 
 
-def _api_group(api_version: str | None) -> str:
+def api_group(api_version: str | None) -> str:
+    """The API group of an ``apiVersion`` (``batch/v1`` -> ``batch``; the core group is ``""``)."""
     if not api_version or "/" not in api_version:
         return ""
     return api_version.split("/", 1)[0]
@@ -411,7 +411,7 @@ def read_document(doc, *, file: str | None = None, doc_index: int = 0,
     labels = _str_map(meta.get("labels"))
     annotations = _str_map(meta.get("annotations"))
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    group = _api_group(api)
+    group = api_group(api)
     pod_sets: list[PodSet] = []
     gang_size = None
     gang_rule = "not a workload"
@@ -770,217 +770,6 @@ def _with_duplicates(reading: ManifestReading, duplicates) -> ManifestReading:
 def read_manifests(path, *, validate: bool = True) -> list[ManifestReading]:
     """Read the manifest file at ``path`` (never written to)."""
     return read_manifests_text(read_text(path, "manifest"), file=str(path), validate=validate)
-
-
-# ----------------------------------------------------------------------------------------------
-# lint
-
-_BATCH_KINDS = {"Job", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob",
-                "TrainJob", "Pod"}
-
-
-def lint_manifests(readings: list[ManifestReading]) -> list:
-    """Findings for the documents of one file (codes K0xx), cross-checking PodGroups and pods."""
-    out: list[Finding] = []
-
-    def add(r, code, sev, line, msg, fix):
-        out.append(Finding(code, sev, r.file, line if line is not None else r.line,
-                           f"{r.kind or 'document'} {r.name or '#' + str(r.doc_index)}: {msg}", fix))
-
-    members: dict[str, int] = {}
-    for r in readings:
-        for p in r.pod_sets:
-            ann = _pod_annotations(r, p)
-            g = ann.get(GROUP_ANNOTATION) or ann.get(VOLCANO_GROUP_ANNOTATION) or p.scheduling_group
-            if g and p.replicas is not None:
-                members[g] = members.get(g, 0) + p.replicas
-    defined = _queues_defined(readings)
-    for r in readings:
-        for ln, fld, v in r.templates:
-            add(r, "K001", "error", ln, f"unresolved template in {fld}: {v!r}",
-                "render the template (envsubst, helm template, kustomize) before applying it")
-        for ln, msg in r.validation_errors:
-            add(r, "K002", "error", ln, f"the Kubernetes schema rejects it: {msg}",
-                "fix the field named; `kubectl apply --dry-run=server` shows the same error")
-        for ln, fld, msg in r.problems:
-            add(r, "K003", "error", ln, f"{fld}: {msg}" if fld else msg, "fix the value")
-        # gang minimum vs pods
-        if r.kind == "PodGroup" and r.gang_size is not None and r.name in members:
-            rel = gang_mismatch(r.gang_size, members[r.name])
-            if rel:
-                field = "minCount" if r.gang_rule.startswith("spec.schedulingPolicy") else "minMember"
-                add(r, "K004", "error" if rel == "above" else "warning", r.gang_line,
-                    f"{field} {r.gang_size} is {rel} the {members[r.name]} pods in this file "
-                    f"that join the group" + ((": it can never be met (NotEnoughTasks)" if field == "minMember"
-                                               else ": it can never be met (the pods wait at PreEnqueue "
-                                               "\"for minCount pods from a gang to appear\" "
-                                               "[k8s-v1372-gang-plugin])")
-                                              if rel == "above" else ": a partial gang can start"),
-                    f"set {field}: {members[r.name]}")
-        if r.gang_rule.startswith(("spec.minAvailable", "spec.runPolicy")) and r.pods is not None \
-                and r.gang_size is not None:
-            rel = gang_mismatch(r.gang_size, r.pods)
-            if rel == "above":
-                add(r, "K004", "error", r.gang_line,
-                    f"minAvailable {r.gang_size} is above the {r.pods} pods the job creates: "
-                    f"the gang can never be complete and no pod is ever bound [volcano-podgroup-api, volcano-allocate]",
-                    f"set minAvailable: {r.pods}")
-            elif rel == "below":
-                gpu = (r.total_gpus or 0) > 0
-                add(r, "K004", "warning" if gpu else "info", r.gang_line,
-                    f"minAvailable {r.gang_size} is below the {r.pods} pods: the scheduler may start "
-                    f"{r.gang_size} and leave the rest pending"
-                    + ("; a synchronous training job then holds its GPUs waiting at the first "
-                       "collective" if gpu else ""),
-                    f"set minAvailable: {r.pods} for all-or-nothing (lower only for elastic jobs)")
-        # a group key on the Job (or Deployment, ...) itself: the controller copies only the template
-        for key, value, ln in r.object_group_keys:
-            pod_keys = {k for p in r.pod_sets for k in dict(p.annotations) | dict(p.labels)}
-            if key in pod_keys:
-                continue
-            where = "annotation" if key in (GROUP_ANNOTATION, VOLCANO_GROUP_ANNOTATION) else "label"
-            add(r, "K011", "error", ln,
-                f"the {where} {key}: {value} is on the {r.kind}'s own metadata; the {r.kind} "
-                f"controller creates pods from spec.template only, so no pod carries it and none "
-                f"joins the group {value!r} (the Volcano scheduler reads it from the pod "
-                f"[k8s-docs-jobs, volcano-podgroup-api])",
-                f"move it to spec.template.metadata.{where}s")
-        # a Job's pods must not restart in place (batch validation, Kubernetes v1.37.2
-        # pkg/apis/batch/validation/validation.go L299-307)
-        if r.kind == "Job" and _api_group(r.api_version) == "batch":
-            for p in r.pod_sets:
-                if p.restart_policy in ("Never", "OnFailure"):
-                    continue
-                what = ("has no restartPolicy, so it defaults to Always" if p.restart_policy is None
-                        else f"has restartPolicy {p.restart_policy}")
-                add(r, "K012", "error", p.restart_policy_line or p.spec_line or p.line,
-                    f"the pod template {what}, which a Job may not use: the API server rejects the "
-                    f"Job (spec.template.spec.restartPolicy: "
-                    + ('Required value' if p.restart_policy in (None, "Always") else 'Unsupported value')
-                    + ': valid values: "OnFailure", "Never") [k8s-docs-jobs]',
-                    "set spec.template.spec.restartPolicy: Never (or OnFailure)")
-        # a queue the file never defines
-        if r.queue is not None and r.queue_source is not None:
-            kueue = "kueue" in r.queue_source
-            kinds = "LocalQueue" if kueue else "Queue"
-            if (r.queue not in defined[kinds]) and (kueue or r.queue not in VOLCANO_BUILTIN_QUEUES):
-                add(r, "K013", "warning", r.queue_line,
-                    f"it names the {'Kueue LocalQueue' if kueue else 'Volcano queue'} {r.queue!r} "
-                    f"({r.queue_source}), which this file never defines: unless the cluster already has "
-                    + ("it, Kueue never admits the workload (a Job opts in through a LocalQueue that "
-                       "points to a ClusterQueue [kueue-cluster-queue])" if kueue else
-                       "it, the PodGroup is never scheduled (\"if queue does not exist, the PodGroup will "
-                       "not be scheduled\" [volcano-podgroup-api])"),
-                    f"define the {kinds} {r.queue} in the same file (or check it exists: kubectl get "
-                    f"{kinds.lower()}s{' -A' if kueue else ''})")
-        if r.kind == "LocalQueue" and r.cluster_queue and r.cluster_queue not in defined["ClusterQueue"]:
-            add(r, "K013", "warning", r.line,
-                f"it points to the ClusterQueue {r.cluster_queue!r}, which this file never defines: "
-                "unless the cluster already has it, nothing queued here is admitted [kueue-cluster-queue]",
-                f"define the ClusterQueue {r.cluster_queue} in the same file (or check kubectl get clusterqueues)")
-        # wrong group annotation
-        for p in r.pod_sets:
-            ann = _pod_annotations(r, p)
-            if VOLCANO_GROUP_ANNOTATION in ann and GROUP_ANNOTATION not in ann:
-                add(r, "K005", "warning", p.line,
-                    f"pods name their group with {VOLCANO_GROUP_ANNOTATION}, which the Volcano "
-                    f"scheduler does not read (it keys on {GROUP_ANNOTATION} [volcano-podgroup-api])",
-                    f"use the annotation {GROUP_ANNOTATION}: {ann[VOLCANO_GROUP_ANNOTATION]}")
-        multi_gpu = r.is_workload and r.kind in _BATCH_KINDS and (r.pods or 0) > 1 \
-            and (r.total_gpus or 0) > 0
-        if multi_gpu:
-            gang = _gang_mechanism(r)
-            if gang is None:
-                schedulers = {p.scheduler_name for p in r.pod_sets}
-                extra = (" schedulerName: volcano alone does not tie the pods into one PodGroup "
-                         "(no scheduling.k8s.io/group-name annotation)."
-                         if "volcano" in schedulers else "")
-                add(r, "K006", "error", r.gang_line or r.line,
-                    f"{r.pods} pods ({r.total_gpus} GPUs) with no gang scheduler: the default "
-                    f"scheduler binds pods one at a time, so some can start and hold their GPUs "
-                    f"while the rest stay Pending - a partial gang that never trains (Kubernetes' "
-                    f"own gang scheduling, the GenericWorkload feature gate, is beta and off by "
-                    f"default in v1.37 [k8s-v1372-feature-gates]).{extra}",
-                    f"admit it whole: add the label {KUEUE_QUEUE_LABEL}: <local-queue> (Kueue), "
-                    f"or schedulerName: volcano with a PodGroup (minMember: {r.pods}) named in the "
-                    f"pods' {GROUP_ANNOTATION} annotation, or (Kubernetes v1.37 with GenericWorkload "
-                    f"on) a scheduling.k8s.io/v1beta1 PodGroup with gang minCount {r.pods} named in "
-                    f"spec.template.spec.schedulingGroup.podGroupName")
-            if not any(p.has_topology_constraint for p in r.pod_sets if p.gpus_per_pod):
-                add(r, "K007", "warning", r.line,
-                    f"{r.pods} GPU pods with no topology constraint: they may be spread over "
-                    f"any nodes, racks or zones, and NCCL traffic crosses the slowest link"
-                    + ("; Kueue admits by quota, not placement [kueue-all-or-nothing]" if gang == "kueue" else ""),
-                    "add kueue.x-k8s.io/podset-required-topology (Kueue TAS), or podAffinity with "
-                    "a topologyKey, or Volcano networkTopology")
-        # memory
-        for p in r.pod_sets:
-            for cname, ln in p.containers_without_memory_limit:
-                sev = "warning" if p.gpus_per_pod else "info"
-                add(r, "K008", sev, ln,
-                    f"container {cname} ({p.name}) has no memory limit: its cgroup's memory.max is "
-                    f"'max', so it can grow until the node runs short and the kernel's global OOM "
-                    f"killer picks a victim [linux-oom-kill, k8s-kubelet-qos-policy]",
-                    "set resources.limits.memory (equal to requests.memory for Guaranteed QoS)")
-            for cname, ln, req, lim in p.limit_below_request:
-                add(r, "K009", "error", ln,
-                    f"container {cname}: memory limit {lim} is below its request {req}; the API "
-                    f"server rejects this",
-                    f"raise limits.memory to at least {req}")
-            for cname, ln, msg in p.gpu_request_problems:
-                add(r, "K010", "error", ln, f"container {cname}: {msg}",
-                    "give GPUs in resources.limits (requests, if set, must be equal)")
-    return out
-
-
-def _pod_annotations(r: ManifestReading, p: PodSet) -> dict:
-    """The annotations the pods of ``p`` carry: the template's; for a Volcano or Kubeflow job (whose
-    operator creates the pods and their group) the object's count too."""
-    if r.kind in TEMPLATED_KINDS and _api_group(r.api_version) in ("", "batch", "apps"):
-        return dict(p.annotations)
-    return dict(p.annotations) | dict(r.annotations)
-
-
-def _pod_labels(r: ManifestReading, p: PodSet) -> dict:
-    if r.kind in TEMPLATED_KINDS and _api_group(r.api_version) in ("", "batch", "apps"):
-        return dict(p.labels)
-    return dict(p.labels) | dict(r.labels)
-
-
-def _queues_defined(readings: list[ManifestReading]) -> dict[str, set]:
-    """Names of the Volcano Queues, Kueue LocalQueues and ClusterQueues the file defines."""
-    out: dict[str, set] = {"Queue": set(), "LocalQueue": set(), "ClusterQueue": set()}
-    for r in readings:
-        group = _api_group(r.api_version)
-        if r.name and ((r.kind == "Queue" and group == "scheduling.volcano.sh")
-                       or (r.kind in ("LocalQueue", "ClusterQueue") and group == "kueue.x-k8s.io")):
-            out[r.kind].add(r.name)
-    return out
-
-
-def _gang_mechanism(r: ManifestReading) -> str | None:
-    """What admits this workload's pods together, if anything: volcano / kubeflow / kueue / ..."""
-    if r.kind == "Job" and (r.api_version or "").startswith("batch.volcano.sh"):
-        return "volcano"
-    if r.gang_rule.startswith("spec.runPolicy.schedulingPolicy"):
-        return "kubeflow"
-    for p in r.pod_sets:
-        if GROUP_ANNOTATION in _pod_annotations(r, p):
-            return "podgroup"
-        if p.scheduling_group:
-            return "kubernetes-podgroup"
-        if COSCHEDULING_LABEL in _pod_labels(r, p):
-            return "coscheduling"
-    if (r.api_version or "").startswith("kubeflow.org") and \
-            any(p.scheduler_name == "volcano" for p in r.pod_sets):
-        return "kubeflow"
-    if r.queue and r.queue_source and "kueue" in r.queue_source:
-        return "kueue"
-    if r.gang_rule.startswith("Kueue pod group"):
-        return "kueue"
-    if any(n.startswith("spec.scheduling gang") for n in r.notes):
-        return "kubernetes-workload"
-    return None
 
 
 # ----------------------------------------------------------------------------------------------

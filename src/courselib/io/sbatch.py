@@ -33,7 +33,6 @@ from typing import Any
 from courselib.errors import CourseError, InputError
 from courselib.io.policy import check_count
 from courselib.io.yamlfile import read_text
-from courselib.model.lint import Finding, time_confusion
 from courselib.model.workload import Job
 
 MAGIC = "#SBATCH"
@@ -305,7 +304,7 @@ def split_directive(rest: str) -> list[str]:
     quotes too), an unescaped ``#`` outside quotes ends the line. An unmatched quote or a word
     starting with ``:`` is an error in sbatch (``InputError`` here, with the words read so far
     in ``err.words``)."""
-    words, problem = _split_directive(rest)
+    words, problem = directive_words(rest)
     if problem:
         err = InputError(problem, hint="close the quote, or escape the character with \\")
         err.words = words
@@ -313,7 +312,8 @@ def split_directive(rest: str) -> list[str]:
     return words
 
 
-def _split_directive(rest: str) -> tuple[list[str], str | None]:
+def directive_words(rest: str) -> tuple[list[str], str | None]:
+    """:func:`split_directive` that does not raise: (the words read, the problem or None)."""
     words: list[str] = []
     cur: list[str] = []
     in_word = False
@@ -628,7 +628,7 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
             if magic:
                 if magic == OLD_MAGIC:
                     old_magic.append(n)
-                words, problem = _split_directive(raw[len(magic):])
+                words, problem = directive_words(raw[len(magic):])
                 if problem:
                     split_problems.append((n, problem))
                 # sbatch looks for the separator anywhere in the line (strcasestr), so
@@ -840,105 +840,6 @@ def constraint_features(expr: str | None) -> tuple[str, ...]:
 def has_placeholder(value: str | None) -> bool:
     """``<partition>`` or ``$PARTITION``: a value someone forgot to fill in."""
     return bool(value) and bool(_PLACEHOLDER.search(value))
-
-
-# ----------------------------------------------------------------------------------------------
-# lint: the seed's failure modes, before a cluster finds them
-
-def lint_sbatch(reading: SbatchReading, text: str | None = None) -> list:
-    """Findings for an sbatch script (codes S0xx). ``reading`` should come from ``strict=False``."""
-    f = reading.file
-    out: list[Finding] = []
-    lines = text.splitlines() if text is not None else []
-
-    def add(code, sev, line, msg, fix):
-        out.append(Finding(code, sev, f, line, msg, fix))
-
-    if not reading.has_shebang:
-        where = (f"'#!' is on line {reading.shebang_line}" if reading.shebang_line
-                 else "there is no '#!' line")
-        add("S001", "error", 1,
-            f"sbatch refuses this script: its first two bytes are not '#!' ({where})",
-            "put '#!/bin/bash' on line 1, before any comment")
-    fc = reading.first_command_line
-    for line, txt in reading.ignored_directives:
-        cmd = lines[fc - 1].strip() if lines and fc and fc <= len(lines) else ""
-        add("S002", "error", line,
-            f"Slurm ignores this directive: '{txt.split()[0]} "
-            f"{' '.join(_split_directive(txt[len(txt.split()[0]):])[0])[:60]}' "
-            f"comes after the first command "
-            f"(line {fc}{': ' + cmd[:40] if cmd else ''}), where sbatch stops reading #SBATCH lines",
-            f"move it above line {fc}, with the other #SBATCH lines")
-    for line in reading.hidden_separator_lines:
-        add("S012", "warning", line,
-            "this directive contains 'hetjob'/'packjob' inside a value or comment: sbatch looks for "
-            "the word anywhere in the line and starts a new heterogeneous-job component here",
-            "rename the value (or reword the comment) so the line does not contain 'hetjob'")
-    for line in reading.old_magic_lines:
-        add("S013", "info", line, "#SLURM is an old spelling; sbatch still reads it but warns",
-            "write #SBATCH")
-    for p in reading.problems:
-        add("S003", "error", p.line, f"{p.field}: {p.message} (sbatch rejects the script)",
-            p.hint or "fix the value")
-    for line, opt in reading.unknown_options:
-        add("S004", "warning", line,
-            f"{opt} is not an sbatch option: plain Slurm rejects the script "
-            f"(unless a site SPANK plugin defines it)",
-            f"remove {opt}, or check your site's documentation for it")
-    for line, word in reading.stray_arguments:
-        add("S005", "warning", line,
-            f"'{word}' in a directive is not an option; sbatch does not use it as you may expect",
-            "write options as --name=value; put arguments for the script on the sbatch command line")
-    for c in reading.components:
-        tag = f"component {c.index}: " if len(reading.components) > 1 else ""
-        if c.time_limit is not None:
-            why = time_confusion(c.time_limit.minutes, c.time_limit.form)
-            if why:
-                a = c.time_limit.text.strip()
-                if c.time_limit.form == "M":
-                    fix = (f"if you meant {a} hours write --time={int(a)}:00:00; "
-                           f"if minutes are right, write --time=0:{int(a):02d}:00 to say so")
-                else:
-                    m_, s_ = a.split(":")
-                    fix = (f"if you meant {int(m_)} h {int(s_)} min write "
-                           f"--time={int(m_)}:{int(s_):02d}:00")
-                add("S006", "warning", c.line_of("time"), f"{tag}--time={a}: {why}", fix)
-        node_srcs = [s for s in c.gpu_sources if s.per == "node"]
-        if len({s.option for s in node_srcs}) > 1:
-            counts = {s.count for s in node_srcs}
-            if len(counts) > 1:
-                add("S007", "error", node_srcs[-1].line,
-                    f"{tag}GPU requests disagree: " + ", ".join(
-                        f"{s.option} asks {s.count} per node (line {s.line})" for s in node_srcs),
-                    "keep one GPU option, e.g. only --gpus-per-node")
-            else:
-                add("S007", "warning", node_srcs[-1].line,
-                    f"{tag}GPUs are requested twice ({' and '.join(s.option for s in node_srcs)}); "
-                    f"Slurm 26.05+ rejects --gpus-per-node together with --gres=gpu",
-                    "keep only --gpus-per-node (or only --gres=gpu:N)")
-        for opt in ("partition", "account", "job-name", "qos", "reservation"):
-            v = c.option(opt)
-            if v and has_placeholder(v):
-                add("S008", "error", c.line_of(opt),
-                    f"{tag}--{opt}={v} is a placeholder that was never filled in",
-                    f"replace it with your cluster's {opt} (see `sinfo`/`sacctmgr show assoc`)")
-        if c.total_gpus is None and c.gpu_sources:
-            add("S009", "info", c.line_of("nodes") or c.first_line,
-                f"{tag}total GPUs unknown: {c.total_gpus_reason}",
-                "set --nodes in the script so readers (and backfill) know the job's size")
-        multi = (c.nodes or 0) > 1 or c.nodes is None and c.ntasks and c.ntasks > 1
-        if c.time_limit is None and c.gpu_sources and multi:
-            add("S010", "info", c.first_line,
-                f"{tag}no --time: the partition's DefaultTime (else its MaxTime) applies, and "
-                f"backfill needs realistic limits to fit jobs into gaps [slurm-sched-config]",
-                "set --time to a realistic upper bound, e.g. --time=12:00:00")
-        job_total = next((s for s in c.gpu_sources if s.per == "job"), None)
-        if job_total and c.nodes and job_total.count % c.nodes:
-            add("S011", "warning", job_total.line,
-                f"{tag}--gpus={job_total.count} does not divide over {c.nodes} nodes: ranks get "
-                f"unequal GPU counts",
-                "use --gpus-per-node so every node gets the same number")
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
