@@ -143,6 +143,47 @@ def test_kueue_wait_for_pods_ready_defaults_depend_on_config_api():
     assert (v1.timeout, v1.block_admission) == (300, True)
 
 
+def test_kueue_s_own_default_depends_on_the_release():
+    """v0.17 (the course's): off without the block; v0.19: on, 30 min (v0.19.2 defaults.go L48,
+    L99-112), off only with the DisableWaitForPodsReady gate (kube_features.go L667-669)."""
+    from courselib.model.policies.kueue import default_wait_for_pods_ready
+    w = two_512_jobs()
+    assert [default_wait_for_pods_ready(v) for v in ("v0.15.0", "v0.17.1", "v0.18.6", "v0.19.2")] == \
+        [False, False, False, True]
+    assert not default_wait_for_pods_ready("v0.19.2", disable_gate=True)
+    old, new = (make_policy("kueue", w, wait_for_pods_ready=None, version=v) for v in ("v0.17.1", "v0.19.2"))
+    assert (old.wait_for_pods_ready, new.wait_for_pods_ready, new.timeout) == (False, True, 1800)
+    assert make_policy("kueue", w).version == make_policy("kueue", w).version == "v0.17.1"   # the pinned one
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"version": "v0.20.0"}, "v0.15 to v0.19 only"),
+    ({"version": "1.x"}, "a Kueue release"),
+    ({"version": "v0.17.1", "disable_gate": True, "wait_for_pods_ready": None}, "exists from v0.19"),
+    ({"version": "v0.19.2", "disable_gate": True, "wait_for_pods_ready": True}, "cannot be on as well"),
+    ({"wait_for_pods_ready": None, "config_api": "v1beta1"}, "v1beta2 configuration only"),
+])
+def test_kueue_refuses_a_release_or_gate_it_has_not_read(options, match):
+    with pytest.raises(ValueError, match=match):
+        make_policy("kueue", two_512_jobs(), **options)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_same_workload_under_kueue_v0_17_and_v0_19_defaults(reference):
+    """Quota is not placement: `big` is admitted and holds 2 of its 3 pods. With v0.17's default
+    nothing evicts it; v0.19's default evicts it 30 min after admission (PodsReadyTimeout)."""
+    w = load_workload(EXAMPLES / "kueue-quota-not-placement.yaml")
+    old, new = (simulate(w, "kueue", wait_for_pods_ready=None, version=v, reference=reference)
+                for v in ("v0.17.1", "v0.19.2"))
+    assert old.job("big").evictions == 0 and new.job("big").evictions >= 1
+    said = lambda r: [e for e in r.trace if e.job == "big"]
+    assert any("waitForPodsReady off (Kueue v0.17's default)" in e.what for e in said(old))
+    assert any("waitForPodsReady on (Kueue v0.19's default)" in e.what for e in said(new))
+    evicted = next(e for e in said(new) if "PodsReadyTimeout" in e.what)
+    assert evicted.time == 60 + 30 * 60                       # admitted at 1 min, evicted 30 min later
+    assert old.job("big").start == new.job("big").start == 3600.0   # trains only when filler ends
+
+
 def test_kueue_admits_on_quota_not_placement_then_evicts_after_timeout():
     """FACTS §3.2 all_or_nothing.md L35-37: quota does not guarantee placement; L64-70: PodsReadyTimeout."""
     from courselib.io.workload import load_workload
@@ -404,10 +445,38 @@ def test_volcano_podgroup_without_min_resources_passes_enqueue_and_waits_at_allo
     assert without.wasted_gpu_hours == with_mr.wasted_gpu_hours == 0.0      # nothing bound either way
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_volcano_s_gang_message_counts_the_tasks_that_did_not_fit(reference):
+    """Volcano v1.15.1 gang.go L237-252: U = minAvailable - (ready + allocated in the discarded
+    statement), N = every task: the seed's 512-rank job with 400 GPUs free says "112/512"."""
+    w = load_workload(EXAMPLES / "seed-400-of-512-25min.yaml")
+    r = simulate(w, "volcano", min_resources=False, horizon=600, reference=reference)
+    job, free = w.job("pretrain"), w.cluster.total_gpus - w.job("finetune").gpus
+    fit = free // job.gpus_per_pod                                  # uniform pods: a second way
+    assert r.job("pretrain").pending_reason == (f"Unschedulable/NotEnoughResources: {job.min_member - fit}/"
+                                                f"{job.pods} tasks in gang unschedulable")
+    assert "112/512" in r.job("pretrain").pending_reason
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_volcano_s_gang_message_counts_bound_tasks_as_ready(reference):
+    """An elastic job (minMember 6 of 8) that holds 2 pods and finds 3 more GPUs free: the discarded
+    statement placed 3, so U = 6 - 2 - 3 = 1 ("1/8"), not the 6 still missing nor all 8."""
+    from courselib.model.gang import SchedState
+    from courselib.model.policies.volcano import gang_message
+    w = Workload(ClusterSpec(1, 8), [Job("other", 3, 1, duration=60.0), Job("a", 8, 1, duration=60.0, min_member=6)])
+    state = SchedState(w, reference=reference)
+    other, run = state.submit(w.jobs[0]), state.submit(w.jobs[1])
+    assert state.place(other, 3) == 3 and state.place(run, 2) == 2
+    assert not state.place_all_or_nothing(run, 4)          # 4 more needed, 3 fit: rolled back
+    assert (state.last_fit, state.bound(run)) == (3, 2)
+    assert gang_message(run.job, state.bound(run), state.last_fit).endswith(": 1/8 tasks in gang unschedulable")
+
+
 def test_kueue_says_in_every_admission_whether_wait_for_pods_ready_is_on():
     w = load_workload(EXAMPLES / "kueue-quota-not-placement.yaml")
     on, off = simulate(w, "kueue"), simulate(w, "kueue", wait_for_pods_ready=False, horizon=6 * 3600)
     admitted = lambda r: [e.what for e in r.trace if e.what.startswith("admitted")]
     assert admitted(on) and all("waitForPodsReady on" in x for x in admitted(on))
-    assert admitted(off) and all("waitForPodsReady off (Kueue's default)" in x for x in admitted(off))
+    assert admitted(off) and all("waitForPodsReady off (Kueue v0.17's default)" in x for x in admitted(off))
     assert on.job("big").evictions >= 1 and off.job("big").evictions == 0

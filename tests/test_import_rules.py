@@ -20,7 +20,7 @@ SRC = ROOT / "src"
 
 #: The floors, lowest first: a module imports from its own floor or below, never above.
 FLOORS = [
-    ("base", ["", "errors", "units", "course", "data"]),   # the package, errors, units, the course's table
+    ("base", ["", "errors", "units", "course", "data", "versions"]),   # the package, errors, units, the course's table, the versions
     ("model", ["model"]),                                   # pure, typed, no I/O
     ("io", ["io"]),                                         # readers with located errors -> model objects
     ("sim, lint", ["sim", "lint"]),                         # simpy processes over the model; lint rules

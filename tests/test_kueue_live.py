@@ -113,6 +113,7 @@ def test_quota_admits_a_workload_whose_pods_cannot_all_be_placed(lab):
 # created together). Grouped by cluster shape: one control plane per shape.
 AGREE = [
     (SEED, "kueue-quota-not-placement.yaml", {}),   # quota is not placement; a PodsReady eviction
+    (SEED, "kueue-quota-not-placement.yaml", {"wait_for_pods_ready": False}),  # Kueue v0.17's default: no eviction
     (KUEUE, "requeue-order.yaml", {}),              # an evicted workload requeues behind older ones
     (KUEUE, "backoff.yaml", {}),                    # two evictions, backoff 60 s then 120 s
     (KUEUE, "backoff.yaml", {"backoff_limit": 1}),  # deactivated at the limit

@@ -152,6 +152,34 @@ def _gates(args) -> int:
     return 0
 
 
+def _kueue_config(args) -> int:
+    from courselib.errors import InputError
+    from courselib.live.kube.kueue import config as kueue_config
+    if bool(args.file) == bool(args.cases):
+        raise InputError("give a configuration FILE or --cases (not both)", field="kube kueue-config")
+    if args.record and not args.cases:
+        raise InputError("--record writes the --cases run", field="--record", hint="add --cases")
+    if args.cases:
+        results = kueue_config.check_cases()
+        if args.record:
+            _say(f"recorded to {kueue_config.record(args.record, results)}")
+        if args.json:
+            from courselib.cli.main import print_json
+            print_json({"kueue": kueue_config.manager.KUEUE_VERSION, "cases": [r.to_dict() for r in results]})
+        else:
+            print(kueue_config.format_cases(results))
+        return 0
+    got, line = kueue_config.check_file(args.file)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json({**got.to_dict(), "line": line, "field": got.field})
+    else:
+        where = f"{args.file}:{line}" if line else args.file
+        field = f" {got.field}:" if got.field and not got.accepted else ""
+        print(f"{where}:{field} {got.summary()} (the Kueue {got.version} manager)")
+    return 0 if got.accepted else 1
+
+
 def register(subparsers) -> None:
     from courselib.live.kube import BASE_PORT, extension
     p = subparsers.add_parser(
@@ -221,5 +249,16 @@ def register(subparsers) -> None:
     ga.add_argument("--record", metavar="FILE.json", default=None,
                     help="also write them as JSON (the fallback the book shows without Go)")
     ga.set_defaults(func=_gates)
+
+    kc = sub.add_parser("kueue-config", help="ask the real Kueue manager binary how it reads a "
+                                             "configuration (strict decoding, defaults; no control plane)")
+    kc.add_argument("file", nargs="?", default=None, help="a Kueue Configuration (YAML)")
+    kc.add_argument("--cases", action="store_true",
+                    help="the configurations the book asks about (waitForPodsReady left out, "
+                         "enable: true, no timeout, timeout 30m, v1beta1)")
+    kc.add_argument("--json", action="store_true", help="machine-readable output")
+    kc.add_argument("--record", metavar="FILE.json", default=None,
+                    help="with --cases: also write the answers as JSON (the book's recorded run)")
+    kc.set_defaults(func=_kueue_config)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

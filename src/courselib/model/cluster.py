@@ -85,6 +85,8 @@ class Cluster:
         self._free_total = sum(self.free)
         #: False: every placement walks candidates() and fits() (the reference path)
         self.fast = True
+        #: pods the last discarded place_all_or_nothing had placed before it gave up
+        self.last_fit = 0
         self._held: dict[str, int] = {}
         self._pods: dict[str, int] = {}
         self._queue_of: dict[str, str] = {}
@@ -334,11 +336,17 @@ class Cluster:
         """Bind ``count`` pods of ``job`` or none (a Volcano Statement, discarded if short).
 
         A matching-OR constraint ``[a|b]`` tries each alternative in turn (all nodes from one).
+        ``last_fit`` is then how many pods the discarded attempt had placed (the most over the
+        alternatives): what Volcano's gang plugin counts as schedulable in its message.
         """
+        self.last_fit = 0
         for alt in alternatives(job.constraint):
             before = {i: b.pods for i, b in self.alloc.get(job.name, {}).items()}
-            if self.place(job, count, spread=spread, constraint=alt) == count:
+            placed = self.place(job, count, spread=spread, constraint=alt)
+            if placed == count:
+                self.last_fit = placed
                 return True
+            self.last_fit = max(self.last_fit, placed)
             self._rollback(job, before)
         return False
 

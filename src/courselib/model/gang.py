@@ -85,6 +85,8 @@ class SchedState:
         self.lost: list[tuple] = []
         self.preemptions: list[tuple] = []  # (time, victim job, preempting job) per pod
         self.touched: dict[str, JobRun] = {}  # runs bound or stopped since the last barrier check
+        #: pods the last place_all_or_nothing placed (all of them, or those a discarded try had)
+        self.last_fit = 0
         #: runs whose pending_reason changed, for a policy that asked (set it to a list)
         self.reason_changes: list[JobRun] | None = None
 
@@ -135,8 +137,10 @@ class SchedState:
         if not self.reference:  # fast path: a gang that cannot fit is not bound and rolled back
             fit = self.cluster.pods_that_fit(run.job)
             if fit is not None and fit < count:
+                self.last_fit = fit
                 return False
         ok = self.cluster.place_all_or_nothing(run.job, count, spread=spread)
+        self.last_fit = self.cluster.last_fit
         if ok and count:
             self._after_bind(run, count)
         return ok

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from courselib.versions import pinned
+
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
 BESTEFFORT = "BestEffort"
 
-KUBERNETES_VERSION = "1.37.2"     # the version the course describes
+KUBERNETES_VERSION = pinned("kubernetes").version.lstrip("v")  # the version the course describes (versions.toml)
 KUBELET_OOM_SCORE_ADJ = -999      # FACTS §2.2 KubeletOOMScoreAdj
 KUBE_PROXY_OOM_SCORE_ADJ = -999   # FACTS §2.2 KubeProxyOOMScoreAdj
 GUARANTEED_OOM_SCORE_ADJ = -997   # FACTS §2.2 guaranteedOOMScoreAdj

@@ -35,7 +35,8 @@ RULES = {
                "then allocated all-or-nothing: no pod is bound unless min_member pods fit at once",
     "kueue": "Kueue: a workload is admitted when its whole GPU count fits the ClusterQueue's unused "
              "quota (placement is NOT checked); admitted pods are bound one at a time by the default "
-             "scheduler; this cluster enables waitForPodsReady (off in Kueue unless configured), which "
+             "scheduler; this cluster enables waitForPodsReady (Kueue v0.17 leaves it off unless configured; "
+             "v0.19 and later turn it on by default), which "
              "evicts a workload not ready after the timeout and re-queues it after 60 s, 120 s, ...",
     "slurm": "Slurm: each job is one allocation of all its tasks, started in priority order; backfill "
              "starts lower-priority jobs that delay no reservation",

@@ -14,10 +14,12 @@ import subprocess
 from pathlib import Path
 
 from courselib.errors import CourseError
+from courselib.versions import pinned
 
-#: The versions pinned in k8s/kube/go.mod and k8s/etcd/go.mod (a test keeps them in step).
-KUBERNETES_VERSION = "v1.37.2"
-ETCD_VERSION = "v3.7.3"
+#: The versions the course runs: their rows in courselib/data/versions.toml (a test keeps them,
+#: k8s/kube/go.mod, k8s/etcd/go.mod and every recorded run in step).
+KUBERNETES_VERSION = pinned("kubernetes").version
+ETCD_VERSION = pinned("etcd").version
 NAMESPACE = "allornothing"
 
 #: Native gang scheduling in v1.37 (pkg/features/kube_features.go): the Workload/PodGroup API and

@@ -9,7 +9,7 @@ Training starts, completions and preemptions are the simulator's business (``cou
 =================  ==========================================================================
 ``kube-default``   one FIFO queue of pods, each bound greedily on its own (FACTS §3.3)
 ``volcano``        PodGroup ``minMember``: enqueue, then allocate all-or-nothing (FACTS §3.1)
-``kueue``          ClusterQueue quota admission, no placement check, ``waitForPodsReady`` *on* (Kueue: off by default)
+``kueue``          ClusterQueue quota admission, no placement check, ``waitForPodsReady`` *on* (configured; Kueue's own default: off to v0.18, on from v0.19)
 ``slurm``          whole-job allocation in priority order, backfill with reservations (§3.4)
 ``kube-gang``      Kubernetes v1.37.2's own gang scheduling: PodGroup ``minCount``, quorum before
                    PreEnqueue, the PodGroup cycle (or, v1.35, Permit wait and its timeout)

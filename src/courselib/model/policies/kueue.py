@@ -10,17 +10,31 @@
 - **No placement check**: an admitted workload's pods are created and bound one by one by the
   default scheduler (``kube-default``); quota is not placement (``all_or_nothing.md`` L35–37),
   so an admitted workload can hold part of its GPUs and wait.
-- **waitForPodsReady** is *off* in Kueue unless configured (``waitForPodsReady.enable``,
-  ``setup_wait_for_pods_ready.md``). The course's ``kueue`` policy runs it *on*, because that is the
-  configuration the all-or-nothing documentation recommends; pass ``wait_for_pods_ready=False`` for
-  Kueue's default. Every admission line of the trace says which. When it is on:
+- **waitForPodsReady**: what Kueue does when its configuration says nothing **depends on the
+  release** (``version``; the course runs Kueue v0.17.1, ``courselib/data/versions.toml``):
+
+  - **v0.15–v0.18**: *off*. In the ``v1beta2`` configuration the block's presence turns it on (no
+    ``enable`` field: strict decoding refuses one), and then ``timeout`` **must be given** — no
+    default (v0.17.1 ``apis/config/v1beta2/defaults.go`` L97–103 default nothing unless the block
+    is there, ``pkg/util/waitforpodsready/waitforpodsready.go`` L21–23, ``pkg/config/validation.go``
+    L201–208 "must be specified", ``pkg/config/config.go`` L57 ``EnableStrict``).
+  - **v0.19 and later**: *on* by default, ``timeout`` 30 min and ``recoveryTimeout`` = ``timeout``
+    (v0.19.2 ``apis/config/v1beta2/defaults.go`` L48, L99–112; CHANGELOG-0.19.md L215); only the
+    ``DisableWaitForPodsReady`` feature gate (alpha, off; ``pkg/features/kube_features.go`` L52,
+    L667–669; ``pkg/util/waitforpodsready/waitforpodsready.go`` L24–29) turns it off.
+
+  ``wait_for_pods_ready=None`` is that default of ``version`` (``disable_gate``: the v0.19 gate).
+  The course's ``kueue`` policy (``wait_for_pods_ready=True``, the default) *configures* it with a
+  30-minute ``timeout`` — what the all-or-nothing documentation recommends, and from v0.19 simply
+  the default; ``False`` leaves the block out (from v0.19 that also needs the gate). Every
+  admission line of the trace says which, and by whose choice. When it is on:
   if an admitted workload's pods are not all ready ``timeout`` after
   admission, the admission is cancelled (reason ``PodsReadyTimeout``), its pods are deleted,
   and the workload is re-queued after ``backoff_base × 2^(n−1)`` s, capped at ``backoff_max``
-  (``setup_wait_for_pods_ready.md`` L64–70, L101, L112–118). Defaults follow the config API:
-  ``config_api="v1beta2"`` → timeout 30 min, ``block_admission`` false; ``"v1beta1"`` →
-  timeout 5 min, ``block_admission`` true (``apis/config/*/defaults.go``). Backoff 60 s → 3600 s
-  in both. After ``backoff_limit`` re-queues the workload is deactivated (None = never).
+  (``setup_wait_for_pods_ready.md`` L64–70, L101, L112–118). ``config_api="v1beta1"`` is the old
+  configuration (``enable: true``): timeout 5 min, ``block_admission`` true
+  (v0.17.1 ``apis/config/v1beta1/defaults.go`` L46, L97–101). Backoff 60 s → 3600 s in both.
+  After ``backoff_limit`` re-queues the workload is deactivated (None = never).
 
 Pending order is Kueue v0.17's (``pkg/cache/queue/cluster_queue.go`` ``baseCompareFunc``):
 priority, then the *queue-order timestamp*, then the Workload's UID. The timestamp is the creation
@@ -33,8 +47,7 @@ submission order, or ``queue_order`` (job names, the order a real Kueue drew —
 replay --policy kueue`` records it). Admission is ``BestEffortFIFO``: a workload that does not fit
 lets the next one try. "Pods ready" is modelled as the barrier passed (``min_member`` pods placed,
 which is all pods unless ``min_member`` is set); a workload that is training is never evicted by
-the timeout. In Kueue v0.17 itself the v1beta2 ``timeout`` has no default (it must be given,
-``pkg/config/validation.go``); the 30 minutes used here without one are a later release's default.
+the timeout.
 
 Two paths, one behaviour: the reference re-sorts and re-sums every workload ever submitted in
 every cycle; the fast path keeps each ClusterQueue's admitted GPUs as a running total (quota
@@ -53,9 +66,42 @@ from courselib.model.policies.base import Policy
 from courselib.model.policies.kube_default import KubeDefault
 from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
+from courselib.versions import pinned
 
 TIMEOUTS = {"v1beta2": 30 * 60.0, "v1beta1": 5 * 60.0}
 BLOCK_ADMISSION = {"v1beta2": False, "v1beta1": True}
+#: The Kueue releases whose waitForPodsReady defaults the model knows (read at v0.17.1, v0.18.6 and
+#: v0.19.2; v0.15 is the first to serve the v1beta2 configuration), and the first with it on by default.
+KNOWN_MINORS = range(15, 20)
+DEFAULT_ON_SINCE = 19
+
+
+def kueue_minor(version: str) -> int:
+    """``"v0.17.1"`` -> 17: the Kueue minor release whose defaults apply (a ValueError for one the
+    model has not read)."""
+    parts = str(version).lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        raise ValueError(f"version={version!r}: a Kueue release such as v0.17.1") from None
+    if major != 0 or minor not in KNOWN_MINORS:
+        raise ValueError(f"version={version!r}: the model knows Kueue's waitForPodsReady defaults for "
+                         f"v0.{KNOWN_MINORS[0]} to v0.{KNOWN_MINORS[-1]} only (read from their source)")
+    return minor
+
+
+def default_wait_for_pods_ready(version: str, disable_gate: bool = False) -> bool:
+    """Whether Kueue ``version`` runs waitForPodsReady when its configuration leaves it out."""
+    minor = kueue_minor(version)
+    if disable_gate and minor < DEFAULT_ON_SINCE:
+        raise ValueError(f"disable_gate: the DisableWaitForPodsReady gate exists from "
+                         f"v0.{DEFAULT_ON_SINCE} (Kueue {version} has none)")
+    return minor >= DEFAULT_ON_SINCE and not disable_gate
+
+
+def pinned_version() -> str:
+    """The Kueue release the course runs (``courselib/data/versions.toml``)."""
+    return pinned("kueue").version
 #: the kind of "k more needed" (SchedState.set_reason): the count is that of the first refusal
 QUOTA = "Pending: insufficient unused quota"
 BLOCKED = "Pending: admission blocked until admitted workloads have PodsReady"
@@ -69,14 +115,29 @@ def requeue_delay(n: int, base: float = 60.0, cap: float = 3600.0) -> float:
 class Kueue(Policy):
     name = "kueue"
 
-    def __init__(self, workload: Workload, seed: int = 0, wait_for_pods_ready: bool = True,
+    def __init__(self, workload: Workload, seed: int = 0, wait_for_pods_ready: bool | None = True,
                  config_api: str = "v1beta2", timeout: float | None = None,
                  block_admission: bool | None = None, backoff_base: float = 60.0,
                  backoff_max: float = 3600.0, backoff_limit: int | None = None,
-                 requeuing_timestamp: str = "Eviction", queue_order: tuple[str, ...] | None = None):
+                 requeuing_timestamp: str = "Eviction", queue_order: tuple[str, ...] | None = None,
+                 version: str | None = None, disable_gate: bool = False):
         super().__init__(workload, seed)
         if config_api not in TIMEOUTS:
             raise ValueError(f"config_api must be one of {', '.join(TIMEOUTS)}")
+        self.version = version or pinned_version()
+        self.minor = kueue_minor(self.version)
+        # who decided: the configuration (True/False) or the release's own default (None)
+        self.by_default = wait_for_pods_ready is None
+        if self.by_default:
+            if config_api != "v1beta2":
+                raise ValueError("wait_for_pods_ready=None (Kueue's own default) is read for the "
+                                 "v1beta2 configuration only")
+            wait_for_pods_ready = default_wait_for_pods_ready(self.version, disable_gate)
+        elif disable_gate:
+            default_wait_for_pods_ready(self.version, disable_gate)   # the gate must exist
+            if wait_for_pods_ready:
+                raise ValueError("disable_gate turns waitForPodsReady off: it cannot be on as well")
+        self.disable_gate = disable_gate
         if requeuing_timestamp not in ("Eviction", "Creation"):
             raise ValueError("requeuing_timestamp must be Eviction or Creation")
         self.requeue_by_eviction = requeuing_timestamp == "Eviction"
@@ -315,13 +376,25 @@ class Kueue(Policy):
     def _admit_one(self, state: SchedState, run: JobRun, wake: list[float]) -> None:
         self._set_admitted(run, state.now)
         state.set_reason(run, None)
-        ready = (f"waitForPodsReady on: evicted unless all pods are ready within {self.timeout / 60:g} min"
-                 if self.wait_for_pods_ready else "waitForPodsReady off (Kueue's default): no timeout")
+        ready = self.describe_wait_for_pods_ready()
         state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
                             f"(placement not checked; {ready})")
         self.pods.create_pods([run], {run.name: run.job.pods})
         if self.wait_for_pods_ready:
             wake.append(state.now + self.timeout)
+
+    def describe_wait_for_pods_ready(self) -> str:
+        """The admission line's words: on or off, and by whose choice (the release's or the
+        configuration's)."""
+        if self.wait_for_pods_ready:
+            why = f"Kueue v0.{self.minor}'s default" if self.by_default else "configured"
+            return (f"waitForPodsReady on ({why}): evicted unless all pods are ready within "
+                    f"{self.timeout / 60:g} min")
+        if self.disable_gate:
+            return f"waitForPodsReady off (DisableWaitForPodsReady gate, Kueue v0.{self.minor}): no timeout"
+        if self.minor < DEFAULT_ON_SINCE:
+            return f"waitForPodsReady off (Kueue v0.{self.minor}'s default): no timeout"
+        return "waitForPodsReady off (configured): no timeout"
 
     def _admit_fast(self, state: SchedState, wake: list[float]) -> None:
         """:meth:`_admit` without walking the workloads that cannot change: one refused for quota

@@ -1,5 +1,9 @@
 """``volcano``: PodGroup ``minMember``, the enqueue action, then all-or-nothing allocate (FACTS §3.1).
 
+The model follows **Volcano v1.15.1** (2026-07-30; ``courselib/data/versions.toml`` ``[volcano]``):
+Volcano's Go module is not served by the module proxy, so it is modelled, never run; every file and
+line below is ``volcano-sh/volcano`` at tag v1.15.1.
+
 One scheduling session per cycle, with the default actions ``enqueue, allocate``:
 
 1. **enqueue** — a ``Pending`` PodGroup becomes ``Inqueue`` only if every enabled plugin lets
@@ -17,15 +21,17 @@ One scheduling session per cycle, with the default actions ``enqueue, allocate``
    job.PodGroup.Spec.MinResources == nil || ssn.JobEnqueueable(job)" (``enqueue.go`` L95–97), so it
    is Inqueue at once and only allocate keeps it from binding (bibliography ``volcano-podgroup-api``).
    Volcano finds a pod's PodGroup through the pod's own ``scheduling.k8s.io/group-name``
-   annotation (``job_info.go`` L179–186): on the Job or its metadata it joins nothing.
+   annotation (``pkg/scheduler/api/job_info.go`` L164): on the Job or its metadata it joins nothing.
 2. **allocate** — pop the first Inqueue job (the session's ``JobOrderFn``), place its tasks on
    nodes inside a Statement; ``stmt.Commit()`` only ``if ssn.JobReady(job)``, i.e. at least
    ``minMember`` tasks placed (``allocate.go`` L343); otherwise ``stmt.Discard()`` (L865):
    nothing is bound. The PodGroup then carries ``Unschedulable``/``NotEnoughResources`` with the
-   message "U/N tasks in gang unschedulable" (``gang.go`` L229–290). A job that *reaches*
+   message "U/N tasks in gang unschedulable" (``gang.go`` L229–296), where U counts only the tasks
+   that could *not* be placed: :func:`gang_message`. A job that *reaches*
    ``minMember`` with tasks left stops there and goes back into the queue
    (``allocateResourcesForTasks``: ``if ssn.JobReady(job) && !tasks.Empty() { break }``, then
-   ``if tasks.Len() > 0 { jobs.Push(job) }``); a ready job places one task per turn. So two
+   ``if tasks.Len() > 0 { jobs.Push(job) }``, ``allocate.go`` L343–356); a ready job places one
+   task per turn. So two
    elastic jobs competing for one node interleave, one pod each, instead of the first taking
    every pod it can (upstream ``allocate_test.go`` "two Jobs on one node", in ``tests/upstream``).
    ``JobOrderFn`` of the default tiers: ``priority`` (higher first), ``gang`` (a job not yet ready
@@ -64,6 +70,17 @@ OVERUSED = "Unschedulable: resource in cluster is overused (overcommit)"
 QUOTA_INSUFFICIENT = "Unschedulable: queue resource quota insufficient (proportion)"
 #: the kind of both (SchedState.set_reason): which plugin refused a Pending PodGroup first
 NOT_ENQUEUEABLE = "Unschedulable: not enqueueable"
+
+
+def gang_message(job, bound: int, fit: int) -> str:
+    """The PodGroup condition the gang plugin writes for a job that is not ready (v1.15.1
+    ``pkg/scheduler/plugins/gang/gang.go`` L237–252): "U/N tasks in gang unschedulable", where N is
+    every task of the job and U is ``minAvailable`` less the tasks that *could* be placed — the
+    ready ones (bound, ``ReadyTaskNum``) and those the discarded statement had allocated
+    (``Statement.Discard`` keeps each one's last transaction, ``framework/statement.go`` L365–389,
+    and the plugin counts those whose status was allocated). 400 of 512 fitting reads "112/512"."""
+    return (f"Unschedulable/NotEnoughResources: {job.min_member - bound - fit}/{job.pods} "
+            "tasks in gang unschedulable")
 
 
 class Volcano(Policy):
@@ -165,8 +182,7 @@ class Volcano(Policy):
             job, bound = run.job, state.bound(run)
             if bound < job.min_member:
                 if not state.place_all_or_nothing(run, job.min_member - bound):
-                    state.set_reason(run, f"Unschedulable/NotEnoughResources: {job.pods - bound}/"
-                                          f"{job.pods} tasks in gang unschedulable")
+                    state.set_reason(run, gang_message(job, bound, state.last_fit))
                     continue
                 self._set_phase(run, RUNNING_PG)
                 state.set_reason(run, None)

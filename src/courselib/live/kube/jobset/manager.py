@@ -39,9 +39,11 @@ from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import KubeUnavailable, http_ok
 from courselib.live.kube.config import cache_dir
 from courselib.live.kube.cluster import unavailable_reason as kube_unavailable_reason
+from courselib.versions import pinned
 
-#: The release pinned in k8s/jobset/go.mod (a test keeps them in step).
-JOBSET_VERSION = "v0.12.0"
+#: The release the course runs: its row in courselib/data/versions.toml (a test keeps it,
+#: k8s/jobset/go.mod and every recorded run in step).
+JOBSET_VERSION = pinned("jobset").version
 CONFIG_API = "config.jobset.x-k8s.io/v1alpha1"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 SYSTEM_NAMESPACE = "jobset-system"

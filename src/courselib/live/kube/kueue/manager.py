@@ -27,14 +27,17 @@ How it is wired, and why:
   (Kueue's defaults are 9443, :8081, :8443 on every interface); no leader election; the
   visibility server (feature ``VisibilityOnDemand``, beta and on in v0.17) is turned off, as it
   would listen on every interface.
-- **Config API ``config.kueue.x-k8s.io/v1beta2``**, the version Kueue v0.17 ships and stores.
-  Its defaults, read from ``apis/config/v1beta2/defaults.go`` and ``pkg/config/validation.go`` of
-  v0.17.1: with ``waitForPodsReady`` present it is on, and ``timeout`` **must be given**
-  (validation: "must be specified"; no default in v0.17 — a 30-minute default came later on
-  Kueue's main branch); ``blockAdmission`` false; ``recoveryTimeout`` = ``timeout``;
-  ``requeuingStrategy.timestamp`` ``Eviction``; backoff base 60 s, max 3600 s; no backoff limit.
-  (``v1beta1``: ``enable: true`` gives a 5-minute timeout and ``blockAdmission`` true —
-  ``apis/config/v1beta1/defaults.go`` L46, L97–105.)
+- **Config API ``config.kueue.x-k8s.io/v1beta2``**, the version Kueue v0.17 ships and stores,
+  decoded strictly (``pkg/config/config.go`` L57: an unknown field such as v1beta1's
+  ``waitForPodsReady.enable`` is refused). Its defaults, read from ``apis/config/v1beta2/defaults.go``
+  L97–103 and ``pkg/config/validation.go`` L201–208 of v0.17.1: with ``waitForPodsReady`` present it
+  is on, and ``timeout`` **must be given** ("must be specified"; no default in v0.17 — the 30-minute
+  default, and waitForPodsReady on without the block, came with v0.19: v0.19.2
+  ``apis/config/v1beta2/defaults.go`` L48, L99–112); ``blockAdmission`` false; ``recoveryTimeout`` =
+  ``timeout``; ``requeuingStrategy.timestamp`` ``Eviction``; backoff base 60 s, max 3600 s; no
+  backoff limit. (``v1beta1``: ``enable: true`` gives a 5-minute timeout and ``blockAdmission`` true
+  — ``apis/config/v1beta1/defaults.go`` L46, L97–101.) :func:`load_config` asks the real manager
+  binary how it reads a configuration, without a control plane.
 """
 from __future__ import annotations
 
@@ -52,9 +55,12 @@ from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import KubeUnavailable, http_ok
 from courselib.live.kube.config import cache_dir
 from courselib.live.kube.cluster import unavailable_reason as kube_unavailable_reason
+from courselib.model.policies.kueue import DEFAULT_ON_SINCE, kueue_minor
+from courselib.versions import pinned
 
-#: The release pinned in k8s/kueue/go.mod (a test keeps them in step).
-KUEUE_VERSION = "v0.17.1"
+#: The release the course runs: its row in courselib/data/versions.toml (a test keeps it, k8s/kueue/go.mod
+#: and every recorded run in step).
+KUEUE_VERSION = pinned("kueue").version
 CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 SYSTEM_NAMESPACE = "kueue-system"
@@ -78,6 +84,15 @@ def binary() -> Path:
 
 def manifests() -> Path:
     return home() / "config"
+
+
+def binary_reason() -> str | None:
+    """``None`` if the manager binary is built here, else the one-line reason (what
+    :mod:`courselib.live.kube.kueue.config` needs: no control plane)."""
+    if not os.access(binary(), os.X_OK):
+        return (f"Kueue {KUEUE_VERSION} is not built here ({binary()} is missing); "
+                "build it once with `make setup-k8s`")
+    return None
 
 
 def unavailable_reason() -> str | None:
@@ -164,6 +179,9 @@ def manager_config(cp, settings: PodsReady) -> dict:
     wfpr = settings.to_config()
     if wfpr is not None:
         cfg["waitForPodsReady"] = wfpr
+    elif kueue_minor(KUEUE_VERSION) >= DEFAULT_ON_SINCE:
+        # from v0.19 a configuration without the block runs it anyway (30 min): only the gate stops it
+        cfg["featureGates"]["DisableWaitForPodsReady"] = True
     return cfg
 
 
