@@ -591,7 +591,8 @@ def test_a_correct_lab7_q2_answer_written_in_the_stubs_region_scores_3_of_3(labs
              "    event.succeed()"]
     report = grade(_with_region(labs / "07-barrier.ipynb", tmp_path / "07-barrier.ipynb", right),
                    hidden=ROOT / "solutions")
-    assert {r.question: r.points for r in report.questions if r.kind == "auto"} == {"q1": 0, "q2": 3, "q3": 0, "q4": 0}
+    assert {r.question: r.points for r in report.questions if r.kind == "auto"} == {"q1": 0, "q2": 3, "q3": 0, "q4": 0,
+                                                                                   "q6": 0}
     # the old stub's trap: a correct `count` alone completes no collective, and says so
     (tmp_path / "only-count").mkdir()
     only_count = _with_region(labs / "07-barrier.ipynb", tmp_path / "only-count" / "07-barrier.ipynb",
