@@ -16,7 +16,7 @@ from courselib import __version__
 from courselib.errors import CourseError
 
 # Command families, in the order `courselib --help` lists them.
-FAMILIES = ["live", "gang", "oom", "cost", "barrier", "files", "slurm", "kube", "labs", "problem"]
+FAMILIES = ["live", "gang", "oom", "cost", "barrier", "files", "slurm", "kube", "labs", "classroom", "problem"]
 
 
 def build_parser() -> argparse.ArgumentParser:

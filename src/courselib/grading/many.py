@@ -104,7 +104,7 @@ def read_roster(path: Path | None) -> dict[str, str]:
         return {}
     from courselib.io.policy import read_text
 
-    rows = list(csv.DictReader(io.StringIO(read_text(path, "csv"))))
+    rows = list(csv.DictReader(io.StringIO(read_text(path, "text"))))
     if rows and not {"student", "seed"} <= set(rows[0]):
         raise InputError("a roster needs the columns student and seed", file=str(path), line=1, field="--roster")
     return {r["student"].strip(): r["seed"].strip() for r in rows if r.get("student")}

@@ -285,6 +285,26 @@ def status_of(system: System | None, record: StateFile) -> dict:
             "state_dir": str(system.state_dir), "processes": procs}
 
 
+def marked_pids(marks: dict[str, str]) -> list[int]:
+    """PIDs (other than this one) whose environment carries every ``NAME=VALUE`` of ``marks``: what a
+    system's daemons started that is not their child any more (job steps, a hub's notebook servers and
+    their kernels). Empty marks or an empty value find nothing."""
+    if not marks or not all(marks.values()):
+        return []
+    needles = {f"{k}={v}".encode() for k, v in marks.items()}
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needles <= set(environ.split(b"\0")):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
 def check_ports(ports: Iterable[int], *, what: str = "", hint: str = "stop what uses them, or "
                 "choose other ports with --port") -> None:
     """A one-line error naming every port of ``ports`` something else listens on (127.0.0.1)."""

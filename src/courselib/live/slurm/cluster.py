@@ -35,6 +35,7 @@ from pathlib import Path
 from courselib.errors import CourseError, InputError, PrivilegeError  # noqa: F401 (slurm.InputError)
 from courselib.live.cleanup import stop_pids
 from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, status_of
+from courselib.live.daemons import marked_pids as daemon_marked_pids
 from courselib.live.nodes import NodesShape, parse_features  # noqa: F401 (slurm.parse_features)
 from courselib.live.state import StateFile
 
@@ -345,20 +346,7 @@ def is_ours(proc: Daemon) -> bool:
 
 def marked_pids(state_dir: Path, token: str) -> list[int]:
     """PIDs whose environment carries this cluster's marker and token (job steps and their children)."""
-    needles = {f"{MARKER}={state_dir}".encode(), f"{TOKEN_ENV}={token}".encode()}
-    out = []
-    if not token:
-        return out
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needles <= set(environ.split(b"\0")):
-            out.append(int(entry.name))
-    return sorted(out)
+    return daemon_marked_pids({MARKER: str(state_dir), TOKEN_ENV: token}) if token else []
 
 
 def _ppid(pid: int) -> int | None:
