@@ -6,14 +6,17 @@ Format::
 
     cluster: {nodes: 75, gpus_per_node: 8}   # optional: memory_per_node (1Ti), island_size,
                                              #   features: [nvlink] (every node) or
-                                             #   {nvlink: "1-40", h100: "41-75"} (1-based node ranges)
+                                             #   {nvlink: "1-40", h100: "41-75"} (1-based node ranges),
+                                             #   topology: [{level: rack, size: 8}, {level: block, size: 4}]
+                                             #   (outermost first; size = consecutive nodes per domain)
     queues:                                  # optional (Kueue ClusterQueues / Volcano queues)
       - {name: team-a, nominal_quota: 256, cohort: all, borrowing_limit: 64, lending_limit: 64}
         # optional: within_cluster_queue: LowerPriority (Kueue preemption.withinClusterQueue)
     jobs:
       - {name: a, pods: 512, gpus_per_pod: 1, submit: 0, duration: 2h}
         # optional: min_member, priority, queue, constraint, exclusive, time_limit, memory_per_pod,
-        #   kind: jobset (with max_restarts: N), disruption_mode: all (a v1.37 PodGroup's)
+        #   kind: jobset (with max_restarts: N), disruption_mode: all (a v1.37 PodGroup's),
+        #   topology: {required: rack} or {preferred: block} (a level of cluster.topology)
     events:                                  # optional: what happens to running jobs
       - {at: 30m, preempt: {job: a, by: {name: urgent, pods: 1, gpus_per_pod: 8, duration: 10m,
                                          priority: 1000}}}
@@ -44,9 +47,9 @@ from courselib.units import parse_duration, parse_memory
 
 JOB_FIELDS = {"name", "pods", "gpus_per_pod", "submit", "duration", "min_member", "priority", "queue",
               "constraint", "exclusive", "time_limit", "memory_per_pod", "kind", "max_restarts",
-              "disruption_mode"}
+              "disruption_mode", "topology"}
 EVENT_FIELDS = {"at", "preempt", "fail"}
-CLUSTER_FIELDS = {"nodes", "gpus_per_node", "memory_per_node", "features", "island_size"}
+CLUSTER_FIELDS = {"nodes", "gpus_per_node", "memory_per_node", "features", "island_size", "topology"}
 QUEUE_FIELDS = {"name", "nominal_quota", "cohort", "borrowing_limit", "lending_limit",
                 "within_cluster_queue"}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
@@ -98,7 +101,41 @@ def parse_cluster(doc, file: str | None) -> ClusterSpec:
         features = tuple(frozenset(p) for p in per)
     elif feats is not None:
         raise f.error("features", f"expected a list of features or a mapping feature: node range, got {feats!r}")
-    return ClusterSpec(nodes, gpn, mem, features, island)
+    return ClusterSpec(nodes, gpn, mem, features, island, _topology(f, file, nodes))
+
+
+def _topology(f: Fields, file: str | None, nodes: int) -> tuple:
+    """``cluster.topology``: a list of ``{level, size}``, outermost first, each size dividing the
+    cluster and the level above it; a mistake is named at its own line."""
+    doc = f.opt("topology", None, None)
+    if doc is None:
+        return ()
+    if not isinstance(doc, list) or not doc:
+        raise f.error("topology", "expected a list of levels, outermost first",
+                      hint="write topology: [{level: rack, size: 8}, {level: block, size: 4}]")
+    out, seen, above = [], {}, nodes
+    for i, entry in enumerate(doc):
+        g = Fields(entry, file=file, where=f"cluster.topology[{i}]")
+        g.unknown({"level", "size"})
+        level = g.req("level", str)
+        size = g.req("size", int)
+        if level in seen:
+            raise g.error("level", f"level {level!r} is named twice (first at line {seen[level]})",
+                          hint="give each level of the tree its own name")
+        seen[level] = g.line("level")
+        if size < 1:
+            raise g.error("size", f"size must be at least 1 node, got {size}",
+                          hint="size is how many consecutive nodes form one domain of this level")
+        if nodes % size:
+            raise g.error("size", f"size {size} does not divide the cluster's {nodes} nodes",
+                          hint=f"choose a size that divides {nodes}, or change cluster.nodes")
+        if above % size:
+            raise g.error("size", f"size {size} does not divide the level above it ({above} nodes)",
+                          hint="a domain must sit inside one domain of the level above: list levels "
+                               "outermost first, each size dividing the one before")
+        above = size
+        out.append((level, size))
+    return tuple(out)
 
 
 def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
@@ -135,6 +172,15 @@ def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
         if kind != "jobset":
             raise f.error("max_restarts", "only a JobSet has a failure policy", hint="add 'kind: jobset'")
         _positive(f, "max_restarts", max_restarts, 0)
+    topology = None
+    if f.has("topology"):
+        t = Fields(f.req("topology"), file=file, where=f"{f.where}.topology")
+        t.unknown({"required", "preferred"})
+        modes = [m for m in ("required", "preferred") if t.has(m)]
+        if len(modes) != 1:
+            raise f.error("topology", "expected one of required or preferred",
+                          hint="write topology: {required: rack} or topology: {preferred: block}")
+        topology = (modes[0], t.req(modes[0], str))
     disruption = f.opt("disruption_mode", str, "single")
     if disruption not in DISRUPTION_MODES:
         raise f.error("disruption_mode", f"unknown disruption mode {disruption!r}", hint="write single or all")
@@ -145,7 +191,7 @@ def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
                exclusive=f.opt("exclusive", bool, False), time_limit=time_limit,
                memory_per_pod=f.opt("memory_per_pod", lambda v: parse_memory(v, field="memory_per_pod"), 0),
                kind=kind, max_restarts=max_restarts, preemption_policy=preemption_policy,
-               disruption_mode=disruption)
+               disruption_mode=disruption, topology=topology)
 
 
 def parse_queue(doc, file: str | None, index: int) -> Queue:
@@ -221,6 +267,13 @@ def parse_workload(doc, file: str | None = None) -> Workload:
             raise InputError(f"gpus_per_pod {job.gpus_per_pod} exceeds gpus_per_node {cluster.gpus_per_node}",
                              file=file, line=jd.line_of("gpus_per_pod"), field=f"jobs[{i}].gpus_per_pod",
                              hint="a pod lives on one node")
+        if job.topology and job.topology[1] not in cluster.levels:
+            levels = ", ".join(cluster.levels)
+            raise InputError(f"topology level {job.topology[1]!r} is not a level of cluster.topology"
+                             + (f" ({levels})" if levels else " (the cluster has none)"),
+                             file=file, line=jd["topology"].line_of(job.topology[0]),
+                             field=f"jobs[{i}].topology.{job.topology[0]}",
+                             hint=f"name one of: {levels}" if levels else "add cluster.topology")
         jobs.append(job)
     queues_doc = top.opt("queues", None, [])
     if not isinstance(queues_doc, list):

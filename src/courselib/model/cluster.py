@@ -168,6 +168,26 @@ class Cluster:
         per_node = self.nodes[i].gpus // job.gpus_per_pod if job.gpus_per_pod else 10 ** 9
         return per_node - b.pods
 
+    def room(self, job: Job, i: int) -> int:
+        """How many more pods of ``job`` fit on node ``i`` right now (its constraint, exclusivity
+        and memory included): what a topology-aware placement counts per node."""
+        if not self.fits(job, i):
+            return 0
+        g = job.gpus_per_pod
+        if job.exclusive and self.owner_exclusive[i] == job.name:
+            return self._room_in_own_node(job, i)
+        n = (self.nodes[i].gpus if job.exclusive else self.free[i]) // g if g else 10 ** 9
+        if job.memory_per_pod and self.nodes[i].memory:
+            n = min(n, self.free_mem[i] // job.memory_per_pod)
+        return n
+
+    def rooms(self, job: Job) -> list[int]:
+        """:meth:`room` on every node, in node order."""
+        if self.plain(job):
+            g = job.gpus_per_pod
+            return [f // g for f in self.free]
+        return [self.room(job, i) for i in range(len(self.nodes))]
+
     def candidates(self, job: Job, *, spread: bool, constraint: str | None = "__job__"):
         """Nodes that fit one pod of ``job``: best fit (fewest free GPUs first) or, with
         ``spread``, most free first (kube-scheduler's LeastAllocated); ties by node index."""

@@ -13,11 +13,20 @@ Public API (stable; the Slurm replay of issue 7 builds on it):
   ``a&b``, ``a|b``, matching-OR ``[a|b]``); ``exclusive`` is ``--exclusive`` (whole nodes).
   For Slurm a pod is a task: ``-n pods --gpus-per-task=gpus_per_pod``.
 - :class:`ClusterSpec` — ``ClusterSpec(nodes, gpus_per_node, memory_per_node=0, features=(),
-  island_size=0)``: ``nodes`` identical nodes named ``node1 … nodeN`` (Slurm style), each
+  island_size=0, topology=())``: ``nodes`` identical nodes named ``node1 … nodeN`` (Slurm style), each
   with ``gpus_per_node`` GPUs. ``features`` is either a tuple of feature names carried by
   every node or, per node, a tuple of frozensets (see :meth:`ClusterSpec.with_features`).
   ``island_size`` groups consecutive nodes into NVLink islands / topology blocks; node ``i``
   of island ``k`` also carries the feature ``island{k}``. ``memory_per_node`` 0 = not modelled.
+  ``topology`` is a tree of levels, outermost first, each ``(level, size)``: ``size`` consecutive
+  nodes form one domain of that level (``(("rack", 8), ("block", 4))``: nodes 0-7 are ``rack0``,
+  nodes 0-3 ``block0``); each size divides the cluster and the size of the level above it. The
+  node itself is the innermost domain (Kueue's ``kubernetes.io/hostname`` level). See
+  :mod:`courselib.model.topology` for how each policy places a gang on it.
+- A job's topology request (``required`` or ``preferred``, a level's name): ``required`` = every
+  pod in one domain of that level or none placed; ``preferred`` = as few domains of that level as
+  the scheduler's algorithm manages, spanning if it must (Kueue's
+  ``kueue.x-k8s.io/podset-required-topology`` / ``…-preferred-topology``).
 - :class:`Queue` — a Kueue ClusterQueue / Volcano queue: ``nominal_quota`` in GPUs (None =
   the whole cluster), ``cohort``, ``borrowing_limit``, ``lending_limit`` (FACTS §3.2).
 - :class:`Workload` — ``Workload(cluster, jobs, queues=(), events=())``.
@@ -36,8 +45,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 JOB_KINDS = ("job", "jobset")
+TOPOLOGY_MODES = ("required", "preferred")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 DISRUPTION_MODES = ("single", "all")
+
+
+def topology_problem(nodes: int, topology) -> str | None:
+    """What is wrong with a topology ``((level, size), ...)`` on ``nodes`` nodes, or None.
+
+    A tree: every size at least 1, every level named once, every size divides the cluster's node
+    count and the size of the level above it (a domain never straddles two parent domains)."""
+    seen: set[str] = set()
+    above = nodes
+    for level, size in topology:
+        if not level:
+            return "a topology level needs a name"
+        if level in seen:
+            return f"topology level {level!r} is named twice"
+        seen.add(level)
+        if size < 1:
+            return f"topology level {level!r}: size must be at least 1 node, got {size}"
+        if nodes % size:
+            return f"topology level {level!r}: size {size} does not divide the cluster's {nodes} nodes"
+        if above % size:
+            return f"topology level {level!r}: size {size} does not divide the level above it ({above} nodes)"
+        above = size
+    return None
 
 
 @dataclass(frozen=True)
@@ -61,12 +94,18 @@ class ClusterSpec:
     memory_per_node: int = 0
     features: tuple = ()
     island_size: int = 0
+    topology: tuple = ()   # ((level, size), ...), outermost first
 
     def __post_init__(self):
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node with at least one GPU")
         if self.island_size < 0:
             raise ValueError("island_size must be >= 0")
+        topo = tuple((str(level), int(size)) for level, size in self.topology)
+        problem = topology_problem(self.nodes, topo)
+        if problem:
+            raise ValueError(problem)
+        object.__setattr__(self, "topology", topo)
         feats = tuple(self.features)
         if feats and all(isinstance(f, str) for f in feats):
             feats = tuple(frozenset(feats) for _ in range(self.nodes))
@@ -89,6 +128,22 @@ class ClusterSpec:
     @property
     def total_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The topology's level names, outermost first (empty: a flat cluster)."""
+        return tuple(level for level, _ in self.topology)
+
+    def level_size(self, level: str) -> int:
+        """Nodes in one domain of ``level`` (a KeyError for a level the topology lacks)."""
+        for name, size in self.topology:
+            if name == level:
+                return size
+        raise KeyError(level)
+
+    def domain_of(self, i: int, level: str) -> str:
+        """The name of the domain of ``level`` that node ``i`` (0-based) is in: ``rack0``, ``rack1``…"""
+        return f"{level}{i // self.level_size(level)}"
 
     def island_of(self, i: int) -> int | None:
         return i // self.island_size if self.island_size else None
@@ -125,8 +180,14 @@ class Job:
     max_restarts: int | None = None         # JobSet failurePolicy.maxRestarts (None: no policy)
     preemption_policy: str | None = None    # PriorityClass preemptionPolicy; None: the policy's
     disruption_mode: str = "single"         # v1.37 PodGroup disruptionMode: single or all
+    topology: tuple | None = None           # (mode, level): ("required", "rack") / ("preferred", …)
 
     def __post_init__(self):
+        if self.topology is not None:
+            mode, level = self.topology
+            if mode not in TOPOLOGY_MODES or not level:
+                raise ValueError(f"job {self.name!r}: topology is (required|preferred, level)")
+            object.__setattr__(self, "topology", (str(mode), str(level)))
         if self.kind not in JOB_KINDS:
             raise ValueError(f"job {self.name!r}: kind must be one of {', '.join(JOB_KINDS)}")
         if self.max_restarts is not None and (self.kind != "jobset" or self.max_restarts < 0):
@@ -220,6 +281,10 @@ class Workload:
         if dup:
             raise ValueError(f"duplicate job names: {sorted(dup)}")
         names = {j.name: j for j in self.jobs}
+        for j in self.jobs:
+            if j.topology is not None and j.topology[1] not in self.cluster.levels:
+                raise ValueError(f"job {j.name!r}: topology level {j.topology[1]!r} is not a level of the "
+                                 f"cluster's topology ({', '.join(self.cluster.levels) or 'none'})")
         for e in self.events:
             if e.job not in names:
                 raise ValueError(f"event at {e.at:g}s names job {e.job!r}, which is not in the workload")

@@ -44,6 +44,7 @@ from courselib.model import jobset
 from courselib.model.gang import (COMPLETED, FAILED, HOLDING, PENDING, POD_FAILED, PREEMPTED, RUNNING,
                                   TIMEOUT, JobRun, SchedState, TraceEvent, integrate, percentile, verdict)
 from courselib.model.policies import Policy, make_policy
+from courselib.model.topology import placement_domains
 from courselib.model.workload import Workload
 
 
@@ -66,6 +67,10 @@ class JobResult:
     #: [lost at, every pod running again at (None: never)] for each loss the job recovered from
     recoveries: tuple = ()
     end_reason: str | None = None    # FAILED: BackoffLimitExceeded, FailedJobs, ReachedMaxRestarts
+    #: on a cluster with a topology: per level, the domains its pods landed in when it started
+    domains: dict | None = None
+    #: what the policy did with the job's topology request, when it did not honour it
+    topology_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -399,6 +404,8 @@ def barrier_passed(sim: Simulation, run: JobRun) -> None:
     run.state = RUNNING
     if run.start is None:
         run.start = state.now
+        if state.workload.cluster.topology:   # where it landed, for the result's domains
+            run.placed = tuple(sorted(state.cluster.alloc.get(run.name, {})))
     if run.recoveries and run.recoveries[-1][1] is None:
         run.recoveries[-1][1] = state.now
     state.log(run.name, f"barrier passed: training on {state.held(run)} GPUs")
@@ -474,7 +481,7 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
     # the accounting window: to the last event, but a deadlock holds its GPUs until the horizon
     last_event = max([e.time for e in state.trace] + [0.0])
     end_time = h if (deadlock or not quiescent) else last_event
-    return _result(pol.name, state, runs, h, end_time, deadlock, event_outcomes(workload, state))
+    return _result(pol.name, state, runs, h, end_time, deadlock, event_outcomes(workload, state), pol)
 
 
 def event_outcomes(workload: Workload, state: SchedState) -> tuple:
@@ -495,7 +502,7 @@ def event_outcomes(workload: Workload, state: SchedState) -> tuple:
 
 
 def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, end_time: float,
-            deadlock: bool, events: tuple = ()) -> Result:
+            deadlock: bool, events: tuple = (), policy_obj=None) -> Result:
     jobs, train_total, idle_total = [], 0.0, 0.0
     for r in runs:
         tr, idle = integrate(r.history, end_time)
@@ -505,7 +512,9 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
                               r.gpus_held_max, state.held(r), idle / 3600.0,
                               None if r.finished or r.state == RUNNING else r.pending_reason,
                               r.restarts, r.evictions, r.pods_lost,
-                              tuple(tuple(x) for x in r.recoveries), r.end_reason))
+                              tuple(tuple(x) for x in r.recoveries), r.end_reason,
+                              placement_domains(state.workload.cluster, r.placed) if r.placed else None,
+                              getattr(policy_obj, "topology_note", lambda job: None)(r.job)))
     t0 = min((r.job.submit for r in runs), default=0.0)
     window = max(0.0, end_time - t0) * state.cluster.total_gpus
     waits = [r.start - r.job.submit for r in runs if r.start is not None]

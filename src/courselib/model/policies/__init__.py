@@ -58,6 +58,7 @@ OPTION_MINIMUM = {
     "bf_window": (1e-9, "the backfill window is a positive duration in seconds"),
     "bf_max_job_test": (1, "backfill tests at least one job"),
     "bf_job_part_count_reserve": (0, "a count of jobs"),
+    "max_switch_wait": (0, "a wait for switches is a duration in seconds"),
 }
 
 
@@ -98,8 +99,8 @@ def make_policy(name: str, workload: Workload, seed: int = 0, reference: bool = 
         raise ValueError(f"policy {name!r} has no option {bad[0]!r}; options: {', '.join(allowed) or 'none'}")
     for key, value in options.items():
         check_option(name, key, value, str(params[key].annotation))
-    if reference and cls.reference_class is not None:
-        cls = cls.reference_class
+    if cls.reference_class is not None and (reference or any(j.topology for j in workload.jobs)):
+        cls = cls.reference_class   # (a topology request: the fast twin's profile knows no domains)
     pol = cls(workload, seed=seed, **options)
     pol.reference = reference
     return pol

@@ -40,6 +40,11 @@ class Policy:
         A policy that models events (``courselib.sim.gang.EVENT_POLICIES``) queues them."""
         raise NotImplementedError(f"{self.name} does not model pods created again")
 
+    def topology_note(self, job) -> str | None:
+        """What this policy did with ``job``'s topology request when it did not honour it as
+        asked (None: honoured, or none made). See :mod:`courselib.model.topology`."""
+        return None
+
     def cycle_when_ready(self) -> bool:
         """``True``: a job passing its barrier (its pods ready) can change what this policy does,
         so the simulator runs another cycle at the same instant (Kueue's blockAdmission)."""

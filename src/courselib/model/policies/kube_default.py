@@ -45,6 +45,12 @@ from courselib.model.workload import Workload
 class KubeDefault(Policy):
     name = "kube-default"
 
+    def topology_note(self, job) -> str | None:
+        if job.topology and self.workload.cluster.topology:
+            return (f"kube-default is topology-blind: topology {{{job.topology[0]}: {job.topology[1]}}} "
+                    "was ignored; each pod went where the default scheduler put it")
+        return None
+
     def __init__(self, workload: Workload, seed: int = 0, preemption: bool = False,
                  pod_order: tuple[str, ...] | None = None):
         super().__init__(workload, seed)

@@ -68,8 +68,10 @@ pods fit (:class:`~courselib.model.waitlist.NeedIndex`; issue 23).
 from __future__ import annotations
 
 import math
+import random
 from bisect import insort
 
+from courselib.model import topology
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies.base import Policy
 from courselib.model.waitlist import NeedIndex
@@ -296,6 +298,8 @@ class KubeGang(Policy):
         with pods left: requeued at once) or ``failed`` (back to the backoffQ)."""
         job, bound = run.job, state.bound(run)
         waiting = job.pods - bound
+        if self._topology(job) and bound == 0:
+            return self._attempt_topology(state, run, n)
         fit = self._fit(state, run, waiting)
         if bound + fit < job.min_member and job.preemption_policy == "PreemptLowerPriority" \
                 and self._preempt_for_group(state, run, waiting):
@@ -317,6 +321,49 @@ class KubeGang(Policy):
             remaining = job.min_member - bound - fit - 1
             state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
                                   f"satisfied: {bound + fit} scheduled, {remaining} remaining", kind=MIN_COUNT)
+        if run.name not in self.failed:
+            self.failed[run.name] = (state.now, self._next())
+        self.stamp[run.name] = (state.now, self._next())
+        return "failed"
+
+    def _topology(self, job) -> bool:
+        """A PodGroup with ``schedulingConstraints.topology`` (a required level) on a topology
+        cluster, with the TopologyAwareWorkloadScheduling gate on (KEP-5732)."""
+        return bool(job.topology and job.topology[0] == "required" and self.workload.cluster.topology
+                    and self.pod_group_cycle)
+
+    def topology_note(self, job) -> str | None:
+        if not job.topology or not self.workload.cluster.topology:
+            return None
+        if not self.pod_group_cycle:
+            return "v1.35 gang scheduling (Permit) has no topology: the request was ignored"
+        if job.topology[0] == "preferred":
+            return ("KEP-5732's PodGroup topology is a single required key; there is no preferred "
+                    "form: the request was ignored")
+        return None
+
+    def _attempt_topology(self, state: SchedState, run: JobRun, n: int) -> str:
+        """The PodGroup cycle once per placement (one per domain of the level); the placements
+        that hold the quorum score alike, one is drawn (``rand.Int()`` ties; seeded here, per job
+        and instant, so the reference and the fast path draw alike)."""
+        job = run.job
+        rng = random.Random(f"{self.seed}:{job.name}:{state.now!r}")
+        plan, fit = topology.kube_gang_topology(self.workload.cluster, state.cluster.rooms(job),
+                                                job.min_member, job.pods, job.topology[1],
+                                                state.cluster.free, rng)
+        if plan is not None:
+            state.bind_plan(run, plan)
+            self.failed.pop(run.name, None)
+            left = job.pods - state.bound(run)
+            if left:
+                state.set_reason(run, _unschedulable(left, n))
+                return "partial"
+            state.set_reason(run, None)
+            self.groups.pop(run.name, None)
+            return "placed"
+        state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
+                              f"satisfied in one {job.topology[1]}: {fit} scheduled, "
+                              f"{job.min_member - fit - 1} remaining", kind=MIN_COUNT)
         if run.name not in self.failed:
             self.failed[run.name] = (state.now, self._next())
         self.stamp[run.name] = (state.now, self._next())

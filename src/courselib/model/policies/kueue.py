@@ -61,6 +61,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from courselib.model import topology
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies.base import Policy
 from courselib.model.policies.kube_default import KubeDefault
@@ -104,7 +105,13 @@ def pinned_version() -> str:
     return pinned("kueue").version
 #: the kind of "k more needed" (SchedState.set_reason): the count is that of the first refusal
 QUOTA = "Pending: insufficient unused quota"
+TAS = "Pending: topology"   # the kind of TAS's "allows to fit only k out of n pod(s)"
 BLOCKED = "Pending: admission blocked until admitted workloads have PodsReady"
+
+
+def plan_text(state: SchedState, plan) -> str:
+    """``node3 x2, node4 x4``: where a plan puts its pods."""
+    return ", ".join(f"{state.cluster.nodes[i].name} x{n}" for i, n in plan)
 
 
 def requeue_delay(n: int, base: float = 60.0, cap: float = 3600.0) -> float:
@@ -164,6 +171,7 @@ class Kueue(Policy):
         self.recovering: dict[str, float] = {}  # admitted workloads that lost pods -> since when
         self.was_ready: set[str] = set()         # admitted workloads that have been ready since
         self._wake: list[float] = []             # timers asked for between cycles
+        self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         plain = [r for r in runs if not self.managed(r.job)]
@@ -335,7 +343,25 @@ class Kueue(Policy):
             if not ok:
                 self._refuse(state, run, why)
                 continue
+            if not self._tas(state, run):
+                continue
             self._admit_one(state, run, wake)
+
+    def _tas(self, state: SchedState, run: JobRun) -> bool:
+        """Topology-Aware Scheduling at admission (a pod set with a topology request on a cluster
+        with a topology, i.e. a TAS ResourceFlavor): Kueue finds the domains before it admits
+        (``tas_flavorassigner.go``); none found, the workload stays pending with TAS's message
+        and is tried again next cycle. Found, the plan waits in ``_plans`` for :meth:`_admit_one`."""
+        job = run.job
+        if not (job.topology and self.workload.cluster.topology):
+            return True
+        mode, level = job.topology
+        plan, fit = topology.kueue_tas(self.workload.cluster, state.cluster.rooms(job), job.pods, mode, level)
+        if plan is None:
+            state.set_reason(run, f"Pending: {topology.tas_not_fit(fit, job.pods)}", kind=TAS)
+            return False
+        self._plans[run.name] = plan
+        return True
 
     def _preempt_within(self, state: SchedState, run: JobRun) -> bool:
         """Kueue's classical preemption within a ClusterQueue (``preemption.withinClusterQueue:
@@ -379,7 +405,12 @@ class Kueue(Policy):
         ready = self.describe_wait_for_pods_ready()
         state.log(run.name, f"admitted: quota reserved for {run.job.gpus} GPUs "
                             f"(placement not checked; {ready})")
-        self.pods.create_pods([run], {run.name: run.job.pods})
+        plan = self._plans.pop(run.name, None)
+        if plan is not None:   # TAS: the pods are ungated onto the assigned nodes and bound there
+            state.log(run.name, f"topology assignment: {plan_text(state, plan)}")
+            state.bind_plan(run, plan)
+        else:
+            self.pods.create_pods([run], {run.name: run.job.pods})
         if self.wait_for_pods_ready:
             wake.append(state.now + self.timeout)
 
@@ -439,6 +470,9 @@ class Kueue(Policy):
                     self._refuse(state, run, why)  # index, but a blocked admission passes it over)
                     self._held_index(state, run.job.queue).add(run.job.gpus, key, run)
                     continue
+            if not self._tas(state, run):   # quota, but no domains: tried again next cycle
+                self._fresh[run.name] = run
+                continue
             self._admit_one(state, run, wake)
             if self.block_admission:  # the workload just admitted is not ready yet
                 self._block(state, fresh[i:], key)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from courselib.model import topology
 from courselib.model.cluster import alternatives
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies.base import Policy
@@ -53,8 +54,9 @@ class Slurm(Policy):
 
     def __init__(self, workload: Workload, seed: int = 0, backfill: bool = True,
                  bf_job_part_count_reserve: int = 0, bf_max_job_test: int = 500,
-                 bf_window: float = 1440 * 60.0):
+                 bf_window: float = 1440 * 60.0, max_switch_wait: float = 300.0):
         super().__init__(workload, seed)
+        self.max_switch_wait = max_switch_wait
         self.backfill = backfill
         self.bf_job_part_count_reserve = bf_job_part_count_reserve
         self.bf_max_job_test = bf_max_job_test
@@ -152,6 +154,12 @@ class Slurm(Policy):
             kk = k if alt is None else np.where(self._allowed_mask(state, alt), k, 0)
             if kk.sum() < job.pods:  # too few pods fit on these nodes
                 continue
+            if job.topology and spec.topology:   # topology/tree: leaf switches, tightest first
+                plan, _ = topology.slurm_tree(spec, [int(x) for x in kk], job.pods,
+                                              one_leaf=self.waits_for_switch(job, t))
+                if plan is None:
+                    continue
+                return plan
             idx = np.nonzero(kk)[0]
             order = idx[np.lexsort((idx, free_g[idx]))]  # best fit: fewest free GPUs, then index
             cum = np.cumsum(kk[order])
@@ -159,6 +167,29 @@ class Slurm(Policy):
             out = [(int(i), int(kk[i])) for i in order[:m]]
             out.append((int(order[m]), int(job.pods - (cum[m - 1] if m else 0))))
             return out
+        return None
+
+    def switches(self, job: Job) -> int | None:
+        """``--switches=1`` for a job that requires the innermost level (one leaf switch); None
+        otherwise: a requirement above the leaf switches has no Slurm form (tree counts leaves)."""
+        spec = self.workload.cluster
+        if job.topology and job.topology[0] == "required" and job.topology[1] == spec.levels[-1]:
+            return 1
+        return None
+
+    def waits_for_switch(self, job: Job, t: float) -> bool:
+        """Still within ``--switches=1@max_switch_wait`` at time ``t`` (then one leaf only)."""
+        return self.switches(job) == 1 and t - job.submit < self.max_switch_wait
+
+    def topology_note(self, job: Job) -> str | None:
+        if not job.topology or not self.workload.cluster.topology:
+            return None
+        if job.topology[0] == "required" and self.switches(job) is None:
+            return (f"Slurm's topology/tree counts leaf switches only (--switches): a required "
+                    f"{job.topology[1]!r} above the leaves was placed as the tree places every job")
+        if self.switches(job) == 1:
+            return (f"--switches=1@{self.max_switch_wait:g}s: after max_switch_wait Slurm runs it "
+                    "on whatever switches the tree gives")
         return None
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
@@ -192,7 +223,9 @@ class Slurm(Policy):
         self.reservations = {}
         if self.backfill and left:
             self._backfill(state, left)
-        return []
+        # a job waiting for one leaf switch is looked at again when its wait is over
+        return [r.job.submit + self.max_switch_wait for r in left
+                if self.waits_for_switch(r.job, state.now)]
 
     def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
         """Each job in priority order, at its earliest start: now (if it delays no reservation),

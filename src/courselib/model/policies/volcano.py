@@ -57,6 +57,7 @@ from heapq import heapify, heappop, heappush
 
 import math
 
+from courselib.model import topology
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies.base import Policy
 from courselib.model.waitlist import NeedIndex
@@ -181,7 +182,10 @@ class Volcano(Policy):
             key, run = heappop(heap)
             job, bound = run.job, state.bound(run)
             if bound < job.min_member:
-                if not state.place_all_or_nothing(run, job.min_member - bound):
+                if self._hard(job):
+                    if not self._place_hypernode(state, run, job.min_member - bound):
+                        continue
+                elif not state.place_all_or_nothing(run, job.min_member - bound):
                     state.set_reason(run, gang_message(job, bound, state.last_fit))
                     continue
                 self._set_phase(run, RUNNING_PG)
@@ -193,6 +197,29 @@ class Volcano(Policy):
                     continue
             if state.bound(run) < job.pods:
                 heappush(heap, (self._key(state, run), run))
+
+    def _hard(self, job) -> bool:
+        """``networkTopology: {mode: hard, highestTierAllowed: tier of the level}`` on a cluster
+        with HyperNodes (a required level)."""
+        return bool(job.topology and job.topology[0] == "required" and self.workload.cluster.topology)
+
+    def topology_note(self, job) -> str | None:
+        if job.topology and job.topology[0] == "preferred" and self.workload.cluster.topology:
+            return ("mode: soft: no tier limit; Volcano's node scores lean toward the job's HyperNode "
+                    "(not modelled): placed as without a topology")
+        return None
+
+    def _place_hypernode(self, state: SchedState, run: JobRun, need: int) -> bool:
+        """Hard mode: the fullest HyperNode, tier by tier up to ``highestTierAllowed``, that
+        makes the job ready (:func:`courselib.model.topology.volcano_hypernode`)."""
+        job, cluster = run.job, state.cluster
+        plan, fit = topology.volcano_hypernode(self.workload.cluster, cluster.rooms(job), need,
+                                               job.topology[1], cluster.free, job.gpus_per_pod)
+        if plan is None:
+            state.set_reason(run, gang_message(job, state.bound(run), fit))
+            return False
+        state.bind_plan(run, plan)
+        return True
 
     @staticmethod
     def _turns(key: tuple, rival: tuple | None, job, left: int) -> int:

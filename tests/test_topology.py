@@ -1,0 +1,211 @@
+"""Topology-aware gangs (issue 29): the cluster's tree, where each policy lands a gang, and why one waits.
+
+The domain choices are each scheduler's own, read from its source (``courselib.model.topology``);
+these tests hold the properties the issue names: a required placement never spans its level; a
+preferred one spans no more domains than needed when one domain would do (Kueue's BestFit); the
+fast path decides exactly what the reference does; kube-default ignores the request and says so;
+hostile topologies are one located line each.
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from budget import examples
+from courselib.errors import InputError
+from courselib.io.yamlfile import load_all_text
+from courselib.io.workload import parse_workload
+from courselib.model import topology
+from courselib.model.workload import ClusterSpec, Job, Workload
+from courselib.sim.gang import simulate
+
+ISSUE = """\
+cluster:
+  nodes: 16
+  gpus_per_node: 4
+  topology:
+    - {level: rack, size: 8}
+    - {level: block, size: 4}
+jobs:
+  - {name: x, pods: 6, gpus_per_pod: 4, submit: 0, duration: 2h, topology: {required: rack}}
+  - {name: p, pods: 4, gpus_per_pod: 4, submit: 0, duration: 1h, topology: {preferred: block}}
+"""
+POLICIES = ["slurm", "kueue", "volcano", "kube-gang", "kube-default"]
+#: the policies that honour a required level as a hard constraint (Slurm only at the leaves, and
+#: only until max_switch_wait; kube-default never)
+HONOUR_REQUIRED = ["kueue", "volcano", "kube-gang"]
+
+
+def workload(text: str, file: str = "w.yaml") -> Workload:
+    return parse_workload(load_all_text(text, file=file)[0], file=file)
+
+
+def test_the_issue_workload_reads_and_every_policy_names_the_domains():
+    w = workload(ISSUE)
+    assert w.cluster.topology == (("rack", 8), ("block", 4))
+    assert w.job("x").topology == ("required", "rack") and w.job("p").topology == ("preferred", "block")
+    for policy in POLICIES:
+        r = simulate(w, policy, check=True)
+        x = r.job("x")
+        assert x.start == 0 and set(x.domains) == {"rack", "block"}
+        if policy in HONOUR_REQUIRED:
+            assert x.domains["rack"] == ["rack0"] and x.topology_note is None
+    blind = simulate(w, "kube-default").job("x")
+    assert blind.domains["rack"] == ["rack0", "rack1"] and "topology-blind" in blind.topology_note
+
+
+FRAGMENTED = """\
+cluster:
+  nodes: 16
+  gpus_per_node: 4
+  topology: [{level: rack, size: 8}, {level: block, size: 4}]
+jobs:
+  - {name: a, pods: 5, gpus_per_pod: 4, submit: 0, duration: 1h, topology: {required: rack}}
+  - {name: b, pods: 5, gpus_per_pod: 4, submit: 0, duration: 1h, topology: {required: rack}}
+  - {name: c, pods: 6, gpus_per_pod: 4, submit: 60, duration: 1h, topology: {required: rack}}
+"""
+
+
+def test_fragmentation_six_free_gpus_per_rack_but_no_rack_holds_the_job():
+    """a and b leave 3 free nodes in each rack: 6 nodes free, no rack holds c's 6 pods."""
+    w = workload(FRAGMENTED)
+    r = simulate(w, "kueue", horizon=120)
+    c = r.job("c")
+    assert c.start is None
+    assert c.pending_reason == ('Pending: couldn\'t assign flavors to pod set main: topology "default" '
+                                'allows to fit only 3 out of 6 pod(s)')
+    assert simulate(w, "kueue").job("c").start == 3600     # a rack frees when a and b end
+    blind = simulate(w, "kube-default", horizon=120).job("c")
+    assert blind.start == 60 and "topology-blind" in blind.topology_note   # placed, wherever
+    gang = simulate(w, "kube-gang", horizon=120).job("c")
+    assert gang.start is None and "in one rack" in gang.pending_reason
+    vol = simulate(w, "volcano", horizon=120).job("c")
+    assert vol.start is None and "3/6" in vol.pending_reason
+
+
+def test_kueue_best_fit_takes_the_fullest_domain_that_still_fits():
+    """Kueue's BestFit (tas_flavor_snapshot.go L1188–1203): of rack0 (8 free nodes) and rack1
+    (2 free), a 2-pod job goes to rack1; a spread-first scheduler would pick rack0."""
+    spec = ClusterSpec(16, 4, topology=(("rack", 8), ("block", 4)))
+    k = [1] * 8 + [1, 1] + [0] * 6
+    plan, _ = topology.kueue_tas(spec, k, 2, "required", "rack")
+    assert sorted(i for i, _ in plan) == [8, 9]
+    plan, fit = topology.kueue_tas(spec, k, 9, "required", "rack")
+    assert plan is None and fit == 8
+    plan, _ = topology.kueue_tas(spec, k, 9, "preferred", "rack")   # spans: the whole of both
+    assert sum(n for _, n in plan) == 9 and {i // 8 for i, _ in plan} == {0, 1}
+
+
+def test_slurm_tree_takes_the_tightest_leaf_switch_and_waits_for_one_leaf_at_most_max_switch_wait():
+    spec = ClusterSpec(16, 4, topology=(("rack", 8), ("block", 4)))
+    k = [1] * 4 + [1, 1, 0, 0] + [1, 1, 1, 0] + [0] * 4
+    plan, _ = topology.slurm_tree(spec, k, 3)
+    assert [i for i, _ in plan] == [8, 9, 10]           # block2 (3 free) is tighter than block0 (4)
+    plan, _ = topology.slurm_tree(spec, k, 5, one_leaf=True)
+    assert plan is None
+    text = """\
+cluster: {nodes: 8, gpus_per_node: 1, topology: [{level: block, size: 4}]}
+jobs:
+  - {name: a, pods: 3, gpus_per_pod: 1, submit: 0, duration: 1h}
+  - {name: b, pods: 2, gpus_per_pod: 1, submit: 0, duration: 1h, topology: {required: block}}
+  - {name: c, pods: 3, gpus_per_pod: 1, submit: 0, duration: 1h, topology: {required: block}}
+"""
+    r = simulate(workload(text), "slurm", check=True)
+    assert r.job("b").domains["block"] == ["block1"]
+    c = r.job("c")   # 3 nodes free (1 + 2): waits 300 s for one leaf, then spans both
+    assert c.start == 300 and c.domains["block"] == ["block0", "block1"]
+    assert "max_switch_wait" in c.topology_note
+
+
+@st.composite
+def topology_workloads(draw):
+    levels = draw(st.sampled_from([((("rack", 4), ("block", 2))), (("rack", 8), ("block", 4)),
+                                   (("block", 2),), (("spine", 8), ("rack", 4), ("block", 2))]))
+    nodes = levels[0][1] * draw(st.integers(1, 3))
+    gpn = draw(st.sampled_from([1, 2, 4]))
+    names = [name for name, _ in levels]
+    jobs, t = [], 0.0
+    for n in range(draw(st.integers(1, 8))):
+        t += draw(st.sampled_from([0.0, 0.0, 60.0, 600.0]))
+        gpp = draw(st.integers(1, gpn))
+        pods = draw(st.integers(1, max(1, nodes * gpn // gpp)))
+        request = draw(st.sampled_from([None, "required", "preferred"]))
+        jobs.append(Job(f"j{n}", pods, gpp, submit=t, duration=float(draw(st.sampled_from([60, 600, 3600]))),
+                        priority=draw(st.integers(0, 1)),
+                        topology=(request, draw(st.sampled_from(names))) if request else None))
+    return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs)
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology_workloads(), st.sampled_from(POLICIES))
+def test_fast_path_matches_the_reference_on_topology_workloads(w, policy):
+    fast = simulate(w, policy, check=True)
+    ref = simulate(w, policy, reference=True)
+    assert fast.jobs == ref.jobs and fast.trace == ref.trace
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology_workloads(), st.sampled_from(HONOUR_REQUIRED))
+def test_a_required_placement_never_spans_its_level(w, policy):
+    r = simulate(w, policy, check=True)
+    for j in r.jobs:
+        job = w.job(j.name)
+        if job.topology and job.topology[0] == "required" and j.domains:
+            assert len(j.domains[job.topology[1]]) == 1, (policy, j)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.data())
+def test_kueue_preferred_spans_one_domain_whenever_one_domain_holds_the_pods(data):
+    """BestFit at the preferred level: if some domain of the level holds every pod, the plan
+    stays in one; else it climbs (and spans no more top-level domains than a greedy fill needs)."""
+    spec = ClusterSpec(16, 4, topology=(("rack", 8), ("block", 4)))
+    k = data.draw(st.lists(st.integers(0, 4), min_size=16, max_size=16))
+    pods = data.draw(st.integers(1, max(1, sum(k))))
+    level = data.draw(st.sampled_from(["rack", "block"]))
+    plan, _ = topology.kueue_tas(spec, k, pods, "preferred", level)
+    if sum(k) < pods:
+        assert plan is None
+        return
+    assert sum(n for _, n in plan) == pods and all(n <= k[i] for i, n in plan)
+    need = topology.fewest_domains(spec, level, k, pods)
+    if need == 1:
+        assert len(topology.domains_spanned(spec, [i for i, _ in plan], level)) == 1
+
+
+@pytest.mark.parametrize("cluster_topology, message", [
+    ("[{level: rack, size: 5}]", "w.yaml:1: cluster.topology[0].size: size 5 does not divide the cluster's 16 nodes"),
+    ("[{level: rack, size: 0}]", "w.yaml:1: cluster.topology[0].size: size must be at least 1 node, got 0"),
+    ("[{level: rack, size: 8}, {level: rack, size: 4}]",
+     "w.yaml:1: cluster.topology[1].level: level 'rack' is named twice (first at line 1)"),
+    ("[{level: rack, size: 4}, {level: block, size: 8}]",
+     "w.yaml:1: cluster.topology[1].size: size 8 does not divide the level above it (4 nodes)"),
+])
+def test_a_hostile_topology_is_one_located_line(cluster_topology, message):
+    text = f"cluster: {{nodes: 16, gpus_per_node: 4, topology: {cluster_topology}}}\n" \
+           "jobs:\n  - {name: a, pods: 1, gpus_per_pod: 1, duration: 1h}\n"
+    with pytest.raises(InputError) as err:
+        workload(text)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_a_job_requiring_an_unknown_level_is_one_located_line():
+    text = ISSUE.replace("{required: rack}", "{required: pod}")
+    with pytest.raises(InputError) as err:
+        workload(text)
+    assert str(err.value).startswith("w.yaml:8: jobs[0].topology.required: topology level 'pod' is not "
+                                     "a level of cluster.topology (rack, block)")
+    flat = "cluster: {nodes: 2, gpus_per_node: 1}\njobs:\n  - {name: a, pods: 1, gpus_per_pod: 1, " \
+           "duration: 1h, topology: {preferred: rack}}\n"
+    with pytest.raises(InputError, match="the cluster has none"):
+        workload(flat)
+    with pytest.raises(InputError, match="one of required or preferred"):
+        workload(ISSUE.replace("{required: rack}", "{required: rack, preferred: block}"))
+
+
+def test_the_model_refuses_what_the_reader_refuses():
+    with pytest.raises(ValueError, match="named twice"):
+        ClusterSpec(4, 1, topology=(("a", 2), ("a", 1)))
+    with pytest.raises(ValueError, match="not a level"):
+        Workload(ClusterSpec(4, 1, topology=(("a", 2),)), [Job("j", 1, 1, duration=1, topology=("required", "b"))])
