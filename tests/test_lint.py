@@ -273,14 +273,15 @@ def test_kubernetes_podgroup_min_count_against_its_pods(capsys, tmp_path):
 
 # ---- the rules as a registry (issue 34) ------------------------------------------------------------
 #: Every code the linter had when its rules moved into the registry: none may go or change its meaning.
-CODES = {f"S{n:03d}" for n in range(1, 14)} | {f"K{n:03d}" for n in range(1, 14)} | {f"D{n:03d}" for n in range(1, 5)}
+CODES = {f"S{n:03d}" for n in range(1, 14)} | {f"K{n:03d}" for n in range(1, 14)} | {f"D{n:03d}" for n in range(1, 5)} \
+    | {"W001", "W002"}
 
 
 def test_every_code_is_one_registered_rule_with_its_reason_and_fix():
     from courselib.lint import RULES
     assert set(RULES) == CODES
     for code, r in RULES.items():
-        assert r.code == code and code[0] == {"sbatch": "S", "manifest": "K", "dockerfile": "D"}[r.kind]
+        assert r.code == code and code[0] == {"sbatch": "S", "manifest": "K", "dockerfile": "D", "workload": "W"}[r.kind]
         assert r.title and len(r.why) > 40 and r.fix
         assert set(r.severity.replace(",", " ").split()) - {"or"} <= {"error", "warning", "info"}
 

@@ -209,3 +209,30 @@ def test_the_model_refuses_what_the_reader_refuses():
         ClusterSpec(4, 1, topology=(("a", 2), ("a", 1)))
     with pytest.raises(ValueError, match="not a level"):
         Workload(ClusterSpec(4, 1, topology=(("a", 2),)), [Job("j", 1, 1, duration=1, topology=("required", "b"))])
+
+
+LINTED = """\
+cluster:
+  nodes: 16
+  gpus_per_node: 4
+  topology: [{level: rack, size: 8}, {level: block, size: 4}]
+jobs:
+  - {name: x, pods: 6, gpus_per_pod: 4, duration: 2h, topology: {required: block}}
+  - {name: p, pods: 4, gpus_per_pod: 4, duration: 1h, topology: {preferred: block}}
+  - {name: ok, pods: 4, gpus_per_pod: 4, duration: 1h, topology: {required: block}}
+"""
+
+
+def test_lint_finds_a_required_domain_smaller_than_the_job_and_each_scheduler_that_ignores_a_request(tmp_path):
+    from courselib.cli.files import lint_file
+    path = tmp_path / "w.yaml"
+    path.write_text(LINTED)
+    found = [(f.code, f.line, f.message.split(":")[0]) for f in lint_file(str(path))]
+    assert ("W001", 6, "job 'x' requires one block but needs 6 pods of 4 GPUs; an empty block holds 4") in \
+        [(c, ln, m) for c, ln, m in [(f.code, f.line, f.message.split(": it")[0]) for f in lint_file(str(path))]]
+    assert not any(c == "W001" and ln != 6 for c, ln, _ in found)            # 'ok' fits one block
+    ignored = {(ln, m) for c, ln, m in found if c == "W002"}
+    assert ignored == {(6, "job 'x' under kube-default"), (7, "job 'p' under kube-default"),
+                       (7, "job 'p' under volcano"), (7, "job 'p' under kube-gang"), (8, "job 'ok' under kube-default")}
+    path.write_text(LINTED.replace("required: block}}\n  - {name: p", "required: rack}}\n  - {name: p"))
+    assert not any(f.code == "W001" for f in lint_file(str(path)))            # a rack holds 8 nodes

@@ -325,6 +325,12 @@ def detect_kind(path: Path, text: str) -> str:
     return "sbatch" if text.startswith("#!") else "unknown"
 
 
+def _is_workload(text: str) -> bool:
+    """A course workload file (top-level ``cluster:`` and ``jobs:``), not a Kubernetes manifest."""
+    tops = {ln.split(":", 1)[0] for ln in text.splitlines() if ln[:1].isalpha() and ":" in ln}
+    return {"cluster", "jobs"} <= tops and "apiVersion" not in tops
+
+
 def lint_file(path: str) -> list:
     """The findings for one file (raises ``CourseError`` if it cannot be read)."""
     from courselib.io.policy import FILE_LIMITS, read_text
@@ -343,6 +349,14 @@ def lint_file(path: str) -> list:
         from courselib.io.sbatch import parse_sbatch
         from courselib.lint import lint_sbatch
         return lint_sbatch(parse_sbatch(text, file=path, strict=False), text)
+    if kind == "manifest" and _is_workload(text):
+        from courselib.io.workload import parse_workload
+        from courselib.io.yamlfile import load_one
+        from courselib.lint import lint_workload
+        doc = load_one(path, "workload")
+        jobs = doc.get("jobs") if isinstance(doc, dict) else None
+        lines = {j.get("name"): jobs.line_of(i) for i, j in enumerate(jobs or []) if isinstance(j, dict)}
+        return lint_workload(parse_workload(doc, file=path), path, lines)
     if kind == "manifest":
         from courselib.io.manifests import read_manifests_text
         from courselib.lint import lint_manifests
