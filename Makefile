@@ -9,11 +9,14 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup setup-k8s book book-student site-test student-template test test-fast lab serve labs bench clean help
+.PHONY: setup setup-k8s book book-student site-test student-template test test-fast test-topic test-real lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"
 	@echo "make test    run every test (unit, property, notebooks, book, real system where permitted)"
+	@echo "make test-fast   the two-minute loop (no chapter executed, no lab graded, no real system)"
+	@echo "make test-topic T=oom   one chapter's module tests, page, lab and solution"
+	@echo "make test-real S=kube   the tests on one real system (kube, slurm, kernel, container, mpi)"
 	@echo "make lab     open JupyterLab on the course"
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
 	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
@@ -71,8 +74,22 @@ test: setup
 	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi
 	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env --durations=40
 
+# The two-minute loop: no chapter executed, no lab graded, no site, no real system, a tenth of each
+# property test's examples (tests/tiers.py says which test is in which tier; tests/budget.py the budgets).
+FAST := not (book or site or lab or real or scale or slow)
 test-fast: setup
-	$(BIN)/python -m pytest tests -m "not slow and not real"
+	COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -m "$(FAST)" --durations=10
+
+# One topic: a chapter's module tests, its page, its lab and its solution (T=oom, T=gang, T=03, ...).
+test-topic: setup
+	@test -n "$(T)" || { echo "make: name a topic, e.g. make test-topic T=oom (tests/tiers.py lists them)"; exit 2; }
+	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env -q \
+	  --topic "$(T)" -m "not (site or real)" --durations=10
+
+# One real system: S=kube, slurm, kernel, container or mpi (skipped with the reason where it cannot run).
+test-real: setup
+	@test -n "$(S)" || { echo "make: name a system, e.g. make test-real S=kube (kube, slurm, kernel, container, mpi)"; exit 2; }
+	$(BIN)/python -m pytest tests -q -m "real_$(S)" --durations=20
 
 # As root (a container, CI) Jupyter refuses to start unless told it may.
 lab: setup

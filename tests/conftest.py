@@ -5,9 +5,18 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+import budget
 
 #: The live test loop: one control plane and one Slurm per session, reshaped, not restarted (house).
-pytest_plugins = ("live_fixtures",)
+pytest_plugins = ("live_fixtures", "tiers")
+#: Test tiers by cost and system (book, site, lab, real_*, scale, slow): tests/tiers.py.
+
+# A property test that names no count gets Hypothesis' default (100) in the full run, 10 in the dev tier.
+settings.register_profile("dev", max_examples=10)
+if budget.budget() == "dev":
+    settings.load_profile("dev")
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"

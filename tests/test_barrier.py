@@ -14,6 +14,7 @@ from courselib.errors import InputError
 from courselib.model import cost, nccl
 from courselib.sim import barrier
 from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
+from budget import examples
 
 H, M = 3600.0, 60.0
 
@@ -79,7 +80,7 @@ def test_communicator_waits_for_every_rank():
     assert comm.arrive(("all-reduce", 1), 3) is ev and ev.triggered
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(2, 12), st.data())
 def test_a_lost_rank_blocks_every_pending_collective(n, data):
     env = simpy.Environment()
@@ -199,7 +200,7 @@ def test_scenario_from_gang_start_times():
     assert r.init_wait_gpu_hours == pytest.approx(2 * 30 / 3600)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(ranks=st.integers(2, 24), rank=st.data(), at_steps=st.integers(0, 200), offset=st.sampled_from([0, 20]),
        every=st.integers(1, 12), ckpt_cost=st.sampled_from([0.0, 30.0]), timeout=st.sampled_from([120.0, 600.0]),
        restart=st.sampled_from([0.0, 300.0]))

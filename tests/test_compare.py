@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from courselib.model.generate import mixed_workload
 from courselib.sim.compare import POLICIES, compare, summarise
+from budget import examples
 
 
 def test_same_seed_same_workload_other_seed_other_workload():
@@ -27,7 +28,7 @@ def test_bad_generator_arguments():
         mixed_workload(0, nodes=0)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(st.integers(min_value=0, max_value=10_000))
 def test_placement_level_gangs_never_hold_gpus_idle(seed):
     """Volcano (allocate commits only ready jobs) and Slurm (whole-job allocation): zero waste."""

@@ -11,6 +11,7 @@ from courselib.errors import InputError
 from courselib.model import checkpoint as ckpt
 from courselib.model import cost
 from courselib.units import parse_duration
+from budget import examples
 
 # ---- wasted GPU-hours: the seed and the exercise --------------------------------------------
 
@@ -40,7 +41,7 @@ def test_exercise_480_gpus_40_minutes_at_3_dollars_versus_volcano():
     assert cost.EXERCISE.missing == 32
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 100_000), st.integers(0, 100_000), st.floats(0, 1e6), st.floats(0, 1e6))
 def test_more_gpus_or_longer_waits_never_cost_less(g1, g2, w1, w2):
     lo_g, hi_g = sorted((g1, g2))
@@ -132,13 +133,13 @@ def test_daly_when_the_checkpoint_costs_more_than_two_mtbf():
 durations = st.floats(min_value=1e-3, max_value=1e7, allow_nan=False, allow_infinity=False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(durations, durations)
 def test_daly_never_exceeds_the_mtbf(c, m):
     assert 0 < ckpt.daly_interval(c, m) <= m
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(durations, durations, durations, st.floats(0, 1e7))
 def test_waste_fraction_is_a_fraction(t, c, m, r):
     w = ckpt.waste_fraction(t, c, m, r)
@@ -148,7 +149,7 @@ def test_waste_fraction_is_a_fraction(t, c, m, r):
     assert plan.clamped == (ckpt.first_order_waste(plan.daly_s, c, m, r) > 1.0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.floats(1, 3600), st.floats(3600, 1e6), st.floats(0.1, 10))
 def test_young_minimises_the_first_order_waste(c, m, factor):
     young = ckpt.young_interval(c, m)

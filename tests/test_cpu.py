@@ -10,6 +10,7 @@ from courselib.errors import InputError, PrivilegeError
 from courselib.live import cpu as live_cpu
 from courselib.model import cpu
 from courselib.model.cgroup_files import KNOBS, knob
+from budget import examples
 
 
 @pytest.mark.parametrize("q,milli", [("250m", 250), ("1", 1000), ("1.5", 1500), (2, 2000), ("0.1", 100), ("1.0001", 1001)])
@@ -35,7 +36,7 @@ def test_kubelet_quota_and_shares():
     assert cpu.milli_cpu_to_shares(10_000_000) == 262_144
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(min_value=1, max_value=512_000), st.integers(min_value=1, max_value=512_000))
 def test_more_cpu_never_less_quota_or_shares(a, b):
     lo, hi = sorted((a, b))

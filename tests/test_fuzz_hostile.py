@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
+from budget import examples
 from hostile import HUGE, run_cli, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,7 +150,7 @@ def _keep(content: bytes, suffix: str) -> Path:
 #: Cases per test in `make test`; COURSELIB_FUZZ_EXAMPLES=500 digs deeper (COURSELIB_FUZZ_RANDOM=1: new
 #: cases each run instead of the same derandomised ones).
 EXAMPLES = int(os.environ.get("COURSELIB_FUZZ_EXAMPLES", "18"))
-FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+FUZZ_SETTINGS = settings(max_examples=examples(EXAMPLES), deadline=None,
                          derandomize=not os.environ.get("COURSELIB_FUZZ_RANDOM"), database=None,
                          phases=(Phase.explicit, Phase.generate),  # no shrinking: a failure prints its input
                          suppress_health_check=list(HealthCheck))

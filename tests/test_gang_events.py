@@ -11,6 +11,7 @@ from courselib.io.yamlfile import load_one
 from courselib.model import jobset
 from courselib.model.workload import ClusterSpec, Fail, Job, Preempt, Workload
 from courselib.sim.gang import simulate
+from budget import examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workloads"
 SEED_FORM = """
@@ -144,7 +145,7 @@ def test_events_need_a_policy_that_models_them():
         simulate(w, "volcano")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 3), st.lists(st.integers(1, 20), min_size=1, max_size=5, unique=True),
        st.sampled_from(["kube-default", "kube-gang", "kueue"]))
 def test_a_jobset_fails_exactly_when_its_losses_exceed_max_restarts(max_restarts, minutes, policy):

@@ -23,6 +23,7 @@ from courselib.model.policies.slurm import Slurm
 from courselib.model.policies.slurm_fast import SlurmFast
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
 from courselib.sim.gang import simulate
+from budget import examples
 
 VARIANTS = {
     "kube-default": {}, "kube-default+preemption": {"preemption": True},
@@ -110,13 +111,13 @@ def _slurm_passes():
             cls.schedule = original
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(), st.sampled_from(sorted(VARIANTS)))
 def test_fast_path_matches_the_reference_on_random_workloads(w, variant):
     same(w, variant, horizon=12 * 3600)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(), st.randoms(use_true_random=False))
 def test_fast_path_matches_the_reference_with_a_recorded_quorum_order(w, rnd):
     """kube-gang's group_order (a real run's order of gangs meeting their quorum) on both paths."""
@@ -125,7 +126,7 @@ def test_fast_path_matches_the_reference_with_a_recorded_quorum_order(w, rnd):
     same(w, "kube-gang", horizon=12 * 3600, group_order=names)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(st.integers(0, 10 ** 6), st.sampled_from(["kube-default", "volcano", "kueue", "slurm", "kube-gang"]),
        st.sampled_from([0.6, 1.0, 1.5]))
 def test_fast_path_matches_the_reference_on_seeded_scale_workloads(seed, policy, load):
@@ -133,7 +134,7 @@ def test_fast_path_matches_the_reference_on_seeded_scale_workloads(seed, policy,
     same(scale_workload(seed, nodes=12, jobs=80, load=load, queues=2), policy)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(max_jobs=40, oversize=2), st.sampled_from(sorted(VARIANTS)))
 def test_fast_path_matches_the_reference_on_crowded_workloads(w, variant):
     """Many jobs waiting at once, a third of them larger than the cluster: the fast paths' waiting
@@ -142,7 +143,7 @@ def test_fast_path_matches_the_reference_on_crowded_workloads(w, variant):
     same(w, variant, horizon=12 * 3600)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(st.integers(0, 10 ** 6), st.sampled_from(sorted(VARIANTS)), st.sampled_from([(3, 8), (5, 2), (8, 1)]))
 def test_fast_path_matches_the_reference_on_overloaded_workloads(seed, variant, shape):
     """The benchmark's overloaded cluster (bench_scale.py), small: jobs of growing size, half
@@ -167,7 +168,7 @@ def test_a_held_job_goes_exactly_when_it_fits(variant):
         assert r.job("c").start == 60, variant
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(max_jobs=30, oversize=2), st.randoms(use_true_random=False),
        st.sampled_from(["Eviction", "Creation"]))
 def test_fast_path_matches_the_reference_with_a_recorded_kueue_queue_order(w, rnd, requeuing):
@@ -247,7 +248,7 @@ def planning_states(draw):
     return pol, state, reserved, gpn
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planning_states(), st.data())
 def test_the_availability_profile_plans_what_the_arrays_plan(setup, data):
     """Slurm's backfill plans a plain job from level bitmasks (``Profile``): for any running jobs,
@@ -281,7 +282,7 @@ def test_a_shorter_job_behind_one_that_found_no_start_still_gets_its_reservation
     assert first[1]["h"][:2] == (1200.0, 1900.0) and first[1]["b"][:2] == (300.0, 1150.0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([1, 2, 8]), st.integers(1, 12), st.sampled_from([60.0, 600.0, 900.0, 3600.0])),
                 max_size=40), st.lists(st.tuples(st.sampled_from([1, 2, 8]), st.integers(1, 12),
                                                  st.sampled_from([30.0, 60.0, 600.0, 900.0, 7200.0])), max_size=20))
@@ -298,7 +299,7 @@ def test_the_staircase_answers_what_a_walk_over_every_failure_answers(failures, 
             assert stairs.covers(pg, pp, pr) == walk
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(st.integers(0, 10 ** 6), st.sampled_from([2, 5, 500]), st.sampled_from([1800.0, 3600.0, 86400.0]),
        st.sampled_from([0, 1]))
 def test_slurm_backfill_passes_repeated_behind_a_long_queue_match_the_reference(seed, tested, window, reserve):
@@ -373,7 +374,7 @@ def long_queues(draw):
     return Workload(ClusterSpec(nodes, gpn), jobs)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(long_queues(), st.sampled_from([{}, {"bf_max_job_test": 8}, {"bf_window": 7200.0},
                                        {"bf_max_job_test": 20, "bf_window": 14400.0}]))
 def test_slurm_passes_that_carry_the_last_ones_outcomes_match_the_reference(w, options):
@@ -397,7 +398,7 @@ def test_the_carried_passes_are_exercised_and_move_reservations():
     assert stats["seeded"] > 0, stats  # a job spared a search by a root carried from the last pass
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planning_states(), st.data())
 def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
     """Availability.curve answers, for a time and a pod size, every runtime at once: the nodes the
@@ -484,7 +485,7 @@ def test_the_carried_record_holds_only_the_jobs_backfill_tests():
     assert len(sizes) > 100 and max(sizes) <= 8, (len(sizes), max(sizes))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 12), st.sampled_from([1, 2, 4, 8]), st.sampled_from([0, 64]), st.data())
 def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, data):
     """Cluster.bind_plan (one plain job's pods, node by node, totals counted once) leaves the

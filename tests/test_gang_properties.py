@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.sim.gang import simulate
+from budget import examples
 
 POLICIES = ["kube-default", "volcano", "kueue", "slurm", "kube-gang"]
 
@@ -34,7 +35,7 @@ def workloads(draw, same_submit: bool = False, plain: bool = False):
     return Workload(cluster, jobs)
 
 
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST
@@ -66,7 +67,7 @@ def test_volcano_and_slurm_never_hold_gpus_without_training(w, policy):
             assert held == 0 or training, (name, history)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(workloads(), st.sampled_from(POLICIES), st.integers(0, 3))
 def test_simulation_is_deterministic(w, policy, seed):
     a = simulate(w, policy, seed=seed, horizon=6 * 3600).to_dict()
@@ -113,7 +114,7 @@ def brute_force_kube_deadlock(w: Workload) -> tuple[bool, set]:
             bound[name] = [None] * job.pods  # finished: keeps its count, holds nothing
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(workloads(same_submit=True, plain=True))
 def test_kube_default_deadlock_agrees_with_brute_force(w):
     expected, started = brute_force_kube_deadlock(w)
@@ -157,7 +158,7 @@ def assert_permit_bounded(r, timeout: float) -> None:
         assert released - bound <= timeout + 1e-9, (job, bound, released)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(), st.sampled_from([60.0, 300.0, 900.0]), st.sampled_from([0.0, 300.0]))
 def test_kube_gang_never_holds_gpus_for_an_incomplete_gang_beyond_the_permit_timeout(w, timeout, requeue):
     """Each pod waiting at Permit for its gang's minCount is rejected and unreserved at its own

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from courselib.grading import encode
 from courselib.grading.sandbox import MAX_MESSAGE, Sandbox, Stopped, parse_reply
+from budget import examples
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -33,7 +34,7 @@ def _shape_ok(reply: dict, ident: int) -> None:
     assert isinstance(reply.get("values", {}), dict)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(json_values, st.dictionaries(st.sampled_from(["id", "error", "values", "value", "ready"]),
                                               json_values, max_size=5)), st.integers(0, 3))
 def test_any_json_reply_is_read_in_shape_or_skipped(message, ident):
@@ -42,7 +43,7 @@ def test_any_json_reply_is_read_in_shape_or_skipped(message, ident):
         _shape_ok(reply, ident)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_are_skipped_or_read(body):
     try:
@@ -67,7 +68,7 @@ def test_nesting_past_the_parser_stops_the_process_cleanly(depth):
         parse_reply(deep, 1)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(json_values, tagged, st.lists(tagged, max_size=3)))
 def test_decoding_any_data_gives_data_or_a_decode_error(data):
     try:
@@ -77,7 +78,7 @@ def test_decoding_any_data_gives_data_or_a_decode_error(data):
     assert not callable(value) or isinstance(value, encode.StudentCallable)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=64).map(lambda b: ("raw", b)),
                           json_values.map(lambda v: ("json", json.dumps(v).encode())),
                           st.integers(0, 5).map(lambda i: ("reply", json.dumps({"id": i, "error": None}).encode()))),

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from courselib.errors import CourseError, InputError
 from courselib.io.traces import parse_csv_trace, parse_swf, parse_trace_text, read_trace
+from budget import examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "files"
 
@@ -86,7 +87,7 @@ LINES = st.sampled_from(["; MaxNodes: 8", ";", "1 0 0 10 2 -1 -1 2 20 -1 1 1 1 -
 
 
 @given(st.lists(LINES, max_size=8), st.sampled_from(["\n", "\r\n"]), st.sampled_from(["t.swf", "t.csv", "t"]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_generated_traces_never_raise_anything_but_course_errors(lines, eol, name):
     try:
         parse_trace_text(eol.join(lines), file=name, name=name).summary()

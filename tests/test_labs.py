@@ -37,6 +37,7 @@ from courselib.errors import InputError
 from courselib.grading import build, markers
 from courselib.grading.grade import format_report
 from courselib.grading.grade import grade as _grade
+from budget import examples
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
@@ -176,7 +177,7 @@ def test_bad_markers_are_located_errors(src, line, text):
     assert str(err.value).startswith("solutions/x.ipynb cell 4:") and "\n" not in str(err.value)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), min_size=1, max_size=4, unique=True),
        st.integers(min_value=0, max_value=10_000))
 def test_every_assigned_name_gets_exactly_one_stub_and_no_value_leaks(names, value):

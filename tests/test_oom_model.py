@@ -12,6 +12,7 @@ from courselib.model.memcg import (DEADLOCK_PANIC, Cgroup, ExitStatus, Process, 
 from courselib.model.qos import (BESTEFFORT, BURSTABLE, GUARANTEED, Container, Pod,
                                  burstable_oom_score_adj, container_oom_score_adj, qos_class)
 from courselib.model.restart import restart_delay, restart_delays, restart_times, terminated_by_oom
+from budget import examples
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2
@@ -66,7 +67,7 @@ def test_any_eligible_task_beats_nothing():
     assert out.victim == "x" and out.killed == ("x",)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(-1000, 1000)), min_size=1, max_size=8),
        st.integers(1, 10 ** 7))
 def test_victim_has_the_most_points_and_is_the_last_of_equals(specs, total):
@@ -144,7 +145,7 @@ def test_proc_oom_score_truncates_toward_zero_like_c():
     assert proc_oom_score(t, total) == (1000 + (-1)) * 2 // 3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 10 ** 7), st.integers(-999, 1000), st.integers(1000, 10 ** 8))
 def test_proc_oom_score_stays_in_0_2000(rss, adj, total):
     # FACTS §7.5: "oom_score range is 0-2000"
@@ -280,7 +281,7 @@ def test_pod_level_memory_request_is_shared_by_the_containers():
     assert container_oom_score_adj(pod, b, 16 * GiB) == 1000 - 1000 * GiB // (16 * GiB)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 64 * GiB), st.integers(1, 64 * GiB))
 def test_burstable_adj_always_in_3_999(req, cap):
     # FACTS §2.2: Burstable = clamp(..., 3, 999)

@@ -7,6 +7,7 @@ import pytest
 
 from courselib.io.scenario import read_scenario, scenario_from_text
 from courselib.sim.memcg import simulate, summary
+from budget import examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "oom"
 
@@ -127,7 +128,7 @@ procs_strategy = st.lists(st.tuples(st.integers(0, 20_000), st.integers(-1000, 1
                           min_size=1, max_size=5)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(procs_strategy, st.integers(1_000, 60_000), st.integers(500, 80_000))
 def test_kills_happen_only_at_memory_max_never_at_high(specs, limit, high):
     # FACTS §1.5: memory.high never kills; memory.max invokes the OOM killer in the cgroup
@@ -144,7 +145,7 @@ def test_kills_happen_only_at_memory_max_never_at_high(specs, limit, high):
     assert no_max.kills == []  # only memory.high: throttled, never killed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(procs_strategy, st.integers(1_000, 10 ** 6))
 def test_static_scenario_victim_is_the_models(specs, limit):
     # a scenario without growth is the OOM at t=0: the victim is select_victim's (FACTS §1.2)

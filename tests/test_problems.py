@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from courselib import problems
 from courselib.cli.main import main
 from courselib.problems import DIFFICULTIES, render
+from budget import examples
 
 READY = problems.available()
 CASES = [(t, d) for t in READY for d in DIFFICULTIES]
@@ -196,7 +197,7 @@ def test_a_topic_not_written_yet_is_one_clear_line(capsys, monkeypatch):
     assert "future" in out and "(not available yet)" in out
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(min_value=0, max_value=10 ** 12), topic=st.sampled_from(READY),
        difficulty=st.sampled_from(DIFFICULTIES))
 def test_any_seed_gives_a_solvable_problem(seed, topic, difficulty):

@@ -11,6 +11,7 @@ from courselib.errors import InputError
 from courselib.model import recovery
 from courselib.model.nccl import NCCL_ERROR_AFTER_S, PG_NCCL_TIMEOUT_S
 from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
+from budget import examples
 
 WHOLE = ("restart", "in-place", "requeue")
 
@@ -31,7 +32,7 @@ def ladder_inputs(draw):
         replica_groups=draw(st.sampled_from([0, nodes])))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ladder_inputs())
 def test_no_rung_loses_more_work_than_a_whole_job_restart(x):
     restart = recovery.rung("restart", x)
@@ -41,7 +42,7 @@ def test_no_rung_loses_more_work_than_a_whole_job_restart(x):
         assert r.detection_s <= restart.detection_s
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ladder_inputs())
 def test_shrinking_never_reports_more_capacity_than_n_minus_one(x):
     shrink = recovery.rung("shrink", x)

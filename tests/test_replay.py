@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from courselib.io.traces import TraceJob, parse_swf, read_trace
 from courselib.model.replay import CoreJob, from_trace_jobs, replay, replay_reference
+from budget import examples
 
 LUBLIN = "traces/DIR-LAB__deep-batch-scheduler__data__lublin_256.swf"
 
@@ -135,14 +136,14 @@ def _running_at(jobs, start, t):
     return sum(j.procs for j, s in zip(jobs, start) if s is not None and s <= t < s + j.run)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(workloads(), st.sampled_from(["fifo", "easy"]))
 def test_fast_path_equals_reference(w, policy):
     jobs, cores = w
     assert replay(jobs, cores, policy).start == replay_reference(jobs, cores, policy).start
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(workloads(), st.sampled_from(["fifo", "easy"]))
 def test_never_over_capacity_never_before_submit_rejects_only_the_too_wide(w, policy):
     jobs, cores = w
@@ -154,7 +155,7 @@ def test_never_over_capacity_never_before_submit_rejects_only_the_too_wide(w, po
             assert _running_at(jobs, start, s) <= cores
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(workloads())
 def test_fifo_starts_in_submit_order(w):
     jobs, cores = w
@@ -163,7 +164,7 @@ def test_fifo_starts_in_submit_order(w):
     assert all(start[a] <= start[b] for a, b in zip(order, order[1:]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(workloads())
 def test_easy_never_delays_the_head_jobs_reservation(w):
     jobs, cores = w
@@ -172,7 +173,7 @@ def test_easy_never_delays_the_head_jobs_reservation(w):
         assert s.start[head] <= shadow
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(workloads(exact=True))
 def test_easy_is_never_worse_than_fifo_for_the_first_job_that_waits(w):
     # With exact estimates the first job FIFO makes wait gets a reservation at exactly its FIFO

@@ -13,6 +13,7 @@ from courselib.model import cost
 from courselib.sim.gang import simulate
 from courselib.static import views
 from courselib.widgets.gang import default_workload
+from budget import examples
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,7 +36,7 @@ def test_the_course_cases_are_settings_of_the_calculator():
     assert (d["gpus"], d["wait_min"], d["price"]) == (cost.SEED.gpus_held, cost.SEED.wait_s / 60, "2-4")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_every_cell_of_the_calculator_is_courselibs_number(data):
     t = cost_table()
@@ -62,7 +63,7 @@ def test_the_race_holds_the_seeds_deadlock_and_every_setting():
         assert not t["cases"][f"{policy}|75|0"]["deadlock"], policy
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(st.data())
 def test_every_race_setting_is_courselibs_simulation(data):
     t = race_table()

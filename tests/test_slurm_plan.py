@@ -12,6 +12,7 @@ from courselib.live import slurm
 from courselib.live.daemons import Launcher
 from courselib.live import slurm_replay as replay
 from courselib.model.workload import ClusterSpec, Job, Workload
+from budget import examples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def test_plan_keeps_time_limit_proportions_and_maps_whole_nodes_to_nodes():
     assert js["a"].time_limit == 120.0 and js["a"].duration == a.sleep
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 48), st.integers(1, 48)), min_size=1, max_size=6))
 def test_plan_minutes_are_exact_multiples(pairs):
     jobs = [Job(f"j{k}", 1, 8, duration=d * 900.0, time_limit=max(d, t) * 900.0)

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from courselib.errors import CourseError, InputError
 from courselib.io.yamlfile import Fields, load_all_text
 from courselib.units import PAGE_SIZE, format_duration, parse_duration, parse_memory
+from budget import examples
 
 
 @pytest.mark.parametrize("text,seconds", [("25m", 1500), ("1500s", 1500), ("0.5h", 1800), ("1d", 86400),
@@ -38,14 +39,14 @@ def test_bad_memory(bad):
         parse_memory(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.floats(min_value=0, max_value=1e7, allow_nan=False), st.sampled_from("smhd"))
 def test_duration_round_trip(x, unit):
     factor = {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
     assert parse_duration(f"{x!r}{unit}") == pytest.approx(x * factor)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=12))
 def test_any_text_is_a_duration_or_a_located_error(text):
     try:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from courselib.model.waitlist import NeedIndex
+from budget import examples
 
 NEEDS = [1, 2, 3, 5, 8, 13, 40]
 
@@ -17,7 +18,7 @@ ops = st.lists(st.one_of(
 ), max_size=80)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(ops)
 def test_the_index_answers_what_a_scan_answers(operations):
     idx, items, seq = NeedIndex(NEEDS), {}, 0  # key -> (need, item)

@@ -1,0 +1,93 @@
+"""The test loop itself: Hypothesis budgets go through tests/budget.py, and tests/tiers.py's rules put
+each kind of test in its tier (make test-fast, make test-topic, make test-real)."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import budget
+import tiers
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+
+
+def test_no_property_test_names_its_count_without_the_budget_helper():
+    bare = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path.name == "conftest.py":  # the dev profile for tests that name no count
+            continue
+        for k, line in enumerate(path.read_text().splitlines(), 1):
+            for m in re.finditer(r"max_examples\s*=\s*([^,)]+)", line):
+                if not m.group(1).strip().startswith("examples("):
+                    bare.append(f"{path.relative_to(ROOT)}:{k}: {line.strip()}")
+    assert not bare, "use max_examples=examples(N) (tests/budget.py):\n" + "\n".join(bare)
+
+
+def test_the_dev_budget_shrinks_every_count_and_the_full_one_keeps_it(monkeypatch):
+    monkeypatch.delenv("COURSE_TEST_BUDGET", raising=False)
+    assert [budget.examples(n) for n in (8, 60, 1500)] == [8, 60, 1500]
+    monkeypatch.setenv("COURSE_TEST_BUDGET", "dev")
+    assert [budget.examples(n) for n in (3, 8, 60, 1500)] == [3, 5, 6, 150]
+    monkeypatch.setenv("COURSE_TEST_BUDGET", "quick")
+    with pytest.raises(ValueError, match="COURSE_TEST_BUDGET='quick'"):
+        budget.examples(10)
+
+
+def test_every_tier_is_a_registered_marker():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    registered = {m.split(":")[0] for m in config["tool"]["pytest"]["ini_options"]["markers"]}
+    assert set(tiers.TIERS) <= registered
+    used = {t for table in (tiers.FILES, tiers.FIXTURES, tiers.CALLS, tiers.TESTS) for ts in table.values() for t in ts}
+    assert used <= set(tiers.TIERS)
+
+
+def test_every_file_the_tiers_name_exists():
+    names = {p.name for p in TESTS.glob("test_*.py")}
+    named = set(tiers.FILES) | {key.partition("::")[0] for key in tiers.TESTS}
+    assert named <= names, named - names
+
+
+def _item(path: str, name: str = "test_x", fixtures=(), function=None):
+    return SimpleNamespace(fspath=ROOT / path, name=name, fixturenames=list(fixtures), function=function)
+
+
+def test_the_rules_classify_by_file_fixture_call_and_notebook():
+    def grades_a_lab(tmp_path):
+        return grade(tmp_path)  # noqa: F821 (only its source is read)
+
+    def pure():
+        return 1
+
+    assert tiers.tiers_of(_item("tests/test_kube_live.py")) == {"real_kube"}
+    assert tiers.tiers_of(_item("tests/test_new.py", fixtures=["live_slurm"])) == {"real_slurm"}
+    assert tiers.tiers_of(_item("tests/test_new.py", function=grades_a_lab)) == {"lab"}
+    assert tiers.tiers_of(_item("tests/test_new.py", function=pure)) == set()
+    assert tiers.tiers_of(_item("solutions/03-oom-killer.ipynb")) == {"lab"}
+    assert tiers.tiers_of(_item("notebooks/oom-playground.ipynb")) == {"book"}
+
+
+def test_topics_select_a_chapters_module_page_and_lab():
+    words = tiers.topic_words("oom")
+    for nodeid in ("tests/test_oom_model.py::test_a", "tests/test_book.py::test_page_executes[book/03-oom-killer]",
+                   "tests/test_labs.py::test_every_untouched_lab_scores_zero_on_every_question[03-oom-killer]",
+                   "solutions/03-oom-killer.ipynb::Cell 2"):
+        assert tiers.in_topic(nodeid, words), nodeid
+    assert not tiers.in_topic("tests/test_slurm_plan.py::test_a", words)
+    assert tiers.topic_words("3") == ("03-",)
+    with pytest.raises(pytest.UsageError, match="--topic nope"):
+        tiers.topic_words("nope")
+
+
+def test_the_makefile_runs_the_tiers():
+    make = (ROOT / "Makefile").read_text()
+    fast = re.search(r"^test-fast:.*\n((?:\t.*\n)+)", make, re.M).group(1)
+    assert "COURSE_TEST_BUDGET=dev" in fast and '-m "$(FAST)"' in fast
+    expression = re.search(r"^FAST := (.*)$", make, re.M).group(1)
+    assert expression == "not (" + " or ".join(("book", "site", "lab", "real", "scale", "slow")) + ")"
+    assert re.search(r"^test-topic:", make, re.M) and "--topic" in make
+    assert re.search(r"^test-real:", make, re.M) and "real_$(S)" in make

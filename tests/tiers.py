@@ -1,0 +1,187 @@
+"""Test tiers: every test is marked by what it costs and which real system it needs, by rule, not by hand.
+
+A pytest plugin (``pytest_plugins`` in conftest.py). The markers (registered in pyproject.toml):
+
+=============  =====================================================================================
+``book``       executes a chapter or a playground (tests/test_book.py's page runs, nbval over notebooks/)
+``site``       builds the website or opens it in a browser (test_site*, test_binder, test_lab_redirects)
+``lab``        grades a lab: a kernel or the grader's sandbox runs a notebook (nbval over solutions/ too)
+``real``       touches a real system; always with one of ``real_kube``, ``real_slurm``,
+               ``real_kernel``, ``real_container``, ``real_mpi`` (``make test-real S=kube``)
+``scale``      a model run at the seed's size (hundreds of nodes), or a property test over large inputs
+``slow``       more than a few seconds for any other reason
+=============  =====================================================================================
+
+The rules classify a test by its file, by the fixtures it asks for and by what its function calls, so a
+test another helper adds to a file, or that asks for ``live_kube``, falls into its tier by itself:
+
+- :data:`FILES`: a file's tiers (a whole file of live tests, of site checks);
+- :data:`FIXTURES`: a fixture's tiers (``live_kube`` -> ``real_kube``);
+- :data:`CALLS`: a name the test function's source calls (``grade(`` -> ``lab``);
+- :data:`TESTS`: a few named tests (file::function prefix) the rules above cannot see;
+- a notebook collected by nbval: ``notebooks/`` is ``book``, ``solutions/`` is ``lab``;
+- a test marked ``real`` by hand gets its system from its file, else from its name.
+
+``make test-fast`` runs ``-m "not (book or site or lab or real or scale or slow)"`` with
+``COURSE_TEST_BUDGET=dev`` (tests/budget.py); ``make test-topic T=oom`` passes ``--topic oom`` (a
+chapter's module tests, its page, its lab and its solution; no site, no real system); ``make test-real
+S=kube`` runs ``-m real_kube``. tests/test_test_loop.py checks these rules.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi")
+TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS)
+
+#: test file (name) -> its tiers
+FILES: dict[str, tuple[str, ...]] = {
+    "test_kube_live.py": ("real_kube",),
+    "test_kueue_live.py": ("real_kube",),
+    "test_gang_gate_live.py": ("real_kube",),
+    "test_kueue_config_real.py": ("real_kube",),
+    "test_slurm_live.py": ("real_slurm",),
+    "test_oom_real.py": ("real_kernel",),
+    "test_container_live.py": ("real_container",),
+    "test_rebuild_live.py": ("real_container",),
+    "test_mpi_real.py": ("real_mpi",),
+    "test_site.py": ("site",),
+    "test_site_links.py": ("site",),
+    "test_lab_redirects.py": ("site",),
+    "test_binder.py": ("site", "slow"),
+    "test_grading_attacks.py": ("lab",),
+    "test_grading_integrity.py": ("lab",),
+    "test_grading_many.py": ("lab",),
+    "test_grading_nbval.py": ("lab",),
+    "test_grading_variants.py": ("lab",),
+    "test_grading_formats.py": ("lab",),
+    "test_grading_resaved.py": ("lab",),
+}
+
+#: fixture -> the tiers of every test that asks for it
+FIXTURES: dict[str, tuple[str, ...]] = {
+    "live_kube": ("real_kube",),
+    "live_slurm": ("real_slurm",),
+    "site": ("site",),
+    "crawl": ("site",),
+    "browser": ("site",),
+}
+
+#: a call in the test function's own source -> its tiers (the grader runs a notebook; a kernel runs a page)
+CALLS: dict[str, tuple[str, ...]] = {
+    r"\bgrade\(": ("lab",),
+    r"\bgrade_many\(": ("lab",),
+    r"\brun_grader\(": ("lab",),
+    r"\bNotebookClient\(": ("book",),
+    r"\bexecuted_page\(": ("book",),
+}
+
+#: tests the rules above cannot see: "file::function prefix" -> tiers
+TESTS: dict[str, tuple[str, ...]] = {
+    # a hand-rolled grading loop over a lab's cells in a kernel
+    "test_labs.py::test_every_solution_scores_full_marks": ("lab",),
+    "test_labs.py::test_every_untouched_lab_scores_zero": ("lab",),
+    "test_labs.py::test_an_untouched_lab_fails_on_every_check_cell": ("lab",),
+    "test_labs.py::test_a_kernel_killed_mid_lab": ("lab",),
+    "test_labs.py::test_the_images_labs_answer_holds_on_a_real_builder": ("lab", "real_container"),
+    "test_labs.py::test_the_slurm_labs_answers_agree_with_the_real_slurm": ("lab", "real_slurm"),
+    "test_lab7_recovery.py::": ("lab",),
+    "test_gang_fastpath.py::test_fast_path_matches_the_reference_on_crowded_workloads": ("scale",),
+}
+
+#: a word in a real test's name -> its system (when its file does not say)
+NAMES = (("kube", "kube"), ("kueue", "kube"), ("jobset", "kube"), ("slurm", "slurm"),
+         ("builder", "container"), ("docker", "container"), ("container", "container"), ("mpi", "mpi"))
+
+#: make test-topic T=...: a topic -> the words its tests carry in their ids (a chapter's module, page, lab)
+TOPICS: dict[str, tuple[str, ...]] = {
+    "namespaces": ("namespace", "01-", "unshare", "container-is-a-process"),
+    "cgroups": ("cgroup", "02-", "cpu", "memcg"),
+    "oom": ("oom", "03-"),
+    "images": ("image", "04-", "dockerfile", "rebuild", "container"),
+    "slurm": ("slurm", "sbatch", "05-", "backfill"),
+    "gang": ("gang", "06-", "kube", "kueue", "jobset", "manifest"),
+    "barrier": ("barrier", "07-", "nccl", "recovery", "mpi"),
+    "cost": ("cost", "08-"),
+    "capstone": ("capstone", "09-", "choosing"),
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--topic", default=None, metavar="T",
+                     help=f"only the tests of one topic (a chapter's module, page and lab): {', '.join(TOPICS)}, "
+                          "or a chapter number (03)")
+
+
+@functools.lru_cache(maxsize=None)
+def _source(function) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def tiers_of(item) -> set[str]:
+    """The tiers the rules give ``item`` (without the ones it was marked with by hand)."""
+    path = Path(str(item.fspath))
+    found: set[str] = set()
+    if path.suffix == ".ipynb":
+        return {"lab"} if path.parent.name == "solutions" else {"book"}
+    found.update(FILES.get(path.name, ()))
+    for name in getattr(item, "fixturenames", ()):
+        found.update(FIXTURES.get(name, ()))
+    function = getattr(item, "function", None)
+    if function is not None:
+        body = _source(function)
+        for pattern, tiers in CALLS.items():
+            if re.search(pattern, body):
+                found.update(tiers)
+        for key, tiers in TESTS.items():
+            file, _, prefix = key.partition("::")
+            if path.name == file and function.__name__.startswith(prefix):
+                found.update(tiers)
+    return found
+
+
+def _system(item, path: Path) -> str:
+    name = item.name.lower()
+    for word, system in NAMES:
+        if word in name or word in path.name:
+            return system
+    return "kernel"
+
+
+def topic_words(topic: str) -> tuple[str, ...]:
+    if re.fullmatch(r"\d\d?", topic):
+        return (f"{int(topic):02d}-",)
+    if topic not in TOPICS:
+        raise pytest.UsageError(f"--topic {topic}: choose one of {', '.join(TOPICS)} or a chapter number (03)")
+    return TOPICS[topic]
+
+
+def in_topic(nodeid: str, words: tuple[str, ...]) -> bool:
+    nodeid = nodeid.lower()
+    return any(w in nodeid for w in words)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        tiers = tiers_of(item)
+        path = Path(str(item.fspath))
+        if item.get_closest_marker("real") is not None and not any(t.startswith("real_") for t in tiers):
+            tiers.add(f"real_{_system(item, path)}")
+        if any(t.startswith("real_") for t in tiers):
+            tiers.add("real")
+        for tier in sorted(tiers - {m.name for m in item.iter_markers()}):
+            item.add_marker(getattr(pytest.mark, tier))
+    topic = config.getoption("topic")
+    if topic:
+        words = topic_words(topic)
+        keep = [item for item in items if in_topic(item.nodeid, words)]
+        config.hook.pytest_deselected(items=[item for item in items if not in_topic(item.nodeid, words)])
+        items[:] = keep
