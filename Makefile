@@ -16,7 +16,7 @@ help:
 	@echo "make test    run every test (unit, property, notebooks, book, real system where permitted)"
 	@echo "make test-fast   the two-minute loop (no chapter executed, no lab graded, no real system)"
 	@echo "make test-topic T=oom   one chapter's module tests, page, lab and solution"
-	@echo "make test-real S=kube   the tests on one real system (kube, slurm, kernel, container, mpi)"
+	@echo "make test-real S=kube   the tests on one real system (kube, slurm, kernel, container, mpi, hub)"
 	@echo "make lab     open JupyterLab on the course"
 	@echo "make serve   serve _build/html on http://$(HOST):$(PORT)/"
 	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
@@ -88,7 +88,7 @@ test-topic: setup
 
 # One real system: S=kube, slurm, kernel, container or mpi (skipped with the reason where it cannot run).
 test-real: setup
-	@test -n "$(S)" || { echo "make: name a system, e.g. make test-real S=kube (kube, slurm, kernel, container, mpi)"; exit 2; }
+	@test -n "$(S)" || { echo "make: name a system, e.g. make test-real S=kube (kube, slurm, kernel, container, mpi, hub)"; exit 2; }
 	$(BIN)/python -m pytest tests -q -m "real_$(S)" --durations=20
 
 # As root (a container, CI) Jupyter refuses to start unless told it may.

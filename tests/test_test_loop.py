@@ -67,6 +67,9 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
     assert tiers.tiers_of(_item("tests/test_new.py", fixtures=["live_slurm"])) == {"real_slurm"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_a_lab)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=pure)) == set()
+    assert tiers.tiers_of(_item("tests/test_hub_live.py", name="test_up")) == {"real_hub"}
+    assert tiers.tiers_of(_item("tests/test_thing_real.py", name="test_up")) == {"real_kernel"}
+    assert tiers.tiers_of(_item("tests/test_oom_live.py", name="test_parse")) == set()
     assert tiers.tiers_of(_item("solutions/03-oom-killer.ipynb")) == {"lab"}
     assert tiers.tiers_of(_item("notebooks/oom-playground.ipynb")) == {"book"}
 

@@ -7,7 +7,7 @@ A pytest plugin (``pytest_plugins`` in conftest.py). The markers (registered in 
 ``site``       builds the website or opens it in a browser (test_site*, test_binder, test_lab_redirects)
 ``lab``        grades a lab: a kernel or the grader's sandbox runs a notebook (nbval over solutions/ too)
 ``real``       touches a real system; always with one of ``real_kube``, ``real_slurm``,
-               ``real_kernel``, ``real_container``, ``real_mpi`` (``make test-real S=kube``)
+               ``real_kernel``, ``real_container``, ``real_mpi``, ``real_hub`` (``make test-real S=kube``)
 ``scale``      a model run at the seed's size (hundreds of nodes), or a property test over large inputs
 ``slow``       more than a few seconds for any other reason
 =============  =====================================================================================
@@ -15,7 +15,8 @@ A pytest plugin (``pytest_plugins`` in conftest.py). The markers (registered in 
 The rules classify a test by its file, by the fixtures it asks for and by what its function calls, so a
 test another helper adds to a file, or that asks for ``live_kube``, falls into its tier by itself:
 
-- :data:`FILES`: a file's tiers (a whole file of live tests, of site checks);
+- :data:`FILES`: a file's tiers (a whole file of live tests, of site checks); a new
+  ``test_<what>_live.py`` or ``test_<what>_real.py`` is ``real`` with the system its name says;
 - :data:`FIXTURES`: a fixture's tiers (``live_kube`` -> ``real_kube``);
 - :data:`CALLS`: a name the test function's source calls (``grade(`` -> ``lab``);
 - :data:`TESTS`: a few named tests (file::function prefix) the rules above cannot see;
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi")
+SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi", "hub")
 TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS)
 
 #: test file (name) -> its tiers
@@ -62,6 +63,11 @@ FILES: dict[str, tuple[str, ...]] = {
     "test_grading_formats.py": ("lab",),
     "test_grading_resaved.py": ("lab",),
 }
+
+#: a file named test_<what>_live.py or test_<what>_real.py is a real system's (its system from NAMES),
+#: unless FILES gives it its tiers or it is one of these (they test the live code on recordings and fakes)
+LIVE_FILE = re.compile(r"test_\w+_(live|real)\.py")
+NOT_REAL = ("test_oom_live.py", "test_cli_live.py")
 
 #: fixture -> the tiers of every test that asks for it
 FIXTURES: dict[str, tuple[str, ...]] = {
@@ -96,7 +102,8 @@ TESTS: dict[str, tuple[str, ...]] = {
 
 #: a word in a real test's name -> its system (when its file does not say)
 NAMES = (("kube", "kube"), ("kueue", "kube"), ("jobset", "kube"), ("slurm", "slurm"),
-         ("builder", "container"), ("docker", "container"), ("container", "container"), ("mpi", "mpi"))
+         ("builder", "container"), ("docker", "container"), ("container", "container"), ("mpi", "mpi"),
+         ("hub", "hub"))
 
 #: make test-topic T=...: a topic -> the words its tests carry in their ids (a chapter's module, page, lab)
 TOPICS: dict[str, tuple[str, ...]] = {
@@ -133,6 +140,8 @@ def tiers_of(item) -> set[str]:
     if path.suffix == ".ipynb":
         return {"lab"} if path.parent.name == "solutions" else {"book"}
     found.update(FILES.get(path.name, ()))
+    if path.name not in FILES and path.name not in NOT_REAL and LIVE_FILE.fullmatch(path.name):
+        found.add(f"real_{_system(item, path)}")
     for name in getattr(item, "fixturenames", ()):
         found.update(FIXTURES.get(name, ()))
     function = getattr(item, "function", None)
