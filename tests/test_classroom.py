@@ -155,3 +155,25 @@ def test_up_refuses_a_port_below_1024_and_down_with_nothing_recorded(tmp_path, m
     else:
         with pytest.raises(InputError, match="--port"):
             hub.up(course=str(ROOT), port=80)
+
+
+@pytest.mark.skipif(hub.kubespawner_reason() is not None, reason=str(hub.kubespawner_reason()))
+def test_kubespawner_makes_the_students_pod_with_the_pages_settings(tmp_path):
+    """KubeSpawner's own get_pod_manifest, with no cluster contacted (its validation by the real API server is
+    tests/test_classroom_kueue_live.py)."""
+    pod = hub.kubespawner_pod("alice", image="registry.example.edu/all-or-nothing:2026-12", namespace="class")
+    assert (pod["apiVersion"], pod["kind"], pod["metadata"]["name"], pod["metadata"]["namespace"]) == \
+        ("v1", "Pod", "jupyter-alice", "class")
+    c = pod["spec"]["containers"][0]
+    assert c["image"] == "registry.example.edu/all-or-nothing:2026-12"
+    assert c["resources"] == {"limits": {"cpu": 2.0, "memory": 2 * 1024 ** 3},
+                              "requests": {"cpu": 0.5, "memory": 1024 ** 3}}
+    assert pod["spec"]["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}]
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    with pytest.raises(InputError, match="STUDENT"):
+        hub.kubespawner_pod("al ice", image="x")
+    out = tmp_path / "pod.yaml"
+    r = subprocess.run([sys.executable, "-m", "courselib", "classroom", "hub", "pod", "bob", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "Unclosed" not in r.stderr, r.stderr
+    assert yaml.safe_load(out.read_text())["metadata"]["labels"]["hub.jupyter.org/username"] == "bob"

@@ -64,6 +64,8 @@ HEAVY = {
     "tqdm": "a progress bar for long replays: optional",
     "myst_nb": "the book's glue: the book build only",
     "mpi4py": "MPI for `courselib barrier real`: optional extra",
+    "kubespawner": "KubeSpawner (the hub extra): the pod a student gets on Kubernetes only",
+    "kubernetes_asyncio": "KubeSpawner's client (the hub extra): serialises that pod only",
 }
 
 #: Imports known to break a rule, each with who removes it; the list empties as they land, and an

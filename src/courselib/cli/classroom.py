@@ -43,6 +43,13 @@ def register(subparsers) -> None:
     k.add_argument("--hub", help="the hub's URL (default: the running hub's); e.g. https://hub.example.edu")
     k.add_argument("--branch", help="the branch (default: the hub's)")
     k.set_defaults(func=_hub_link)
+    o = hs.add_parser("pod", help="write the pod KubeSpawner makes for a student under the instructors' page's Zero to "
+                                  "JupyterHub settings (validate it: courselib kube validate FILE)")
+    o.add_argument("student", metavar="STUDENT", help="the student's user name")
+    o.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the pod (YAML)")
+    o.add_argument("--image", default="all-or-nothing:latest", help="the course's image (default all-or-nothing:latest)")
+    o.add_argument("--namespace", default="default", help="the namespace (default default)")
+    o.set_defaults(func=_hub_pod)
     h.set_defaults(func=lambda args: (h.print_help(), 2)[1])
 
     j = sub.add_parser("k8s-job", help="write an Indexed Job that grades a folder of submissions, queued by Kueue",
@@ -132,6 +139,19 @@ def _hub_link(args) -> int:
         return 0
     h = hub.require_up()
     print(hub.pull_link(h.url, args.repo or h.course, branch=args.branch or h.branch, lab=args.lab))
+    return 0
+
+
+def _hub_pod(args) -> int:
+    import yaml
+
+    from courselib.grading.files import atomic_write
+    from courselib.live import hub
+
+    pod = hub.kubespawner_pod(args.student, image=args.image, namespace=args.namespace)
+    atomic_write(Path(args.output), yaml.safe_dump(pod, sort_keys=False))
+    print(f"{args.output}: the pod {pod['metadata']['name']} KubeSpawner makes for {args.student} "
+          f"(image {args.image}); check it with courselib kube validate {args.output}")
     return 0
 
 

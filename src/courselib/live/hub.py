@@ -347,3 +347,83 @@ def require_up() -> Hub:
         raise CourseError("no class server is up", hint="start one with `courselib classroom hub up`")
     return hub
 
+
+
+# ----------------------------------------------------------------------------- the pod on Kubernetes
+
+#: The Zero to JupyterHub settings the instructors' page gives (values.yaml's singleuser block), as
+#: KubeSpawner's traits: each student's pod guarantees and caps CPU and memory, keeps its home on a
+#: PersistentVolumeClaim of its own, and runs the course's image.
+KUBESPAWNER = {"cpu_guarantee": 0.5, "cpu_limit": 2.0, "mem_guarantee": "1G", "mem_limit": "2G",
+               "storage_capacity": "2Gi"}
+
+_NO_CLUSTER = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+users: [{name: none, user: {}}]
+"""
+
+
+def kubespawner_reason() -> str | None:
+    """Why KubeSpawner's pod cannot be made here (``None``: it can)."""
+    if importlib.util.find_spec("kubespawner") is None:
+        return "the Python package jupyterhub-kubespawner is not installed (pip install -e '.[hub]')"
+    return None
+
+
+def kubespawner_pod(user: str, *, image: str, namespace: str = "default", hub_url: str = "http://hub:8081/hub/",
+                    settings: dict | None = None) -> dict:
+    """The pod KubeSpawner (its own ``get_pod_manifest``) creates for ``user`` under the instructors' page's
+    Zero to JupyterHub settings, as the JSON the API server receives. No cluster is contacted: KubeSpawner
+    loads a client configuration when it is made, so it is given one that points nowhere. The hub's API
+    token for the pod is left empty (a real hub sets one per spawn)."""
+    import asyncio
+    import tempfile
+
+    from kubernetes_asyncio.client import ApiClient
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner
+    from kubespawner.spawner import MockObject
+    from traitlets.config import Config
+
+    reason = kubespawner_reason()
+    if reason:
+        raise CourseError(f"cannot make KubeSpawner's pod: {reason}")
+    if not user or not user.replace("-", "").replace(".", "").replace("_", "").isalnum():
+        raise InputError(f"{user!r} is not a user name (letters, digits, '-', '.', '_')", field="STUDENT")
+    c = Config()
+    for key, value in {**KUBESPAWNER, **(settings or {})}.items():
+        setattr(c.KubeSpawner, key, value)
+    c.KubeSpawner.image = image
+    c.KubeSpawner.namespace = namespace
+    c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-{username}"}}]
+    c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"}]
+    who = MockObject()
+    who.name, who.id, who.url = user, 1, f"/user/{user}/"
+    the_hub = MockObject()
+    the_hub.public_host, the_hub.url, the_hub.base_url = "", hub_url, "/hub/"
+    the_hub.api_url = urllib.parse.urljoin(hub_url, "api")
+
+    async def make() -> dict:
+        spawner = KubeSpawner(config=c, user=who, hub=the_hub, api_token="", _mock=True,
+                              oauth_client_id=f"jupyterhub-user-{user}")
+        pod = await spawner.get_pod_manifest()
+        async with ApiClient() as client:
+            out = client.sanitize_for_serialization(pod)
+        await spawner.api.api_client.close()     # KubeSpawner's shared client: never used here
+        return out
+
+    with tempfile.TemporaryDirectory(prefix="courselib-kubespawner-") as tmp:
+        kubeconfig = Path(tmp) / "config"
+        kubeconfig.write_text(_NO_CLUSTER)
+        old = kube_config.KUBE_CONFIG_DEFAULT_LOCATION   # read from $KUBECONFIG when it was imported
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
+        try:
+            pod = asyncio.run(make())
+        finally:
+            kube_config.KUBE_CONFIG_DEFAULT_LOCATION = old
+    pod = {"apiVersion": "v1", "kind": "Pod", **pod}
+    pod["metadata"]["namespace"] = namespace     # KubeSpawner names it when it creates the pod
+    return pod
