@@ -294,6 +294,18 @@ def recorded(recovery: str) -> tuple[RealRun, dict]:
     return from_dict(data["run"]), data
 
 
+def source(recovery: str = "default"):
+    """The 4-rank run that loses rank 2 (``courselib barrier real --ranks 4 --kill 2``): live where
+    Open MPI and mpi4py are installed, else its labelled recording
+    (:func:`courselib.live.recorded.live_or_recorded`)."""
+    from courselib.live import recorded as _recorded
+
+    def recording():
+        run_, data = recorded(recovery)
+        return _recorded.Recording(run_, f"{data['machine']}; {data['label']}", data.get("recorded_on", ""))
+    return _recorded.Source(lambda: run(4, 2, recovery), recording, unavailable_reason)
+
+
 def format_run(r: RealRun) -> str:
     d = r.to_dict()
     lines = [f"ARG ranks {r.ranks}  ARG kill {r.kill}  ARG recovery {r.recovery}", f"[{r.label}]",
