@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from courselib.errors import InputError
 from courselib.model import recovery
 from courselib.model.nccl import NCCL_ERROR_AFTER_S, PG_NCCL_TIMEOUT_S
@@ -136,3 +137,28 @@ def test_cost_prices_a_rung():
     bad = subprocess.run([sys.executable, "-m", "courselib", "cost", "--recovery", "shrink", "--gpus", "4"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--recovery" in bad.stderr
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(ranks=st.integers(2, 96), data=st.data(), at_s=st.floats(60, 3.5 * 3600),
+       kind=st.sampled_from(["error", "silent"]), rung=st.sampled_from(recovery.RUNGS),
+       wait=st.floats(0, 3600), since=st.sampled_from([0.5, 1.0, 2.0]))
+def test_the_simulator_never_loses_more_than_a_restart_nor_grows_a_shrunk_job(ranks, data, at_s, kind, rung,
+                                                                               wait, since):
+    """The ladder's two properties, on the simulator's runs (any rank lost at any time, any rung): no rung
+    loses more GPU-hours than a whole-job restart from the same checkpoint, and a shrunk job never trains
+    on more than N−1 ranks (no run on more than N)."""
+    rank = data.draw(st.integers(0, ranks - 1))
+
+    def sim(name):
+        sc = BarrierScenario(ranks=ranks, losses=(RankLoss(rank, at_s, kind),), recovery=name,
+                             checkpoint_every_s=since * 3600, ladder={"replacement_wait_s": wait})
+        return simulate(sc)
+    r, restart = sim(rung), sim("restart")
+    assert r.finished and restart.finished
+    assert r.lost_gpu_hours <= restart.lost_gpu_hours * (1 + 1e-9) + 1e-9, (rung, r.lost_gpu_hours,
+                                                                            restart.lost_gpu_hours)
+    f = r.failures[0]
+    assert f.recovery == rung and 1 <= f.ranks_after <= ranks
+    if rung == "shrink":
+        assert f.ranks_after <= ranks - 1
