@@ -188,6 +188,8 @@ OPTION_COMMANDS = [
     ["checkpoint", "--cost", "60s", "--mtbf", "{v}", "--gpus", "512"],
     ["checkpoint", "--cost", "60s", "--mtbf", "2h", "--gpus", "{v}", "--price", "3"],
     ["checkpoint", "--cost", "60s", "--mtbf", "2h", "--gpus", "8", "--interval", "{v}"],
+    ["split-cost", "--gpus", "512", "--run", "{v}", "--comm-fraction", "0.1"],
+    ["split-cost", "--gpus", "512", "--run", "30d", "--comm-fraction", "{v}", "--slow-gbps", "{v}"],
     ["oom", "score-adj", str(EX / "oom" / "pod.yaml"), "--node-memory", "{v}"],
     ["gang", "simulate", str(EX / "workloads" / "seed-400-of-512-25min.yaml"), "--policy", "volcano", "--horizon", "{v}"],
     ["gang", "simulate", str(EX / "workloads" / "seed-400-of-512-25min.yaml"), "--policy", "volcano",

@@ -236,3 +236,52 @@ def test_lint_finds_a_required_domain_smaller_than_the_job_and_each_scheduler_th
                        (7, "job 'p' under volcano"), (7, "job 'p' under kube-gang"), (8, "job 'ok' under kube-default")}
     path.write_text(LINTED.replace("required: block}}\n  - {name: p", "required: rack}}\n  - {name: p"))
     assert not any(f.code == "W001" for f in lint_file(str(path)))            # a rack holds 8 nodes
+
+
+def test_a_split_tp_group_paces_every_step_and_mfu_halves_at_one_over_r_minus_one():
+    from courselib.model import collective as cl
+    r = cl.NVLINK_H100_BPS / cl.IB_PER_GPU_BPS
+    assert r == 9 and cl.halving_comm_fraction(cl.NVLINK_H100_BPS, cl.IB_PER_GPU_BPS) == 1 / 8
+    assert cl.step_slowdown(1 / 8, cl.NVLINK_H100_BPS, cl.IB_PER_GPU_BPS) == pytest.approx(2.0)
+    assert cl.step_slowdown(0.0, cl.NVLINK5_BPS, cl.IB_PER_GPU_BPS) == 1.0
+    assert cl.halving_comm_fraction(cl.NVLINK5_BPS, cl.IB_PER_GPU_BPS) == pytest.approx(1 / 17)
+    assert cl.halving_comm_fraction(1.0, 2.0) is None
+    # 3 nodes x 4 GPUs placed 4 + 4 + 4: TP 8 groups [n0 n0 n0 n0 n1 n1 n1 n1], [n2 ...]: one split
+    assert cl.split_groups([(0, 4), (1, 4), (2, 4)], 4, lambda i: i) == (3, 0)
+    assert cl.split_groups([(0, 4), (1, 4)], 8, lambda i: i) == (1, 1)
+    spec = ClusterSpec(16, 4, topology=(("rack", 8), ("block", 4)))
+    same_block = topology.split_cost(spec, [(0, 4), (1, 4)], 8, 0.1, nvlink_level="block")
+    assert same_block["split"] == 0 and same_block["slowdown"] == 1.0
+    across = topology.split_cost(spec, [(3, 4), (4, 4)], 8, 0.1, nvlink_level="block")
+    assert across["split"] == 1 and across["slowdown"] == pytest.approx(0.9 + 0.1 * 18)
+
+
+SPLIT = """\
+cluster: {nodes: 8, gpus_per_node: 4, topology: [{level: block, size: 4}]}
+jobs:
+  - {name: a, pods: 2, gpus_per_pod: 2, submit: 0, duration: 2h}
+  - {name: x, pods: 4, gpus_per_pod: 2, submit: 60, duration: 1h, topology: {preferred: block}}
+"""
+
+
+def test_gang_simulate_reports_domains_and_slowdown_and_split_cost_prices_it(tmp_path, capsys):
+    """Blocks as NVLink domains (NVL72-like): kube-default spreads x over nodes 3-6, across both
+    blocks, so its TP 8 group runs at 50 GB/s instead of 900; Kueue's BestFit keeps it in block0."""
+    from courselib.cli.main import main
+    path = tmp_path / "w.yaml"
+    path.write_text(SPLIT)
+    args = ["gang", "simulate", str(path), "--tp", "8", "--nvlink-level", "block", "--comm-fraction", "0.1"]
+    assert main(args + ["--policy", "kube-default"]) == 0
+    out = capsys.readouterr().out
+    assert "placement (block):" in out
+    assert "x            block0 block1   TP 8: 1 of 1 groups cross a slow link (900 -> 50 GB/s): step x2.70" in out
+    assert "a            block0   TP 8 does not divide its 4 GPUs" in out
+    assert main(args + ["--policy", "kueue"]) == 0
+    assert "x            block0   TP 8: 0 of 1 groups cross a slow link (900 -> 50 GB/s): step x1.00" in \
+        capsys.readouterr().out
+    assert main(args + ["--policy", "kueue", "--nvlink-level", "rack"]) == 2
+    assert main(["split-cost", "--gpus", "512", "--run", "30d", "--comm-fraction", "0.125"]) == 0
+    out = capsys.readouterr().out
+    assert "MFU halves when f = 1/(r - 1) = 12.5 %; at f = 0.125 it is divided by 2.000" in out
+    assert "+30d x 512 GPUs = 368,640.0 GPU-hours" in out
+    assert main(["split-cost", "--gpus", "512", "--run", "30d", "--comm-fraction", "1.5"]) == 2

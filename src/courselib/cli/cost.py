@@ -9,7 +9,10 @@ from courselib.cli.barrier import add_ladder_arguments, ladder_from_args
 from courselib.errors import InputError
 from courselib.io.policy import check_count
 from courselib.model import checkpoint as ckpt
-from courselib.model import cost, recovery
+from courselib.model import collective, cost, recovery
+
+#: the fast links a TP group should stay on (per GPU, one direction; courselib.model.collective)
+SPLIT_FAST = {"nvlink4-h100": collective.NVLINK_H100_BPS, "nvlink5-nvl72": collective.NVLINK5_BPS}
 from courselib.units import format_duration, format_usd, parse_duration
 
 
@@ -34,6 +37,24 @@ def register(subparsers) -> None:
     add_ladder_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=_cost)
+
+    r = subparsers.add_parser(
+        "split-cost", help="what a tensor-parallel group split over a slow link costs a run",
+        description="A TP group across a slower link runs every all-reduce at that link's bandwidth; with "
+                    "exposed TP communication a fraction f of a step on NVLink, a step takes (1-f) + f x r "
+                    "as long (r = fast/slow bandwidth), for every GPU of the job, for the whole run.")
+    r.add_argument("--gpus", type=int, required=True, help="GPUs in the job (every one waits for the slowest group)")
+    r.add_argument("--run", required=True, help="how long the run takes well placed: 30d, 720h")
+    r.add_argument("--comm-fraction", type=float, required=True,
+                   help="exposed TP communication as a fraction of a step on NVLink, e.g. 0.1")
+    r.add_argument("--fast", choices=sorted(SPLIT_FAST), default="nvlink4-h100",
+                   help="the link the group should use (default nvlink4-h100: 450 GB/s a GPU one way; "
+                        "nvlink5-nvl72: 900 GB/s)")
+    r.add_argument("--slow-gbps", type=float, default=collective.IB_PER_GPU_BPS / collective.GB,
+                   help="the slow link per GPU, GB/s one way (default 50: one 400 Gb/s NIC a GPU)")
+    r.add_argument("--price", default="2-4", help="$ per GPU-hour: 3, or a range 2-4 (default 2-4)")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    r.set_defaults(func=_split_cost)
 
     q = subparsers.add_parser(
         "checkpoint", help="Young's and Daly's checkpoint intervals, the waste at them, the cost of failures",
@@ -240,4 +261,45 @@ def _checkpoint(args) -> int:
               + (f", {format_usd(f['cost_usd_per_failure'])}" if "cost_usd_per_failure" in f else ""))
         print(f"  × {f['failures_per_day']:g} failures/day = {f['expected_gpu_hours_per_day']:,.2f} GPU-hours/day"
               + (f", {format_usd(f['cost_usd_per_day'])}/day" if "cost_usd_per_day" in f else ""))
+    return 0
+
+
+def split_cost_document(args) -> dict:
+    run_s = parse_duration(args.run, field="--run")
+    check_count("gpus", args.gpus, field="--gpus")
+    if not 0 <= args.comm_fraction <= 1:
+        raise InputError(f"{args.comm_fraction:g} is not a fraction", field="--comm-fraction",
+                         hint="write a number from 0 to 1, e.g. 0.1")
+    fast = SPLIT_FAST[args.fast]
+    if not 0.001 <= args.slow_gbps < fast / collective.GB:   # (from 1 MB/s: a GPU link, not a typo)
+        raise InputError(f"{args.slow_gbps:g} GB/s is not a link slower than {args.fast}'s "
+                         f"{fast / collective.GB:g} GB/s", field="--slow-gbps",
+                         hint="write the slow link's GB/s one way, e.g. 50 for a 400 Gb/s NIC")
+    slow = args.slow_gbps * collective.GB
+    slowdown = collective.step_slowdown(args.comm_fraction, fast, slow)
+    doc = cost.split_placement_cost(args.gpus, run_s, slowdown, cost.Price.parse(args.price))
+    doc.update(fast=args.fast, fast_GBps=fast / collective.GB, slow_GBps=args.slow_gbps,
+               comm_fraction=args.comm_fraction, halving_comm_fraction=collective.halving_comm_fraction(fast, slow))
+    return doc
+
+
+def _split_cost(args) -> int:
+    doc = split_cost_document(args)
+    if args.json:
+        from courselib.cli.main import print_json
+        print_json(doc)
+        return 0
+    price = cost.Price.parse(args.price)
+    print(f"ARG gpus {doc['gpus']}  run {format_duration(doc['run_s'])}  comm-fraction {doc['comm_fraction']:g}")
+    print(f"ARG fast {doc['fast']} ({doc['fast_GBps']:g} GB/s)  slow {doc['slow_GBps']:g} GB/s  "
+          f"price {_price_text(price)} per GPU-hour")
+    print()
+    r = doc["fast_GBps"] / doc["slow_GBps"]
+    print(f"bandwidth ratio r = {r:g}: one split TP group makes every step (1 - f) + f x r = "
+          f"x{doc['slowdown']:.3f} as long, for the whole job")
+    half = doc["halving_comm_fraction"]
+    print("MFU halves when f = 1/(r - 1) = " + (f"{100 * half:.1f} %" if half is not None else "never (r <= 1)")
+          + f"; at f = {doc['comm_fraction']:g} it is divided by {doc['slowdown']:.3f}")
+    print(f"over the run: +{format_duration(doc['extra_s'])} x {doc['gpus']} GPUs = "
+          f"{doc['extra_gpu_hours']:,.1f} GPU-hours -> {format_usd(doc['cost_usd'])}")
     return 0

@@ -31,6 +31,14 @@ def register(subparsers) -> None:
                      help="a policy option, e.g. overcommit_factor=1.5, backfill=false, preemption=true, "
                           "config_api=v1beta1, pod_group_cycle=false, permit_timeout=60, "
                           "group_order=b,a (repeatable)")
+    sim.add_argument("--tp", type=int, default=None,
+                     help="on a topology cluster: tensor-parallel size, to report per job the TP groups that "
+                          "cross a slow link and the step slowdown")
+    sim.add_argument("--comm-fraction", type=float, default=0.1,
+                     help="with --tp: exposed TP communication as a fraction of a step on NVLink (default 0.1)")
+    sim.add_argument("--nvlink-level", default=None,
+                     help="with --tp: the topology level that is one NVLink domain (an NVL72 rack); "
+                          "default: the node")
     sim.add_argument("--trace", action="store_true", help="also print the allocation sequence")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
@@ -76,14 +84,23 @@ def cmd_simulate(args) -> int:
         result = simulate(workload, args.policy, horizon=horizon, seed=args.seed, **options)
     except (TypeError, ValueError) as err:
         raise InputError(str(err), field="--set") from None
+    costs = _placement_costs(args, workload, result)
     if args.json:
         from courselib.cli.main import print_json
-        print_json(result.to_dict())
+        doc = result.to_dict()
+        if costs:
+            doc["placement_cost"] = costs
+        print_json(doc)
         return 0
     extra = "".join(f" --set {o}" for o in args.set)
+    if args.tp is not None:
+        extra += f" --tp {args.tp} --comm-fraction {args.comm_fraction:g}" + \
+            (f" --nvlink-level {args.nvlink_level}" if args.nvlink_level else "")
     print(f"ARG {args.workload} --policy {args.policy}"
           f"{' --horizon ' + args.horizon if args.horizon else ''} --seed {args.seed}{extra}")
     print(gang_table(result))
+    if workload.cluster.topology:
+        print(placement_lines(workload, result, costs, args.tp))
     if args.trace:
         print("allocation sequence:")
         for e in result.trace:
@@ -99,3 +116,52 @@ def cmd_simulate(args) -> int:
     print(result.verdict)
     return 0
 
+
+
+def _placement_costs(args, workload, result) -> dict:
+    """Per started job on a topology cluster, with ``--tp``: its split TP groups and slowdown."""
+    from courselib.model.topology import split_cost
+    if args.tp is None:
+        return {}
+    spec = workload.cluster
+    if not spec.topology:
+        raise InputError("--tp prices a placement on a topology: the cluster has none", field="--tp",
+                         hint="add cluster.topology to the workload")
+    if args.nvlink_level is not None and args.nvlink_level not in spec.levels:
+        raise InputError(f"{args.nvlink_level!r} is not a level of cluster.topology", field="--nvlink-level",
+                         hint=f"name one of: {', '.join(spec.levels)}")
+    if not 0 <= args.comm_fraction <= 1:
+        raise InputError(f"{args.comm_fraction:g} is not a fraction", field="--comm-fraction",
+                         hint="write a number from 0 to 1, e.g. 0.1")
+    out = {}
+    for j in result.jobs:
+        if j.placement is None:
+            continue
+        if args.tp < 1:
+            raise InputError(f"{args.tp} is not a tensor-parallel size", field="--tp", hint="write 1 or more")
+        if j.gpus % args.tp:   # a job the TP size does not fit has no TP groups to price
+            out[j.name] = None
+            continue
+        out[j.name] = split_cost(spec, j.placement, args.tp, args.comm_fraction, args.nvlink_level)
+    return out
+
+
+def placement_lines(workload, result, costs: dict, tp: int | None = None) -> str:
+    """Where each started job landed (domains per level) and, with ``--tp``, what that costs."""
+    levels = workload.cluster.levels
+    lines = [f"placement ({' / '.join(levels)}):"]
+    for j in result.jobs:
+        if j.domains is None:
+            continue
+        where = " | ".join(" ".join(j.domains[level]) for level in levels)
+        line = f"  {j.name:<12} {where}"
+        c = costs.get(j.name)
+        if j.name in costs and c is None:
+            line += f"   TP {tp} does not divide its {j.gpus} GPUs"
+        elif c:
+            line += (f"   TP {c['tp']}: {c['split']} of {c['groups']} groups cross a slow link "
+                     f"({c['fast_GBps']:g} -> {c['slow_GBps']:g} GB/s): step x{c['slowdown']:.2f}")
+        if j.topology_note:
+            line += f"   note: {j.topology_note}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -14,7 +14,16 @@
   nodes, 8 × 400 Gb/s NICs give about 400 GB/s per node, 50 GB/s per GPU (``scaling-book-gpus``).
   NVLink reaches *across* nodes only in rack-scale systems such as GB200 NVL72, 72 GPUs in one NVLink
   domain (``nvidia-gb200-nvl72``), where Slurm's ``topology/block`` keeps a job inside a block
-  (``slurm-topology``).
+  (``slurm-topology``). GB200 NVL72's fifth-generation NVLink gives each GPU 1.8 TB/s both
+  directions together, 900 GB/s one way (``nvidia-nvlink``).
+- **What a split costs a step.** A tensor-parallel all-reduce sits on the critical path of every
+  layer. If exposed TP communication is a fraction ``f`` of a step on NVLink, the same step with one
+  group across a slower link takes ``(1 − f) + f × r`` steps, ``r`` the bandwidth ratio
+  (:func:`step_slowdown`); every rank waits for the slowest group, so the whole job runs at that pace
+  for as long as the placement lasts. MFU halves exactly when ``f = 1/(r − 1)``
+  (:func:`halving_comm_fraction`): 12.5 % for H100 NVLink against a 400 Gb/s NIC per GPU (r = 9),
+  5.9 % for NVL72 NVLink5 against the same NIC (r = 18). "A split halves MFU" is one point of this
+  curve, not a law: at f = 2 % the step is 16 % (r = 9) longer, at f = 30 % 3.4 times as long.
 """
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ GB = 1e9
 NVLINK_H100_BPS = 450 * GB        # per GPU, one direction (8-GPU HGX H100 node)
 IB_PER_GPU_BPS = 50 * GB          # one 400 Gb/s NIC per GPU
 NVL72_DOMAIN = 72                 # GPUs in one GB200 NVL72 NVLink domain
+NVLINK5_BPS = 900 * GB            # per GPU, one direction (GB200 NVL72: 1.8 TB/s both ways)
 
 
 def node_of(rank: int, gpus_per_node: int) -> int:
@@ -61,3 +71,34 @@ def group_allreduce_s(group: list[int], gpus_per_node: int, message_bytes: float
     domain = gpus_per_node if nvlink_domain is None else nvlink_domain
     one_domain = len({r // domain for r in group}) == 1
     return ring_allreduce_s(message_bytes, len(group), nvlink_bps if one_domain else network_bps)
+
+
+def step_slowdown(comm_fraction: float, fast_bps: float, slow_bps: float) -> float:
+    """How many times as long a step takes when its TP communication (``comm_fraction`` of the step
+    on the fast link) crosses the slow link instead: ``(1 - f) + f × fast/slow``."""
+    if not 0 <= comm_fraction <= 1 or fast_bps <= 0 or slow_bps <= 0:
+        raise ValueError("need 0 <= comm_fraction <= 1 and positive bandwidths")
+    return (1 - comm_fraction) + comm_fraction * fast_bps / slow_bps
+
+
+def halving_comm_fraction(fast_bps: float, slow_bps: float) -> float | None:
+    """The TP communication fraction at which a split halves MFU (the step takes twice as long):
+    ``1 / (r - 1)``; None when the slow link is not slower (no split can halve anything)."""
+    r = fast_bps / slow_bps
+    return None if r <= 1 else 1 / (r - 1)
+
+
+def ranks_by_node(placement) -> list[int]:
+    """The node of each rank when ranks are numbered node by node (torchrun), one rank a GPU:
+    ``placement`` is ``[(node, gpus), ...]``, taken in node order."""
+    return [node for node, gpus in sorted(placement) for _ in range(gpus)]
+
+
+def split_groups(placement, tp: int, domain_of) -> tuple[int, int]:
+    """(TP groups of ``tp`` consecutive ranks, how many span two NVLink domains) for a job placed
+    as ``placement`` (``[(node, gpus)]``); ``domain_of(node)`` names a node's NVLink domain."""
+    nodes = ranks_by_node(placement)
+    if tp < 1 or len(nodes) % tp:
+        raise ValueError(f"tensor-parallel size {tp} must divide the job's {len(nodes)} GPUs")
+    groups = [nodes[g:g + tp] for g in range(0, len(nodes), tp)]
+    return len(groups), sum(len({domain_of(n) for n in grp}) > 1 for grp in groups)

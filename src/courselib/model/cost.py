@@ -257,3 +257,17 @@ def expected_failure_cost(gpus: int, interval_s: float, mtbf_s: float, *,
     per_day = SECONDS_PER_DAY / mtbf_s
     return FailureCost(gpus, interval_s, mtbf_s, detection_s, restart_s, lost_s, per_failure,
                        per_day, per_failure * per_day)
+
+
+def split_placement_cost(gpus: int, run_s: float, slowdown: float, price: "Price") -> dict:
+    """What a placement that slows every step by ``slowdown`` costs over a run that would take
+    ``run_s`` seconds well placed: the extra time, the extra GPU-hours (every GPU of the job waits
+    for the slowest group) and their price."""
+    gpus = _check_count(gpus, "gpus", minimum=1)
+    run_s = _check_seconds(run_s, "run")
+    if slowdown < 1:
+        raise ValueError("slowdown must be at least 1")
+    extra_s = run_s * (slowdown - 1)
+    extra = gpu_hours(gpus, extra_s)
+    return {"gpus": gpus, "run_s": run_s, "slowdown": slowdown, "extra_s": extra_s,
+            "extra_gpu_hours": extra, "cost_usd": price.times(extra)}

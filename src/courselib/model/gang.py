@@ -56,7 +56,7 @@ class JobRun:
     pods_lost: int = 0
     recoveries: list = field(default_factory=list)
     end_reason: str | None = None
-    #: the nodes its pods were on when it first started training (a topology cluster only)
+    #: ((node, GPUs), ...) where it first started training (a topology cluster only)
     placed: tuple = ()
 
     @property

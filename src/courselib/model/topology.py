@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import random
 
+from courselib.model import collective
 from courselib.model.workload import ClusterSpec
 
 TAS_TOPOLOGY = "default"   # the Topology object's name in the course's Kueue set-up
@@ -338,3 +339,23 @@ def fill(nodes, k, pods: int, key) -> list:
         if not rem:
             break
     return plan
+
+
+# ---- what a placement costs ---------------------------------------------------------------------
+def split_cost(spec: ClusterSpec, placement, tp: int, comm_fraction: float,
+               nvlink_level: str | None = None, fast_bps: float | None = None,
+               slow_bps: float = collective.IB_PER_GPU_BPS) -> dict:
+    """TP groups of a job placed as ``placement`` (``[(node, GPUs)]``) that cross an NVLink domain
+    (the node, or a domain of ``nvlink_level`` such as an NVL72 rack), and the step slowdown that
+    implies (:func:`courselib.model.collective.step_slowdown`): 1 when no group is split, since
+    every rank waits for the slowest group. ``fast_bps`` defaults to H100 NVLink in a node and
+    NVLink5 across a rack-scale domain."""
+    if nvlink_level is None:
+        domain_of, fast = (lambda i: i), collective.NVLINK_H100_BPS
+    else:
+        domain_of, fast = (lambda i: spec.domain_of(i, nvlink_level)), collective.NVLINK5_BPS
+    fast = fast if fast_bps is None else fast_bps
+    groups, split = collective.split_groups(placement, tp, domain_of)
+    slowdown = collective.step_slowdown(comm_fraction, fast, slow_bps) if split else 1.0
+    return {"tp": tp, "groups": groups, "split": split, "comm_fraction": comm_fraction,
+            "fast_GBps": fast / collective.GB, "slow_GBps": slow_bps / collective.GB, "slowdown": slowdown}

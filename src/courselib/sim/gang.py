@@ -71,6 +71,8 @@ class JobResult:
     domains: dict | None = None
     #: what the policy did with the job's topology request, when it did not honour it
     topology_note: str | None = None
+    #: on a cluster with a topology: ((node index, GPUs), ...) when it started (the cost of a split)
+    placement: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -405,7 +407,7 @@ def barrier_passed(sim: Simulation, run: JobRun) -> None:
     if run.start is None:
         run.start = state.now
         if state.workload.cluster.topology:   # where it landed, for the result's domains
-            run.placed = tuple(sorted(state.cluster.alloc.get(run.name, {})))
+            run.placed = tuple((i, b.gpus) for i, b in sorted(state.cluster.alloc.get(run.name, {}).items()))
     if run.recoveries and run.recoveries[-1][1] is None:
         run.recoveries[-1][1] = state.now
     state.log(run.name, f"barrier passed: training on {state.held(run)} GPUs")
@@ -513,8 +515,10 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
                               None if r.finished or r.state == RUNNING else r.pending_reason,
                               r.restarts, r.evictions, r.pods_lost,
                               tuple(tuple(x) for x in r.recoveries), r.end_reason,
-                              placement_domains(state.workload.cluster, r.placed) if r.placed else None,
-                              getattr(policy_obj, "topology_note", lambda job: None)(r.job)))
+                              placement_domains(state.workload.cluster, [i for i, _ in r.placed])
+                              if r.placed else None,
+                              getattr(policy_obj, "topology_note", lambda job: None)(r.job),
+                              r.placed or None))
     t0 = min((r.job.submit for r in runs), default=0.0)
     window = max(0.0, end_time - t0) * state.cluster.total_gpus
     waits = [r.start - r.job.submit for r in runs if r.start is not None]
