@@ -198,6 +198,7 @@ OPTION_COMMANDS = [
     ["gang", "simulate", str(EX / "workloads" / "slurm-backfill.yaml"), "--policy", "slurm", "--set", "bf_window={v}"],
     ["gang", "simulate", str(EX / "workloads" / "seed-400-of-512-25min.yaml"), "--policy", "slurm", "--seed", "{v}"],
     ["slurm", "replay-swf", str(EX / "files" / "toy.swf"), "--cores", "{v}"],
+    ["trace", "replay", str(EX / "files" / "toy.swf"), "--policy", "kueue", "--topology", "{v}"],
     ["slurm", "replay-swf", str(EX / "files" / "toy.swf"), "--limit", "{v}"],
     ["docker", "layers", str(EX / "files" / "Dockerfile.deps-first"), "--edited-line", "{v}"],
     ["problem", "cost", "--seed", "{v}"],

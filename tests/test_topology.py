@@ -285,3 +285,66 @@ def test_gang_simulate_reports_domains_and_slowdown_and_split_cost_prices_it(tmp
     assert "MFU halves when f = 1/(r - 1) = 12.5 %; at f = 0.125 it is divided by 2.000" in out
     assert "+30d x 512 GPUs = 368,640.0 GPU-hours" in out
     assert main(["split-cost", "--gpus", "512", "--run", "30d", "--comm-fraction", "1.5"]) == 2
+
+
+EXAMPLES = sorted((__import__("pathlib").Path(__file__).parent.parent / "examples" / "topology").glob("*.yaml"))
+
+
+def test_there_are_the_six_topology_workloads_the_issue_names():
+    assert {p.stem for p in EXAMPLES} >= {"fragmentation", "larger-than-domain", "preferred-vs-required", "apart",
+                                          "blocked-head", "mixed"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_topology_example_runs_under_every_policy_and_the_fast_path_agrees(path):
+    from courselib.io.workload import load_workload
+    w = load_workload(path)
+    for policy in POLICIES:
+        fast, ref = simulate(w, policy, check=True), simulate(w, policy, reference=True)
+        assert fast.jobs == ref.jobs and fast.trace == ref.trace, (path.stem, policy)
+
+
+def test_the_examples_tell_their_stories():
+    from courselib.io.workload import load_workload
+    ex = {p.stem: load_workload(p) for p in EXAMPLES}
+    # fragmentation: 24 GPUs free at 1m, but c waits an hour under every scheduler honouring the rack
+    for policy in HONOUR_REQUIRED:
+        assert simulate(ex["fragmentation"], policy).job("c").start == 3600, policy
+    # a required domain smaller than the job never starts; preferred spans
+    r = simulate(ex["larger-than-domain"], "kueue")
+    assert r.job("big-required").start is None and r.job("big-preferred").domains["rack"] == ["rack0", "rack1"]
+    # preferred starts at once across blocks; required waits for a whole block (2h)
+    r = simulate(ex["preferred-vs-required"], "kueue")
+    assert r.job("preferred").start == 60 and len(r.job("preferred").domains["block"]) == 2
+    assert r.job("required").start == 7200 and len(r.job("required").domains["block"]) == 1
+    # Slurm's --switches=1 waits max_switch_wait (300 s) and then spans
+    s = simulate(ex["preferred-vs-required"], "slurm").job("required")
+    assert s.start == 360 and len(s.domains["block"]) == 2
+    # blocked head: the small job behind it starts at once under Kueue (BestEffortFIFO) and Slurm
+    for policy in ("kueue", "slurm"):
+        assert simulate(ex["blocked-head"], policy).job("small").start == 120, policy
+    # apart: best fit keeps a whole block for j4; kube-default scatters and j4 spans two racks
+    assert simulate(ex["apart"], "kueue").job("j4").domains["block"] == ["block2"]
+    assert len(simulate(ex["apart"], "kube-default").job("j4").domains["rack"]) == 2
+
+
+def test_lint_flags_the_larger_than_domain_example(capsys):
+    from courselib.cli.files import lint_file
+    found = [f.code for f in lint_file(str(next(p for p in EXAMPLES if p.stem == "larger-than-domain")))]
+    assert found.count("W001") == 1
+
+
+def test_trace_replay_on_a_topology(capsys):
+    from courselib.cli.main import main
+    from courselib.io.traces import read_trace
+    from courselib.sim.traces import replay
+    toy = EXAMPLES[0].parent.parent / "files" / "toy.swf"
+    r = replay(read_trace(str(toy)), "kueue", topology="rack:8,block:4@preferred:block")
+    s = r.summary()
+    assert s["topology"]["levels"] == "rack:8,block:4@preferred:block" and int(s["cluster"].split("x")[0]) % 8 == 0
+    assert all(j.domains for j in r.result.jobs if j.start is not None)
+    assert main(["trace", "replay", str(toy), "--policy", "kube-default", "--topology", "rack:8,block:4"]) == 0
+    assert "of 3 started jobs" in capsys.readouterr().out
+    for bad in ("rack:8,block:3", "rack:0", "rack", "rack:8@required:pod", "rack:8,rack:4"):
+        assert main(["trace", "replay", str(toy), "--policy", "kueue", "--topology", bad]) == 2, bad
+        assert "--topology" in capsys.readouterr().err

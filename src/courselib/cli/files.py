@@ -253,18 +253,20 @@ def _trace_load(args) -> int:
 
 def _trace_replay(args) -> int:
     from courselib.io.traces import read_trace
-    from courselib.sim.traces import parse_cluster, replay, workload_of
+    from courselib.sim.traces import parse_cluster, parse_topology, replay, workload_of
 
     cluster = parse_cluster(args.cluster) if args.cluster else None
+    topology = parse_topology(args.topology) if args.topology else None
     reading = read_trace(args.file)
-    w = workload_of(reading, cluster, args.limit)[0]  # errors before any bar is drawn
+    w = workload_of(reading, cluster, args.limit, topology)[0]  # errors before any bar is drawn
     policies = policy_names() if args.policy == "all" else [args.policy]
     out = []
     for policy in policies:
         bar = _progress_bar(len(w.jobs), f"{policy}")
         try:
             out.append(replay(reading, policy, cluster, args.limit,
-                              progress=bar.update if bar is not None else None).summary())
+                              progress=bar.update if bar is not None else None,
+                              topology=args.topology).summary())
         finally:
             if bar is not None:
                 bar.close()
@@ -273,7 +275,8 @@ def _trace_replay(args) -> int:
         return 0
     s0 = out[0]
     print(f"ARG trace {args.file}")
-    print(f"ARG --cluster {s0['cluster']}" + (f" --limit {args.limit}" if args.limit else ""))
+    print(f"ARG --cluster {s0['cluster']}" + (f" --limit {args.limit}" if args.limit else "")
+          + (f" --topology {args.topology}" if args.topology else ""))
     print(f"{s0['file']}: {s0['format']}, {s0['jobs']} of {s0['jobs_in_trace']} jobs replayed as gangs "
           f"on {s0['cluster']} GPUs ({s0['cluster_rule']})")
     print(f"{'policy':<13} {'deadlock':>8} {'idle GPU-h':>11} {'util':>6} {'not run':>7} "
@@ -283,6 +286,11 @@ def _trace_replay(args) -> int:
         print(f"{s['policy']:<13} {'YES' if s['deadlock'] else 'no':>8} {s['idle_gpu_hours']:>11,.1f} "
               f"{s['utilisation']:>6.1%} {s['never_started']:>7} {_dur(q['mean']):>10} {_dur(q['p50']):>8} "
               f"{_dur(q['p90']):>8} {_dur(q['p99']):>8} {_dur(c['mean']):>9}")
+    for s in out:
+        if "topology" in s:
+            t = s["topology"]
+            print(f"topology {t['levels']}, {s['policy']}: of {t['started']} started jobs, " + ", ".join(
+                f"{n} span more than one {level}" for level, n in t["spanning"].items()))
     for s in out:
         print(f"by gang size, {s['policy']} (GPUs: jobs, mean / p90 wait, idle GPU-h):  " + "  ".join(
             f"{b['gpus']}: {b['jobs']}, {_dur(b['queueing_delay_s']['mean'])} / "
@@ -520,6 +528,9 @@ def register(subparsers) -> None:
     q.add_argument("--cluster", metavar="NODESxGPUS",
                    help="the cluster, e.g. 64x8; default: sized so the trace offers it a load of 0.8")
     q.add_argument("--limit", type=int, metavar="N", help="replay the first N usable jobs only")
+    q.add_argument("--topology", metavar="SPEC",
+                   help="replay on a topology: LEVEL:SIZE,... outermost first, optionally @required:LEVEL or "
+                        "@preferred:LEVEL for every job, e.g. rack:8,block:4@preferred:rack")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=_trace_replay)
 

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.io.policy import check_count
 from courselib.io.traces import read_trace, trace_to_jobs
 from courselib.model.gang import percentile
 from courselib.model.policies import policy_names
-from courselib.model.workload import ClusterSpec, Workload
+from courselib.model.workload import ClusterSpec, Workload, topology_problem
 
 #: gang-size buckets (GPUs of the whole job), as cluster-trace studies group jobs
 BUCKETS = ((1, 1), (2, 8), (9, 64), (65, 512), (513, math.inf))
@@ -47,6 +48,8 @@ class TraceReplay:
     cluster_rule: str
     jobs_in_trace: int
     result: object  # courselib.sim.gang.Result
+    topology: tuple = ()          # ((level, size), ...) given with --topology
+    topology_text: str = ""       # the --topology SPEC as given
 
     def summary(self) -> dict:
         """The paper's table for this run (seconds for times, GPU-hours for waste)."""
@@ -70,6 +73,13 @@ class TraceReplay:
                          "queueing_delay_s": _dist([j.start - j.submit for j in mine if j.start is not None]),
                          "idle_gpu_hours": round(sum(j.wasted_gpu_hours for j in mine), 3)})
         out["by_gang_size"] = rows
+        levels = [level for level, _ in self.topology]
+        if levels:   # how many started jobs landed in more than one domain of each level
+            started = [j for j in jobs if j.domains]
+            out["topology"] = {"levels": self.topology_text,
+                               "spanning": {level: sum(len(j.domains[level]) > 1 for j in started)
+                                            for level in levels},
+                               "started": len(started)}
         return out
 
 
@@ -108,8 +118,37 @@ def parse_cluster(text: str) -> tuple[int, int]:
     return nodes, gpus
 
 
-def workload_of(reading, cluster: tuple[int, int] | None = None, limit: int | None = None):
-    """(the trace as a :class:`~courselib.model.workload.Workload`, nodes, GPUs/node, rule)."""
+def parse_topology(text: str) -> tuple[tuple, tuple | None]:
+    """``rack:8,block:4[@required:block]`` → (``(("rack", 8), ("block", 4))``, ``("required",
+    "block")`` or None): the levels outermost first, and the request every job of the trace makes."""
+    levels_text, _, request_text = str(text).partition("@")
+    levels = []
+    for part in levels_text.split(","):
+        name, _, size = part.strip().partition(":")
+        if not name or not size.strip().isdigit():
+            raise InputError(f"{text!r}: {part.strip()!r} is not LEVEL:SIZE", field="--topology",
+                             hint="e.g. --topology spine:64,rack:8@preferred:rack (outermost first)")
+        check_count("nodes", int(size), field="--topology")
+        levels.append((name.strip(), int(size)))
+    request = None
+    if request_text:
+        mode, _, level = request_text.strip().partition(":")
+        if mode not in ("required", "preferred") or level not in [n for n, _ in levels]:
+            raise InputError(f"{text!r}: {request_text!r} is not required:LEVEL or preferred:LEVEL "
+                             "of the levels given", field="--topology", hint="e.g. @preferred:rack")
+        request = (mode, level)
+    problem = topology_problem(levels[0][1], levels) if levels else "no levels"
+    if problem:
+        raise InputError(f"{text!r}: {problem}", field="--topology",
+                         hint="list levels outermost first, each size dividing the one before")
+    return tuple(levels), request
+
+
+def workload_of(reading, cluster: tuple[int, int] | None = None, limit: int | None = None,
+                topology: tuple[tuple, tuple | None] | None = None):
+    """(the trace as a :class:`~courselib.model.workload.Workload`, nodes, GPUs/node, rule).
+    ``topology`` (:func:`parse_topology`): the cluster gets those levels (its nodes rounded up to
+    whole outermost domains) and every job the request."""
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: replay at least one job", field="--limit")
     gpn = cluster[1] if cluster else 8
@@ -120,17 +159,32 @@ def workload_of(reading, cluster: tuple[int, int] | None = None, limit: int | No
         nodes, rule = cluster[0], "given (--cluster)"
     else:
         nodes, rule = default_cluster(jobs, gpn)
-    return Workload(ClusterSpec(nodes, gpn), jobs), nodes, gpn, rule
+    if not topology:
+        return Workload(ClusterSpec(nodes, gpn), jobs), nodes, gpn, rule
+    levels, request = topology
+    top = levels[0][1]
+    if nodes % top:
+        if cluster:
+            raise InputError(f"--topology: the outermost level's {top} nodes do not divide --cluster's {nodes}",
+                             field="--topology", hint=f"give a cluster of a multiple of {top} nodes")
+        nodes, rule = -(-nodes // top) * top, rule + f", rounded up to whole {levels[0][0]}s of {top} nodes"
+        check_count("nodes", nodes, field="--topology")
+    if request is not None:
+        jobs = [replace(j, topology=request) for j in jobs]
+    return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs), nodes, gpn, rule
 
 
 def replay(reading, policy: str, cluster: tuple[int, int] | None = None, limit: int | None = None,
-           progress=None, **policy_options) -> TraceReplay:
-    """Replay ``reading`` (a :class:`~courselib.io.traces.TraceReading`) under ``policy``."""
+           progress=None, topology: str | None = None, **policy_options) -> TraceReplay:
+    """Replay ``reading`` (a :class:`~courselib.io.traces.TraceReading`) under ``policy``;
+    ``topology``: a ``--topology`` SPEC (:func:`parse_topology`)."""
     from courselib.sim.gang import simulate
 
-    w, nodes, gpn, rule = workload_of(reading, cluster, limit)
+    topo = parse_topology(topology) if topology else None
+    w, nodes, gpn, rule = workload_of(reading, cluster, limit, topo)
     r = simulate(w, policy, progress=progress, **policy_options)
-    return TraceReplay(reading.file, reading.format, policy, nodes, gpn, rule, len(reading.jobs), r)
+    return TraceReplay(reading.file, reading.format, policy, nodes, gpn, rule, len(reading.jobs), r,
+                       topo[0] if topo else (), topology or "")
 
 
 def waits(result) -> list[float]:
