@@ -28,6 +28,7 @@ from pathlib import Path
 from courselib.errors import CourseError
 from courselib.grading import formats
 from courselib.grading.files import atomic_write
+from courselib.grading.grade import grade
 
 CONFIG = "courselib-autograder.json"
 
@@ -48,7 +49,6 @@ def _submission(folder: Path, lab: str) -> Path:
 
 def grade_submission(folder: Path, config: dict) -> dict:
     """Grade the notebook in ``folder`` as ``config`` says; Gradescope's results as a dict (never raises)."""
-    from courselib.grading.grade import grade
 
     lab = str(config["lab"])
     visibility = str(config.get("visibility", "visible"))

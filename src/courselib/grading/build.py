@@ -20,6 +20,7 @@ answer cell that is not its stub, or cells added or removed) is never overwritte
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -315,7 +316,6 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
 
 def variant_text(solution, source: str, seed: int, *, solved: bool = False) -> tuple[str, bool]:
     """Seed ``seed``'s student lab (or, ``solved``, its solution) as notebook text; and whether the lab has variants."""
-    import copy
 
     import nbformat
 

@@ -18,6 +18,8 @@ import math
 import textwrap
 from numbers import Real
 
+from courselib.grading.encode import Missing
+
 # Set by the grader while it runs a check: (name, source, args, kwargs) -> the probe's result.
 _REMOTE = None
 
@@ -56,7 +58,6 @@ def expect(condition: bool, feedback: str) -> None:
 
 def answered(**answers) -> None:
     """Fail with "not answered yet" for the first answer that is still the stub ``...`` (or is gone)."""
-    from courselib.grading.encode import Missing
 
     for name, value in answers.items():
         if value is Ellipsis:

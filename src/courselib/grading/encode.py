@@ -11,6 +11,7 @@ Limits keep a hostile answer bounded: depth, number of values, string and intege
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import math
@@ -151,7 +152,6 @@ def _courselib_dataclass(name: str):
 
 def preload(sources) -> None:
     """Import the courselib model modules the instructor's code names (so its dataclasses can be decoded)."""
-    import ast
 
     for source in sources:
         try:

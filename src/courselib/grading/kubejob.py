@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from courselib.errors import InputError
+from courselib.grading.manifest import read_all
 from courselib.grading.many import find_jobs, read_roster
 
 #: Kueue's label naming the LocalQueue a Job is submitted to (Kueue v0.17 ``constants.QueueLabel``).
@@ -57,8 +58,6 @@ exec courselib grade "{mount}/submissions/$sub" --json-file "{mount}/reports/$re
 
 
 def _labs(source: Path | None) -> set[str]:
-    from courselib.grading.manifest import read_all
-
     if source is not None and source.is_file() and source.suffix == ".json":
         return set(read_all(source))
     folder = source if source is not None and source.is_dir() else Path("solutions")

@@ -33,6 +33,9 @@ from pathlib import Path
 from courselib.errors import InputError
 from courselib.grading import safe
 from courselib.grading.files import atomic_write, check_folder
+from courselib.grading.manifest import read_all
+from courselib.grading.source import find_source
+from courselib.io.policy import read_text
 
 MARGIN_S = 60.0     # past the grading's own --time-limit, before its process is killed from here
 
@@ -102,7 +105,6 @@ def find_jobs(folder: Path, labs: set[str], lab: str | None, roster: dict[str, s
 def read_roster(path: Path | None) -> dict[str, str]:
     if path is None:
         return {}
-    from courselib.io.policy import read_text
 
     rows = list(csv.DictReader(io.StringIO(read_text(path, "text"))))
     if rows and not {"student", "seed"} <= set(rows[0]):
@@ -167,8 +169,6 @@ def run(folder: Path, *, gradebook: Path, jobs: int = 1, lab: str | None = None,
         timeout: float = 30.0, time_limit: float = 600.0, roster: Path | None = None,
         reports: Path | None = None, echo=print) -> list[Outcome]:
     """Grade every submission in ``folder`` (see the module docstring); write the reports and the gradebook."""
-    from courselib.grading.manifest import read_all
-    from courselib.grading.source import find_source
 
     if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 64:
         raise InputError(f"{jobs!r} is not a number of parallel gradings from 1 to 64", field="-j")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from courselib.errors import CourseError
 from courselib.grading import safe
+from courselib.grading.grade import QuestionResult, SandboxError, _OutOfTime, prepare
 
 PLAN_ENV = "COURSELIB_NBVAL_PLAN"
 KERNEL = "courselib-grading"
@@ -52,7 +53,6 @@ def graded_cells(manifest, sub) -> list[dict]:
 def grade_with_nbval(path, *, source=None, hidden=None, timeout: float = 30.0, grace: float = 5.0,
                      time_limit: float = 600.0, same_user=None, seed=None, lab=None, report_text=None):
     """Grade ``path`` with the graded copy under ``pytest --nbval``; a GradeReport, and the pytest report's text."""
-    from courselib.grading.grade import QuestionResult, prepare
 
     ready = prepare(path, source=source, hidden=hidden, seed=seed, lab=lab,
                     times={"--timeout": timeout, "--grace": grace, "--time-limit": time_limit})
@@ -150,7 +150,6 @@ def _kernel_main() -> None:
     from ipykernel.kernelapp import IPKernelApp
     from ipykernel.kernelbase import Kernel
 
-    from courselib.grading.grade import SandboxError, _OutOfTime, prepare
 
     class GradingKernel(Kernel):
         implementation = "courselib-grading"

@@ -5,9 +5,11 @@ unreadable is one located :class:`courselib.errors.InputError`.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from courselib.errors import InputError
+from courselib.io.policy import read_text
 
 KERNELSPEC = {"display_name": "Python 3 (courselib)", "language": "python", "name": "python3"}
 
@@ -31,9 +33,6 @@ def _nodes(value):
 
 
 def _raw_notebook(path: Path, what: str) -> tuple[str, dict]:
-    import json
-
-    from courselib.io.policy import read_text
 
     try:
         text = read_text(path, "notebook")  # regular files only, size-capped (courselib.io.policy)

@@ -42,6 +42,7 @@ import os
 import pwd
 import resource
 import select
+import site
 import stat
 import shutil
 import signal
@@ -49,11 +50,13 @@ import socket
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import courselib
 from courselib.errors import CourseError
 from courselib.grading import jail
 
@@ -233,7 +236,6 @@ def _claim_uid():
 def courselib_root() -> str:
     """The folder Python finds courselib in: bound read-only into the view (the package alone when that
     folder is a checkout, so ``.git`` and ``solutions/`` never come with it)."""
-    import courselib
 
     pkg = Path(courselib.__file__).resolve().parent
     parent = pkg.parent
@@ -244,8 +246,6 @@ def courselib_root() -> str:
 
 def view_paths() -> list[str]:
     """What the student's Python needs from the machine (read-only): the interpreter, its libraries, courselib."""
-    import site
-    import sysconfig
 
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable),
              os.path.dirname(os.path.realpath(sys.executable)), courselib_root()}

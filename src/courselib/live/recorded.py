@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Generic, NamedTuple, TypeVar
 
 from courselib.errors import CourseError, InputError, PrivilegeError
+from courselib.io.policy import read_text
 
 T = TypeVar("T")
 
@@ -98,7 +99,6 @@ def read(name_or_path, prefix: str) -> dict:
     (``courselib/data/recorded/<prefix><name>.json``)."""
     p = Path(str(name_or_path))
     if p.suffix == ".json":
-        from courselib.io.policy import read_text
         return json.loads(read_text(p, "record"))
     return load(f"{prefix}{name_or_path}.json")
 
@@ -126,7 +126,6 @@ def write_own(path: str | Path, data: dict) -> Path:
     path = Path(path)
     if path.exists():
         try:
-            from courselib.io.policy import read_text
             ours = json.loads(read_text(path, "record")).get("recorded_by") == data["recorded_by"]
         except (ValueError, AttributeError, RecursionError, CourseError):
             ours = False

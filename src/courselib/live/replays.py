@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from courselib.io.workload import parse_workload
+from courselib.io.yamlfile import load_all_text
 from courselib.live import recorded
 
 
@@ -135,8 +137,6 @@ def record(path, *, recorded_by: str, recorded_on: str, recorded_at: str | float
 def read_replay(name_or_path, prefix: str):
     """A recorded replay's JSON and its workload (parsed from the text stored in it): a path
     (``….json``) or a shipped name (``courselib/data/recorded/<prefix><name>.json``)."""
-    from courselib.io.workload import parse_workload
-    from courselib.io.yamlfile import load_all_text
     data = recorded.read(name_or_path, prefix)
     workload = parse_workload(load_all_text(data["workload_text"], file=data["workload_file"])[0],
                               file=data["workload_file"])

@@ -17,11 +17,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat as st
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError
+from courselib.io.dockerfile import parse_dockerfile
+from courselib.io.policy import limit
+from courselib.io.yamlfile import read_text
+from courselib.live.container.runtime import BASE_IMAGE, Builder, check_builder, workspace
+from courselib.live.recorded import OutOfTime
+from courselib.model.layers import BuildContext, Change, parse_dockerignore
 
 _STEP = re.compile(r"^(?:\[(\d+)/(\d+)\]\s+)?STEP (\d+)/(\d+): (.*)$")
 _CACHE = re.compile(r"^--> Using cache ([0-9a-f]{64})")
@@ -144,8 +152,6 @@ class Rebuild:
 def check_context(src: Path) -> int:
     """The context's size in bytes; refuses a FIFO, socket or device in it (copying one could hang)
     and a context larger than ``COURSELIB_MAX_CONTEXT_BYTES`` (1 GiB), before anything is copied."""
-    import stat as st
-    from courselib.io.policy import limit
     cap = limit("build_context")
     total = 0
     stack = [src]
@@ -168,7 +174,6 @@ def check_context(src: Path) -> int:
 
 def ignore_patterns(context: Path) -> tuple[str, ...]:
     """The context's ignore file as buildah reads it: ``.containerignore``, else ``.dockerignore``."""
-    from courselib.model.layers import parse_dockerignore
     for name in (".containerignore", ".dockerignore"):
         p = context / name
         if p.is_file():
@@ -223,7 +228,6 @@ def edit_line(text: str, n: int, new: str | None = None) -> tuple[str, str]:
 
 def _point_from_at_stand_in(text: str, stage_names: set[str]) -> tuple[str, list[dict]]:
     """Replace each ``FROM <external image>`` by the stand-in base (line structure kept)."""
-    from courselib.live.container.runtime import BASE_IMAGE
     out, replaced = [], []
     for i, line in enumerate(text.splitlines(keepends=True), 1):
         m = re.match(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", line, re.IGNORECASE | re.DOTALL)
@@ -273,9 +277,6 @@ def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | 
     ``deadline`` (``time.monotonic()``): no build runs past it; :class:`~courselib.live.recorded.OutOfTime`
     is raised instead (the running build stopped).
     """
-    from courselib.io.dockerfile import parse_dockerfile
-    from courselib.live.container.runtime import Builder, check_builder, workspace
-    from courselib.model.layers import BuildContext, Change
 
     src = Path(context)
     if not src.is_dir():
@@ -291,7 +292,6 @@ def rebuild(context: str | Path, *, changed: list[str] = (), edited_line: int | 
         for c in e.changed:
             if Path(c).is_absolute() or ".." in Path(c).parts:
                 raise InputError(f"{c}: give a path inside the build context", field="--changed")
-    from courselib.io.yamlfile import read_text
     original = read_text(src / file, "dockerfile")        # the input policy: regular file, size cap
     check_context(src)
     check_builder()
@@ -534,7 +534,6 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
 
 def _left(deadline: float, label: str) -> float:
     """Seconds left before ``deadline`` for the build ``label``; OutOfTime when none are."""
-    from courselib.live.recorded import OutOfTime
     left = deadline - time.monotonic()
     if left <= 1.0:
         raise OutOfTime(f"the real builds ran out of their time budget before '{label}'")
@@ -547,7 +546,6 @@ def seed_rebuilds(tmp: Path | None = None, *, orders=("deps_first", "code_first"
     (``deps_first``); and the code-first order built and rebuilt after the same code edit.
     ``budget_s``: all builds end within that many seconds, or OutOfTime (a page's cell has a time
     limit; see :func:`courselib.live.container.runtime.source`)."""
-    import tempfile
     out = {}
     deadline = None if budget_s is None else time.monotonic() + budget_s
     with tempfile.TemporaryDirectory(prefix="courselib-seed-", dir=tmp) as t:
@@ -564,7 +562,6 @@ def seed_rebuilds(tmp: Path | None = None, *, orders=("deps_first", "code_first"
 
 def suite(*, say=lambda msg: None) -> dict:
     """The differential suite, for real: what ``docker rebuild-suite`` prints."""
-    import tempfile
     out = {"differential": []}
     with tempfile.TemporaryDirectory(prefix="courselib-suite-") as t:
         for k, sc in enumerate(SCENARIOS, 1):
@@ -579,8 +576,6 @@ def suite(*, say=lambda msg: None) -> dict:
 
 def predicted_now(scenario: dict) -> list[str]:
     """Today's prediction for a scenario, without building (checks a recording against the model)."""
-    from courselib.io.dockerfile import parse_dockerfile
-    from courselib.model.layers import BuildContext, Change, parse_dockerignore
 
     files = scenario["files"]
     text, _ = _point_from_at_stand_in(files["Dockerfile"], {m.lower() for m in re.findall(

@@ -46,7 +46,12 @@ from pathlib import Path
 from courselib.errors import CourseError, InputError, PrivilegeError
 from courselib.live import recorded as _recorded
 from courselib.live.cleanup import cleanup_on_signals, signals_held
+from courselib.live.memcg import KernelLog
+from courselib.live.proc import namespaces, remove_cgroup
 from courselib.live.recorded import OutOfTime
+from courselib.model.badness import Task
+from courselib.model.memcg import OomScenario, ProcessSpec
+from courselib.units import PAGE_SIZE
 
 #: Debian packages this module runs (one per line in .ci/apt-packages.txt).
 DEBIAN_PACKAGES = ("runc", "buildah", "busybox-static")
@@ -314,7 +319,6 @@ class Workspace:
         for rel in self.cgroups:
             for d in cgroup_dirs(rel):
                 if d.exists():
-                    from courselib.live.proc import remove_cgroup
                     with contextlib.suppress(CourseError):
                         remove_cgroup(d)
                     report["cgroups"].append(str(d))
@@ -407,7 +411,6 @@ def _parse_inside(lines: list[str]) -> dict:
 
 
 def _outside_view(pid: int) -> dict:
-    from courselib.live.proc import namespaces
     status = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         k, _, v = line.partition(":")
@@ -484,8 +487,6 @@ def _bundle(ws: Workspace, runtime: str, name: str, args: list[str], memory: int
 
 def _run_one(ws: Workspace, runtime: str, name: str, args: list[str], memory: int | None,
              timeout: float) -> ContainerRun:
-    from courselib.live.memcg import KernelLog
-
     bundle, rel = _bundle(ws, runtime, name, args, memory)
     pid_file = bundle / "container.pid"
     # runc keeps a stopped container (and its cgroup, with the OOM counter) until `delete`;
@@ -727,10 +728,7 @@ def oom_experiments(limit: int = 32 * MiB, hog: int = 64 * MiB) -> list[dict]:
     ``pid1``: PID 1 itself (``dd`` with a ``hog``-byte buffer) exceeds the limit. ``child``: PID 1
     is a shell that starts the same ``dd`` as its child, waits for it and exits 0.
     """
-    from courselib.model.badness import Task
-    from courselib.model.memcg import OomScenario, ProcessSpec
     from courselib.sim.memcg import simulate, summary
-    from courselib.units import PAGE_SIZE
 
     dd = ["dd", "if=/dev/zero", "of=/dev/null", f"bs={hog // MiB}M", "count=1"]
     cases = [("pid1", dd),

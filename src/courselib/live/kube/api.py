@@ -16,6 +16,7 @@ import json
 
 from courselib.errors import CourseError
 from courselib.live.kube.cluster import NAMESPACE, ControlPlane, scheduler_metrics
+from courselib.live.kube.watch import PodWatch
 
 
 class ApiError(CourseError):
@@ -100,6 +101,5 @@ class Api:
     def watch(self, selector: str, path: str | None = None):
         """A watch (not yet started) on the objects at ``path`` (default: the replay namespace's
         pods) carrying ``selector``."""
-        from courselib.live.kube.watch import PodWatch
         return PodWatch(self, selector, path)
 

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.live import recorded
+from courselib.live.kube import cluster as kube
+from courselib.live.kube.result import LIVE_ENV
 from courselib.live.kube.validate import Finding, validate_files
 
 FIELD = "spec.template.spec.schedulingGroup"
@@ -100,8 +102,6 @@ def load_recorded(gang: bool) -> tuple[GateCheck, dict]:
 def source(gang: bool, file) -> recorded.Source[GateCheck]:
     """``file`` (:data:`EXAMPLE`) live on a running control plane whose gate is ``gang`` (with
     ``COURSELIB_LIVE=1``), else the recording made on one."""
-    from courselib.live.kube import cluster as kube
-    from courselib.live.kube.result import LIVE_ENV
     up: list = []
 
     def unavailable() -> str | None:

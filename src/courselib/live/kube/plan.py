@@ -15,6 +15,7 @@ from courselib.errors import InputError
 from courselib.live.kube import extension
 from courselib.live.kube.cluster import FEATURE_PREFIX, GPU, NAMESPACE, KubeShape
 from courselib.live.nodes import features_for
+from courselib.model.cluster import parse_constraint
 from courselib.model.workload import ClusterSpec, Job, Workload
 
 REPLAY_LABEL = "courselib/replay"
@@ -31,7 +32,6 @@ def shape_for(spec: ClusterSpec, gang: bool = False, with_: tuple[str, ...] = ()
 
 
 def _affinity(constraint: str | None) -> dict | None:
-    from courselib.model.cluster import parse_constraint
     terms = parse_constraint(constraint)
     if not terms:
         return None

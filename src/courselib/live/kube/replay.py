@@ -35,11 +35,13 @@ import http.client
 import math
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 
 from courselib.errors import CourseError
-from courselib.live.kube.api import ApiError
-from courselib.live.kube.cluster import KUBERNETES_VERSION, NAMESPACE, ControlPlane
+from courselib.live.kube.api import Api, ApiError
+from courselib.live.kube.cluster import ControlPlane, KUBERNETES_VERSION, NAMESPACE, reshape
 from courselib.live.kube.extension import REGISTRY, AllHooks, ReplayRun
 from courselib.live.kube.plan import (IMAGE, REPLAY_LABEL, ReplayPlan, job_manifest, pod_group_manifest,
                                       preempts, priority_class_manifest)
@@ -145,7 +147,6 @@ class FakeKubelet:
     def succeed(self, names: list[str]) -> None:
         """The job trained to its end: its pods exit 0 — all at once, as far as HTTP allows (the
         requests go out in parallel), so the scheduler sees the GPUs come back together."""
-        from concurrent.futures import ThreadPoolExecutor
         now = self._now()
         status = {
             "phase": "Succeeded",
@@ -243,11 +244,8 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
 
     The fake nodes are made the workload's first (they are only objects); the extensions the
     plan's shape names take part through their hooks."""
-    from courselib.live.kube.api import Api
-    from courselib.live.kube.cluster import reshape
     missing = [w for w in plan.shape.with_ if w not in cp.shape.with_]
     if missing:
-        from dataclasses import replace as _replace
         raise CourseError(f"this replay needs {', '.join(missing)} on the control plane (its workload says "
                           f"so), which runs without",
                           hint=f"`courselib kube up {_replace(cp.shape, with_=tuple(cp.shape.with_) + tuple(missing)).cli_args()}` "

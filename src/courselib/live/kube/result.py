@@ -12,14 +12,17 @@ else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from courselib.io.workload import load_workload
 from courselib.live import recorded as _recorded
 from courselib.live.kube import extension
+from courselib.live.kube import cluster as kube
 from courselib.live.kube.cluster import KUBERNETES_VERSION
 from courselib.live.kube.plan import plan_replay
-from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult
+from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult, run_replay
 from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
@@ -335,7 +338,6 @@ RECORDED_BY = "courselib kube replay --record"
 
 def record(result: ReplayResult, path, *, workload_text: str, workload_file: str) -> Path:
     """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
-    import platform
     v = result.versions
     joined = "".join(f", {ext.title} {result.extra[ext.name]}" for ext in map(extension.get, result.plan.shape.with_)
                      if ext.name in result.extra)
@@ -365,9 +367,6 @@ def source(name: str, workload_path, *, gang: bool = False, policy: str | None =
     """Replay ``workload_path`` on the local control plane if one of the right shape is up (and
     ``COURSELIB_LIVE=1``: a replay this size takes minutes), else the recorded run ``name``
     (:func:`courselib.live.recorded.live_or_recorded`)."""
-    from courselib.io.workload import load_workload
-    from courselib.live.kube import cluster as kube
-    from courselib.live.kube.replay import run_replay
     plan = plan_replay(load_workload(workload_path), gang=gang,
                        policy=policy or ("kube-gang" if gang else "kube-default"), options=options)
     up: list = []

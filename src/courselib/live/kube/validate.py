@@ -15,6 +15,7 @@ a kind the server does not serve is reported as not validated, never as accepted
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -23,8 +24,10 @@ from pathlib import Path
 from courselib.errors import CourseError
 from courselib.io.yamlfile import load_all_text, read_text
 from courselib.live import recorded
+from courselib.live.kube import cluster as kube
 from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import NAMESPACE, ControlPlane
+from courselib.live.kube.result import LIVE_ENV
 
 #: API groups whose kinds come from courselib's stand-in CRDs.
 STANDIN_GROUPS = {"scheduling.volcano.sh", "batch.volcano.sh"}
@@ -248,10 +251,7 @@ def source(name: str, files: list[str]) -> recorded.Source[list[Finding]]:
     """Validate ``files`` on the local control plane if one is up (and ``COURSELIB_LIVE=1``), else
     the recording ``name`` (``courselib/data/recorded/kube-validate-NAME.json``;
     :func:`courselib.live.recorded.live_or_recorded`)."""
-    import os
 
-    from courselib.live.kube import cluster as kube
-    from courselib.live.kube.result import LIVE_ENV
     up: list = []
 
     def unavailable() -> str | None:

@@ -8,16 +8,21 @@ shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recor
 """
 from __future__ import annotations
 
+import platform
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from courselib.io.workload import load_workload
 from courselib.live import recorded as _recorded
+from courselib.live.daemons import HOST
 from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
-from courselib.live.slurm.cluster import Cluster
+from courselib.live.slurm import cluster as slurm
+from courselib.live.slurm.cluster import BASE_PORT, Cluster
 from courselib.live.slurm.plan import plan_replay
-from courselib.live.slurm.replay import RealJob, ReplayResult
+from courselib.live.slurm.replay import RealJob, ReplayResult, run_replay
 from courselib.model.workload import Workload
 
 
@@ -170,9 +175,7 @@ RECORDED_BY = "courselib slurm replay --record"
 
 def slurm_version(cluster: Cluster | None = None) -> str:
     """``slurm 22.05.8``: what ``slurmctld -V`` says (through the cluster's launcher)."""
-    import subprocess
 
-    from courselib.live.daemons import HOST
     launcher = cluster.launcher if cluster is not None else HOST
     try:
         out = subprocess.run(launcher.command([launcher.which("slurmctld") or "slurmctld", "-V"]),
@@ -185,7 +188,6 @@ def slurm_version(cluster: Cluster | None = None) -> str:
 def record(result: ReplayResult, path, *, workload_text: str, workload_file: str,
            cluster: Cluster | None = None) -> Path:
     """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
-    import platform
     return _record(path, recorded_by=RECORDED_BY,
                    recorded_on=f"{platform.system()} {platform.release()}, {slurm_version(cluster)}",
                    recorded_at=result.release_epoch, workload_text=workload_text,
@@ -207,9 +209,6 @@ def load_recorded(name_or_path) -> Recorded:
 def source(name: str, workload_path) -> _recorded.Source[ReplayResult]:
     """Replay ``workload_path`` on the local Slurm if one of the right shape is up, else the
     recorded run ``name`` (:func:`courselib.live.recorded.live_or_recorded`)."""
-    from courselib.io.workload import load_workload
-    from courselib.live.slurm import cluster as slurm
-    from courselib.live.slurm.replay import run_replay
 
     plan = plan_replay(load_workload(workload_path))
     up: list[Cluster] = []
@@ -236,5 +235,4 @@ def live_or_recorded(name: str, workload_path) -> tuple[ReplayResult, str | None
 
 def slurm_port_base() -> int:
     """The first port a local cluster uses (slurmctld; node K listens on this + K)."""
-    from courselib.live.slurm.cluster import BASE_PORT
     return BASE_PORT

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from courselib.live.kube.extension import Extension, register
 from courselib.live.kube.jobset import manager
+from courselib.live.kube.jobset.replay import JobSetReplay
 
 
 @register
@@ -32,5 +33,4 @@ class JobSet(Extension):
         manager.stop(cp, say=say)
 
     def replay(self, run):
-        from courselib.live.kube.jobset.replay import JobSetReplay
         return JobSetReplay(run)

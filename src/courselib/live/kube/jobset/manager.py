@@ -27,14 +27,18 @@ How it is wired, and why:
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
 
 from courselib.errors import CourseError
+from courselib.live.cleanup import alive
+from courselib.live.daemons import check_ports
 from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import KubeUnavailable, http_ok
 from courselib.live.kube.config import cache_dir
@@ -66,7 +70,6 @@ def manifests() -> Path:
 
 def unavailable_reason() -> str | None:
     """``None`` if JobSet can run here (with the control plane), else the one-line reason."""
-    import os
     why = kube_unavailable_reason()
     if why:
         return why
@@ -148,7 +151,6 @@ def service_manifest() -> dict:
 
 def make_certs(d: Path) -> str:
     """A CA and a serving certificate for the webhook Service's name; the CA as a base64 bundle."""
-    import base64
     d.mkdir(mode=0o700, exist_ok=True)
     for f in d.iterdir():
         f.unlink()
@@ -213,7 +215,6 @@ def install(api, port: int, ca_bundle: str) -> None:
 # ----------------------------------------------------------------------------- up / down
 
 def check_alive(cp) -> None:
-    from courselib.live.cleanup import alive
     for p in cp.procs:
         if p.role == ROLE and not alive(p.pid):
             log = cp.log_tail(ROLE)
@@ -223,7 +224,6 @@ def check_alive(cp) -> None:
 
 def start(cp, *, timeout: float = 120.0, say=lambda m: None) -> None:
     """Install JobSet's CRD and webhooks and start its manager (recorded in ``cp.procs``)."""
-    from courselib.live.daemons import check_ports
     why = unavailable_reason()
     if why:
         raise KubeUnavailable(why)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from courselib.live.kube.extension import Extension, register
 from courselib.live.kube.kueue import manager
+from courselib.live.kube.kueue.replay import KueueReplay, plan_kueue_replay
 
 
 @register
@@ -33,9 +34,7 @@ class Kueue(Extension):
         manager.stop(cp, say=say)
 
     def plan(self, workload, *, policy, file, options):
-        from courselib.live.kube.kueue.replay import plan_kueue_replay
         return plan_kueue_replay(workload, file=file, options=options)
 
     def replay(self, run):
-        from courselib.live.kube.kueue.replay import KueueReplay
         return KueueReplay(run)

@@ -29,9 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError
-from courselib.io.yamlfile import load_all_text
+from courselib.io.yamlfile import load_all_text, read_text
 from courselib.live import recorded
 from courselib.live.kube.kueue import manager
+from courselib.live.kube.result import LIVE_ENV
 
 LOADED = "Successfully loaded configuration"
 REFUSED = "Unable to load the configuration"
@@ -143,7 +144,6 @@ def locate(text: str, field: str | None, file: str) -> int | None:
 
 def check_file(path: str, *, timeout: float = 60.0) -> tuple[Loaded, int | None]:
     """The manager's answer for the configuration file at ``path``, and the line it objects to."""
-    from courselib.io.yamlfile import read_text
     text = read_text(path, "manifest")
     got = load(text, name=str(path), timeout=timeout)
     return got, locate(text, got.field, str(path))
@@ -177,7 +177,6 @@ def load_recorded(name: str = RECORDING) -> tuple[list[Loaded], dict]:
 
 def source() -> recorded.Source[list[Loaded]]:
     """The cases asked of the built manager (with ``COURSELIB_LIVE=1``), else the recording."""
-    from courselib.live.kube.result import LIVE_ENV
 
     def unavailable() -> str | None:
         if os.environ.get(LIVE_ENV) != "1":

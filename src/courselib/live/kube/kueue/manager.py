@@ -46,11 +46,14 @@ import contextlib
 import copy
 import json
 import os
+import ssl
 import time
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from courselib.errors import CourseError, InputError
+from courselib.live.daemons import check_ports
 from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import KubeUnavailable, http_ok
 from courselib.live.kube.config import cache_dir
@@ -188,8 +191,6 @@ def manager_config(cp, settings: PodsReady) -> dict:
 def metrics(cp) -> str:
     """The manager's Prometheus metrics (its secure port; Kueue checks our token with the API
     server's TokenReview and SubjectAccessReview, as controller-runtime's filter does)."""
-    import ssl
-    import urllib.request
     token = json.loads(cp.kubeconfig.read_text())["users"][0]["user"]["token"]
     req = urllib.request.Request(f"https://127.0.0.1:{ports(cp.shape)['metrics']}/metrics",
                                  headers={"Authorization": f"Bearer {token}"})
@@ -392,7 +393,6 @@ def settings_of(cp) -> PodsReady | None:
 
 def start(cp, settings: PodsReady | None = None, *, timeout: float = 120.0, say=lambda m: None) -> None:
     """Install Kueue's CRDs and webhooks and start its manager (recorded in ``cp.procs``)."""
-    from courselib.live.daemons import check_ports
     settings = settings or PodsReady()
     why = unavailable_reason()
     if why:

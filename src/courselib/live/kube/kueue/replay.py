@@ -46,6 +46,8 @@ from courselib.live.kube.extension import ReplayHooks, ReplayRun
 from courselib.live.kube.kueue import manager as kueue
 from courselib.live.kube.plan import REPLAY_LABEL, ReplayPlan, job_notes, shape_for
 from courselib.live.kube.watch import PodWatch, job_of, metric, pending_message, phase
+from courselib.model.policies import make_policy
+from courselib.model.policies.kueue import requeue_delay
 from courselib.model.workload import Job, Workload
 from courselib.units import format_duration as _fmt
 
@@ -64,7 +66,6 @@ KAPI = f"/apis/{kueue.KUEUE_API}"
 
 
 def model_policy(workload: Workload, options: dict):
-    from courselib.model.policies import make_policy
     return make_policy("kueue", workload, **options)
 
 
@@ -403,7 +404,6 @@ class KueueReplay(ReplayHooks):
             for name, v in self.admitted_v.items():
                 if name not in self.ready and name not in self.finished:
                     cands.append((v + self.model.timeout, 0, name, "evict"))
-            from courselib.model.policies.kueue import requeue_delay
             for name, (v, n) in self.backoff.items():
                 cands.append((v + requeue_delay(max(1, n), self.model.backoff_base,
                                                 self.model.backoff_max), 1, name, "requeue"))
