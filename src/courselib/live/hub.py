@@ -28,11 +28,13 @@ error, Ctrl-C, SIGTERM or SIGHUP during ``up`` the same happens before the error
 """
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import secrets
 import shutil
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -379,9 +381,6 @@ def kubespawner_pod(user: str, *, image: str, namespace: str = "default", hub_ur
     Zero to JupyterHub settings, as the JSON the API server receives. No cluster is contacted: KubeSpawner
     loads a client configuration when it is made, so it is given one that points nowhere. The hub's API
     token for the pod is left empty (a real hub sets one per spawn)."""
-    import asyncio
-    import tempfile
-
     from kubernetes_asyncio.client import ApiClient
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner

@@ -298,8 +298,6 @@ def source(recovery: str = "default"):
     """The 4-rank run that loses rank 2 (``courselib barrier real --ranks 4 --kill 2``): live where
     Open MPI and mpi4py are installed, else its labelled recording
     (:func:`courselib.live.recorded.live_or_recorded`)."""
-    from courselib.live import recorded as _recorded
-
     def recording():
         run_, data = recorded(recovery)
         return _recorded.Recording(run_, f"{data['machine']}; {data['label']}", data.get("recorded_on", ""))
