@@ -348,3 +348,19 @@ def test_trace_replay_on_a_topology(capsys):
     for bad in ("rack:8,block:3", "rack:0", "rack", "rack:8@required:pod", "rack:8,rack:4"):
         assert main(["trace", "replay", str(toy), "--policy", "kueue", "--topology", bad]) == 2, bad
         assert "--topology" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_the_topology_practice_problem_answers_what_the_simulator_says(difficulty):
+    from courselib import problems
+    from courselib.problems import topology as topic
+    for seed in range(6):
+        p = problems.generate("topology", seed, difficulty)
+        s = problems.solve(p)
+        for policy in p.data["policies"]:
+            r = topic.run(p.data, policy)
+            assert s.answer[policy] == {j.name: {"start_s": j.start, "domains": j.domains, "waits": j.pending_reason}
+                                        for j in r.jobs}
+        assert "Headcount fits; no rack does." in s.steps[0]
+        if difficulty == "easy":   # Kueue's TAS refuses the head job with its own message
+            assert any('topology "default" allows to fit only' in step for step in s.steps), seed

@@ -7,7 +7,8 @@ import importlib.util
 from courselib.problems.base import DIFFICULTIES, Problem, Solution, rng
 
 # Topic name -> module under courselib.problems. Order is the order `--help` lists them.
-TOPICS = ("namespaces", "cpu", "gang", "backfill", "oom", "qos", "cost", "checkpoint", "barrier", "layers")
+TOPICS = ("namespaces", "cpu", "gang", "backfill", "topology", "oom", "qos", "cost", "checkpoint", "barrier",
+          "layers")
 
 
 def topic_module(topic: str):
