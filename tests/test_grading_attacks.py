@@ -123,8 +123,6 @@ def test_a_classmates_submission_is_out_of_reach(lab, tmp_path):
 
 # --- 4: the visible check hands out the answer ------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="Lab 8's visible checks still compute the expected values: the labs "
-                                       "helper moves them into hidden checks (INTERFACES.md, 2026-12-02)")
 def test_copying_the_visible_checks_expressions_earns_nothing(lab, tmp_path):
     """Attack 4: each answer is the expression the visible check cell uses for its expected value."""
     path = write(A.copies_the_checks_expressions(lab), tmp_path / f"{TARGET}.ipynb")

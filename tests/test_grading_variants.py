@@ -1,9 +1,8 @@
 """Per-student variants (issue 33): a seed in the notebook's metadata, the lab's numbers from it, the
 checks' expected values from the same seed, and a grader that refuses a notebook of another seed.
 
-The labs get their `parameters` / `variant` cells from the labs helper; until then these tests use
-Lab 8 with the two cells added here (its story's numbers drawn per seed), which is exactly what a lab
-with variants looks like (see /work/notes/INTERFACES.md).
+Lab 8 carries both cells (its numbers drawn per seed: the story's batches, the scheduler model's cluster
+and blocker, the week's prices), which is what a lab with variants looks like (solutions/README.md).
 """
 from __future__ import annotations
 
@@ -26,27 +25,12 @@ if not (ROOT / "solutions").is_dir():
     pytest.skip("no solutions/ here (the student template)", allow_module_level=True)
 LAB = "08-gang-cost"
 
-VARIANT = '''\
-def variant(rng):
-    """This lab's story for one seed: another gang, another wait, another price."""
-    gang = rng.pick([256, 512, 768, 1024])        # held > gang / 2: no "usual mistake" equals the answer
-    return {"GANG_GPUS": gang, "HELD_GPUS": gang - rng.pick([32, 64, 96]),
-            "WAIT_MINUTES": rng.integer(17, 95), "USD_PER_GPU_HOUR": rng.real(1.2, 4.5)}
-'''
-
-
 def lab_with_variants():
-    """Lab 8's solution with its story cell tagged `parameters` and a `variant` cell after it."""
+    """Lab 8's solution: its story cell is tagged `parameters`, and a `variant` cell follows it."""
     nb = nbformat.read(ROOT / "solutions" / f"{LAB}.ipynb", 4)
-    nb = copy.deepcopy(nb)
-    story = next(c for c in nb.cells if "GANG_GPUS = " in c.source)
-    story.metadata.setdefault("tags", []).append(variant.PARAMETERS_TAG)
-    cell = nbformat.v4.new_code_cell(VARIANT, metadata={"tags": [variant.VARIANT_TAG]})
-    cell.id = "cost-variant"
-    nb.cells.insert(nb.cells.index(story) + 1, cell)
-    md = next(c for c in nb.cells if c.cell_type == "markdown" and "A 512-GPU training job" in c.source)
-    md.source = md.source.replace("A 512-GPU training job", "A {{GANG_GPUS}}-GPU training job")
-    return nb
+    assert any(variant.PARAMETERS_TAG in markers.tags(c) for c in nb.cells)
+    assert any(variant.VARIANT_TAG in markers.tags(c) for c in nb.cells)
+    return copy.deepcopy(nb)
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +92,12 @@ def _numbers(nb: dict) -> dict:
     return variant.defaults("".join(story["source"]), "test")
 
 
-def _literal_q2(nb: dict, value: float) -> None:
-    """The student answered question 2 with a number (not a formula)."""
+def _literal_q2(nb: dict, value: tuple[float, float]) -> None:
+    """The student answered question 2 with numbers (not a formula)."""
     for cell in nb["cells"]:
         src = "".join(cell["source"])
         if "story_cost_usd = " in src:
-            cell["source"] = f"story_cost_usd = {value!r}\n"
+            cell["source"] = f"story_idle_gpu_hours, story_cost_usd = {value!r}\n"
 
 
 def test_a_student_variant_shows_their_numbers_and_records_the_seed(course, tmp_path):
@@ -150,7 +134,9 @@ def test_an_answer_right_for_seed_a_is_wrong_for_seed_b(course, tmp_path):
     assert na != nb_
 
     def right(n):
-        return n["HELD_GPUS"] * n["WAIT_MINUTES"] / 60 * n["USD_PER_GPU_HOUR"]
+        hours = (n["FIRST_BATCH_GPUS"] * n["WAIT_MINUTES"]
+                 + n["SECOND_BATCH_GPUS"] * (n["WAIT_MINUTES"] - n["SECOND_BATCH_MINUTE"])) / 60
+        return hours, hours * n["USD_PER_GPU_HOUR"]
 
     _literal_q2(a, right(na))
     _literal_q2(b, right(na))          # the classmate's number, in student B's notebook
@@ -190,8 +176,10 @@ def test_the_grader_takes_the_numbers_from_the_instructor_not_the_students_cell(
     n = _numbers(nb)
     for cell in nb["cells"]:
         if variant.PARAMETERS_TAG in cell["metadata"].get("tags", []):
-            cell["source"] = "".join(cell["source"]).replace(f"HELD_GPUS = {n['HELD_GPUS']}", "HELD_GPUS = 0")
-    _literal_q2(nb, 0.0)
+            cell["source"] = "".join(cell["source"]).replace(
+                f"FIRST_BATCH_GPUS = {n['FIRST_BATCH_GPUS']}", "FIRST_BATCH_GPUS = 0")
+    _literal_q2(nb, (n["SECOND_BATCH_GPUS"] * (n["WAIT_MINUTES"] - n["SECOND_BATCH_MINUTE"]) / 60,
+                     n["SECOND_BATCH_GPUS"] * (n["WAIT_MINUTES"] - n["SECOND_BATCH_MINUTE"]) / 60 * n["USD_PER_GPU_HOUR"]))
     (tmp_path / f"{LAB}.ipynb").write_text(json.dumps(nb))
     report = grade(tmp_path / f"{LAB}.ipynb", source=course / "solutions")
     assert {r.question: r.passed for r in report.questions}["q2"] is False
@@ -203,7 +191,7 @@ def test_variant_refuses_what_it_cannot_do(course, tmp_path):
     done = cli("labs", "variant", LAB, "--seed", "1", "-o", str(tmp_path / "x.txt"), cwd=course)
     assert done.returncode == 2 and "-o" in done.stderr
     bad = lab_with_variants()
-    next(c for c in bad.cells if variant.VARIANT_TAG in markers.tags(c)).source = VARIANT.replace(
-        '"HELD_GPUS"', '"NOT_A_PARAMETER"')
+    cell = next(c for c in bad.cells if variant.VARIANT_TAG in markers.tags(c))
+    cell.source = cell.source.replace('"GANG_GPUS"', '"NOT_A_PARAMETER"')
     with pytest.raises(InputError, match="NOT_A_PARAMETER"):
         build.variant_text(bad, "solutions/x.ipynb", 5)
