@@ -59,7 +59,7 @@ def test_the_graded_copy_holds_the_instructors_cells_and_the_students_answers_on
 def test_points_come_from_nbvals_report_and_agree_with_the_grader(lab, tmp_path):
     pytest_report: list[str] = []
     report, text = grade_with_nbval(SOLUTION, report_text=pytest_report)
-    assert report.total == report.max_points == 12 and "15 passed" in text
+    assert report.total == report.max_points == 12 and "19 passed" in text
     untouched = tmp_path / f"{LAB}.ipynb"
     A.write(lab, untouched)
     nbval_zero, _ = grade_with_nbval(untouched, source=SOLUTION)
