@@ -653,7 +653,7 @@ def test_a_capstone_prediction_copied_from_another_configuration_fails(labs, tmp
     kueue = CAPSTONE_CONFIGS["kueue, 5-minute waitForPodsReady"][0]
     lab, solution = labs / "09-capstone.ipynb", ROOT / "solutions" / "09-capstone.ipynb"
     path = graft(lab, solution, {"q1"}, tmp_path / "09-capstone.ipynb",
-                 wrong={"q1": f"config = {kueue!r}", "q2": f"predicted = {volcano!r}"})
+                 wrong={"q1": f"config = {kueue!r}", "q2": f"predicted = {volcano!r}\nidle_holders = set()"})
     q2 = grade(path).questions[1]
     assert not q2.passed and "the last fine-tune does not end at" in q2.feedback, q2.feedback
 

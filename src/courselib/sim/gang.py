@@ -462,6 +462,21 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
     the default fast path (incremental indexes and counters) must reproduce exactly: same trace,
     same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
     ``progress``, if given, is called with 1 each time a job ends (the default path only).
+
+    ``policy`` is one of :func:`courselib.model.policies.policy_names`, and ``policy_options`` are that
+    policy's options (an unknown one is a ``ValueError`` that lists the right ones):
+
+    - ``kube-default``: ``preemption`` (False), ``pod_order`` (None: the Job controllers' interleaving);
+    - ``volcano``: ``enqueue`` (True), ``overcommit_factor`` (1.2), ``min_resources`` (True);
+    - ``kueue``: ``wait_for_pods_ready`` (True), ``timeout`` (seconds; None: the release's default),
+      ``block_admission``, ``backoff_base`` (60 s), ``backoff_max`` (3600 s), ``backoff_limit``,
+      ``requeuing_timestamp`` ("Eviction"), ``queue_order``, ``version``, ``config_api``, ``disable_gate``;
+    - ``slurm``: ``backfill`` (True), ``bf_window`` (86400 s), ``bf_max_job_test`` (500),
+      ``bf_job_part_count_reserve`` (0);
+    - ``kube-gang``: ``pod_group_cycle`` (True), ``permit_timeout`` (300 s), ``requeue_after`` (300 s),
+      ``group_order``.
+
+    e.g. ``simulate(w, "kueue", timeout=300.0)``, ``simulate(w, "slurm", backfill=False)``.
     """
     if workload.events or any(j.preemption_policy for j in workload.jobs) \
             or any(q.within_cluster_queue != "Never" for q in workload.queues):
