@@ -482,7 +482,8 @@ def test_a_partly_solved_lab_gets_partial_credit_and_feedback_per_question(labs,
     path = graft(lab, solution, {"q2", "q3"}, tmp_path / lab.name, wrong={"q1": WRONG_FIRST[name][0]})
     assert main(["grade", str(path), "--source", str(solution)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^  q1  FAIL  0/3  idle_cost\(448, 52, 2.4\) gave [0-9.]+: your function used 52 hours, "
+    assert re.search(r"^  q1  FAIL  0/3  an instructor's hidden check: idle_cost\(448, 52, 2.4\) gave [0-9.]+: "
+                     r"your function used 52 hours, "
                      r"not 52 minutes", out, re.M), out
     assert re.search(r"^  q2  ok    2/2$", out, re.M) and re.search(r"^  q3  ok    3/3$", out, re.M), out
     assert re.search(r"^  q4  FAIL  0/2  `kube_idle_gpu_hours` is still `...`: not answered yet", out, re.M), out
