@@ -192,6 +192,11 @@ def _expected_self_check_answers() -> dict:
                                                           horizon=3 * 3600).jobs),
         "ch6-overcommit": "it stays Pending: 512 GPUs exceed the idle budget",   # 512 > 512 × 1.2 − 112
         "ch6-annotation": "on each pod: in the Job's pod template's metadata",
+        "ch6-gate-off": "it accepts the Job and silently drops the field: the pods are scheduled one at a time",
+        # a second way: no pod of either gang is bound before its gang starts training
+        "ch6-gang-holds": 0 if all(j.first_bound is not None and j.first_bound >= j.start
+                                   for j in simulate(default_workload(nodes=75), "kube-gang", horizon=3 * 3600).jobs)
+        else -1,
         "ch7-silent": 30 + 600,               # the rest of the step, then the watchdog
         "ch7-error": round(30 + 4.096e-6 * 2 ** 20 * 8, 1),
         "ch7-rendezvous": f"in torchrun's rendezvous, {nccl.RENDEZVOUS_JOIN_TIMEOUT_S / 60:g} min (its join_timeout)",

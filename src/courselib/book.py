@@ -34,6 +34,26 @@ def glue_text(name: str, value, fmt: str | None = None) -> None:
     glue(name, _Plain(text), display=False)
 
 
+class _Block:
+    """A block of text (a table a cell printed) shown as it is, for ``{glue}`` inside an aside."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def glue_block(name: str, text: str) -> None:
+    """Glue printed ``text`` for a ```` ```{glue} name``` ```` block: a cell's output shown inside a
+    dropdown aside (a code cell cannot sit inside one)."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    glue(name, _Block(str(text)), display=False)
+
+
 def glue_figure(name: str, fig) -> None:
     """Glue a matplotlib figure for a ``{glue:figure}`` directive (with caption and alt text)."""
     import matplotlib.pyplot as plt

@@ -52,13 +52,15 @@ CHAPTERS = (
     Chapter("book/04-images", "images and layers", PARTS[0], 35, 30, ("book/01-container-is-a-process",),
             practice=("layers",)),
     Chapter("book/05-slurm", "Slurm: the whole job", PARTS[1], 45, 40, practice=("backfill",)),
-    Chapter("book/06-kubernetes-gang", "Kubernetes gangs", PARTS[1], 60, 45, ("book/05-slurm",), practice=("gang",)),
+    Chapter("book/06-gang-deadlock", "the gang deadlock", PARTS[1], 40, 35, ("book/05-slurm",), practice=("gang",)),
+    Chapter("book/06-native-gang-and-failures", "native gangs, failures", PARTS[1], 30, 25,
+            ("book/06-gang-deadlock",), practice=("gang",)),
     Chapter("book/07-nccl-barrier", "the NCCL barrier", PARTS[1], 50, 40,
-            ("book/03-oom-killer", "book/06-kubernetes-gang"), practice=("barrier", "checkpoint")),
-    Chapter("book/08-cost", "what it costs", PARTS[1], 40, 35, ("book/06-kubernetes-gang", "book/07-nccl-barrier"),
+            ("book/03-oom-killer", "book/06-native-gang-and-failures"), practice=("barrier", "checkpoint")),
+    Chapter("book/08-cost", "what it costs", PARTS[1], 40, 35, ("book/06-gang-deadlock", "book/07-nccl-barrier"),
             practice=("cost", "checkpoint")),
     Chapter("book/09-choosing", "choosing a scheduler", PARTS[2], 40, 30,
-            ("book/05-slurm", "book/06-kubernetes-gang", "book/08-cost"), practice=("gang", "backfill")),
+            ("book/05-slurm", "book/06-gang-deadlock", "book/06-native-gang-and-failures", "book/08-cost"), practice=("gang", "backfill")),
 )
 
 LABS = (   # in the chapters' order; each lab's title states the same level and time (tests/test_labs.py)
@@ -66,7 +68,7 @@ LABS = (   # in the chapters' order; each lab's title states the same level and 
     Lab("labs/03-oom-killer", "the OOM killer", "book/03-oom-killer", 35),
     Lab("labs/04-images", "the fewest rebuilds", "book/04-images", 45),
     Lab("labs/05-slurm", "reading Slurm's queue", "book/05-slurm", 45),
-    Lab("labs/06-gang-deadlock", "gang deadlock", "book/06-kubernetes-gang", 50),
+    Lab("labs/06-gang-deadlock", "gang deadlock", "book/06-gang-deadlock", 50),
     Lab("labs/07-barrier", "barrier and lost rank", "book/07-nccl-barrier", 100),
     Lab("labs/08-gang-cost", "a partial gang's cost", "book/08-cost", 60),
     Lab("labs/09-capstone", "capstone: choose a scheduler", "book/09-choosing", 120),

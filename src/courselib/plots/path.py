@@ -6,8 +6,10 @@ from courselib.plots import FREE, ORANGE, PINK, SKY, use_style
 
 _PART_COLOUR = {course.PARTS[0]: SKY, course.PARTS[1]: ORANGE, course.PARTS[2]: PINK}
 # (column, row) of each chapter: the machine underneath on the top rows, the gang below, choosing last
-_POS = {"01": (0, 1), "02": (1, 1), "03": (2, 1), "04": (1, 2), "05": (0, 0), "06": (1, 0), "07": (2, 0),
-        "08": (3, 0), "09": (4, 0.5)}
+# (chapter 6 is two pages, side by side)
+_POS = {"01-container-is-a-process": (0, 1), "02-cgroups": (1, 1), "03-oom-killer": (2, 1), "04-images": (1, 2),
+        "05-slurm": (0, 0), "06-gang-deadlock": (1, 0), "06-native-gang-and-failures": (2, 0),
+        "07-nccl-barrier": (3, 0), "08-cost": (4, 0), "09-choosing": (5, 0.5)}
 
 
 def direct_needs() -> dict[str, set[str]]:
@@ -31,11 +33,11 @@ def learning_path(title: str = "The learning path: read a chapter after the ones
     from matplotlib.patches import FancyBboxPatch, Patch
 
     use_style()
-    fig, ax = plt.subplots(figsize=(11, 4.6))
+    fig, ax = plt.subplots(figsize=(12.5, 4.6))
     w, h = 0.92, 0.34
     centre = {}
     for c in course.CHAPTERS:
-        x, y = _POS[c.number]
+        x, y = _POS[c.doc.split("/")[-1]]
         y = y * 0.9
         centre[c.doc] = (x, y)
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
@@ -59,7 +61,7 @@ def learning_path(title: str = "The learning path: read a chapter after the ones
                 va="center", fontsize=7)
         ax.plot([x, x], [y + (h / 2 if ly > y else -h / 2), ly + (-0.09 if ly > y else 0.09)], color="#666666",
                 lw=0.8, linestyle="--")
-    ax.set_xlim(-0.55, 4.55)
+    ax.set_xlim(-0.55, 5.55)
     ax.set_ylim(-0.6, 2.35)
     ax.axis("off")
     ax.set_title(title, fontsize=10)

@@ -27,6 +27,7 @@ from courselib.model.pidns import HOST, PidNamespace, PidTree, Proc
 from courselib.model.slurm_states import slurm_time_limit_end
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.units import PAGE_SIZE
+from courselib.versions import pinned
 
 GiB = 2 ** 30
 
@@ -376,6 +377,37 @@ def _ch6_annotation() -> SelfCheck:
                    ["on the Job's own metadata", "on the PodGroup", "anywhere in the namespace"],
                    f"Volcano maps a pod to its gang by the pod's own {GROUP_ANNOTATION} annotation; the Job controller "
                    "copies only the template's metadata to the pods it creates.")
+
+
+@_check
+def _ch6_gate_off() -> SelfCheck:
+    return _choice("ch6-gate-off", "06",
+                   "On Kubernetes v1.37 with the `GenericWorkload` feature gate off (the default), you apply a Job "
+                   "whose pod template sets `schedulingGroup.podGroupName`. What does the API server do?",
+                   "it accepts the Job and silently drops the field: the pods are scheduled one at a time",
+                   ["it rejects the Job with a validation error",
+                    "it keeps the field, and the scheduler gang-schedules the pods anyway",
+                    "it accepts the Job and holds its pods until the gate is turned on"],
+                   "A disabled field is dropped on create, not refused (pkg/api/pod/util.go, "
+                   "dropDisabledSchedulingGroup), and the PodGroup kind is not even served. The course's dry run "
+                   f"on the real {pinned('kubernetes').version} API server shows exactly that.")
+
+
+@_check
+def _ch6_gang_holds() -> SelfCheck:
+    from courselib.sim.gang import simulate
+
+    r = simulate(default_workload(nodes=75), "kube-gang", horizon=3 * 3600)
+    second = max(r.jobs, key=lambda j: j.start)
+    held_waiting = max((held for t, held, training in r.histories[second.name] if not training), default=0)
+    return SelfCheck("ch6-gang-holds", "06",
+                     "The seed's two 512-rank jobs arrive together on 75 nodes × 8 GPUs, with Kubernetes' own gang "
+                     "plugin on and a PodGroup of minCount 512 each. How many GPUs does the second job hold while "
+                     "the first trains?",
+                     "number", held_waiting,
+                     f"{held_waiting}: a gang whose minCount does not fit is placed by nobody: the PodGroup "
+                     f"scheduling cycle reverts every tentative placement. It starts at {second.start / 3600:g} h, "
+                     "when the first job ends.", unit="GPUs")
 
 
 # --- chapter 7: the NCCL barrier ----------------------------------------------------------------
