@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KILL_WAIT_S = 30.0      # slurm.conf KillWait default
+#: slurm.conf SchedulerTimeSlice default: seconds per slice of gang time-slicing (PreemptMode=SUSPEND,GANG);
+#: "The default value is 30 seconds" (slurm.conf(5), doc/man/man5/slurm.conf.5 at SchedMD/slurm 284c3b95)
+SCHEDULER_TIME_SLICE_S = 30.0
 SIGTERM, SIGKILL = 15, 9
 TIMEOUT, OUT_OF_MEMORY = "TIMEOUT", "OUT_OF_MEMORY"
 
