@@ -169,3 +169,13 @@ def test_daly_interval_is_the_mtbf_once_the_checkpoint_costs_twice_it():
     f = c / (2 * m)
     assert math.isclose(math.sqrt(2 * c * m) * (1 + math.sqrt(f) / 3 + f / 9) - c, 8 * m / 9, rel_tol=1e-6)
     assert math.isclose(ckpt.daly_interval(c, m), 8 * m / 9, rel_tol=1e-6)
+
+
+def test_the_nvl72_example_uses_the_nvl72_generations_nvlink():
+    from courselib.model import collective as cl
+
+    text = page("05-slurm")
+    assert "nvlink_bps=cl.NVLINK5_BPS" in text and cites(section(text, "with fifth-generation NVLink at", 300), "nvidia-gb200-nvl72")
+    # a second way: the rack's 130 TB/s shared by its 72 GPUs, halved for one direction
+    assert math.isclose(130e12 / cl.NVL72_DOMAIN / 2, cl.NVLINK5_BPS, rel_tol=0.01)
+    assert cl.NVLINK5_BPS == 2 * cl.NVLINK_H100_BPS

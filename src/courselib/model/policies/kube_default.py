@@ -204,7 +204,7 @@ class KubeDefault(Policy):
             k = unschedulable.get(run.name)
             state.set_reason(run, None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-                             "Insufficient nvidia.com/gpu")
+                             f"{n} Insufficient nvidia.com/gpu.")
         return []
 
     def _schedule_fast(self, state: SchedState) -> list[float]:
@@ -274,7 +274,7 @@ class KubeDefault(Policy):
             k = None if run.finished else (self._queued.get(name) or None)
             state.set_reason(run, None if k is None else
                              f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-                             "Insufficient nvidia.com/gpu")
+                             f"{n} Insufficient nvidia.com/gpu.")
             if k is None:
                 self._queued.pop(name, None)
                 self._settled.discard(name)

@@ -113,7 +113,7 @@ def _group_order(value, workload: Workload) -> dict[str, int]:
 
 def _unschedulable(k: int, n: int) -> str:
     return (f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-            "Insufficient nvidia.com/gpu")
+            f"{n} Insufficient nvidia.com/gpu.")
 
 
 class KubeGang(Policy):
