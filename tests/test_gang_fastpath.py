@@ -35,6 +35,8 @@ VARIANTS = {
     "slurm": {}, "slurm+easy": {"bf_job_part_count_reserve": 1}, "slurm+no-backfill": {"backfill": False},
     # a short window: many jobs find no start in it (the pass's staircase of failures); few tested
     "slurm+window-15min": {"bf_window": 900.0}, "slurm+test-3": {"bf_max_job_test": 3, "bf_window": 3600.0},
+    # backfill as real slurmctld runs it: a pass every bf_interval after a change, not at every event
+    "slurm+bf-interval-30s": {"bf_interval": 30.0}, "slurm+bf-interval-10min": {"bf_interval": 600.0, "bf_max_job_test": 8},
     "kube-gang": {}, "kube-gang+pod-by-pod": {"pod_group_cycle": False},
     "kube-gang+pod-by-pod-60s": {"pod_group_cycle": False, "permit_timeout": 60, "requeue_after": 0},
 }
@@ -165,7 +167,8 @@ def test_a_held_job_goes_exactly_when_it_fits(variant):
     r = simulate(w, variant.split("+")[0], **VARIANTS[variant])
     assert r.job("b").start == 300, variant
     if variant != "slurm+no-backfill":  # without backfill c waits behind b (Priority)
-        assert r.job("c").start == 60, variant
+        # (with bf_interval: at the first backfill pass from 60 s on; the first pass ran at 0)
+        assert r.job("c").start == max(60, VARIANTS[variant].get("bf_interval", 0)), variant
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -550,3 +553,37 @@ def test_the_queue_head_the_slurm_policy_mirrors_is_the_queue_head(options):
     sim = EventLoop(w, pol)
     sim.run(default_horizon(w))
     assert seen["cycles"] > 100 and (seen["passes"] > 50 or options.get("backfill") is False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(long_queues(), workloads(max_jobs=40, oversize=2)), st.sampled_from([1.0, 30.0, 300.0, 3600.0]),
+       st.sampled_from([{}, {"bf_max_job_test": 8}, {"bf_window": 7200.0}]))
+def test_backfill_every_bf_interval_matches_the_reference(w, interval, options):
+    """Backfill as real slurmctld runs it (a pass once bf_interval has passed since the last one and
+    something changed; a wake-up then): the fast path's passes, starts and reasons are the
+    reference's, on busy queues and on random ones."""
+    same(w, "slurm", bf_interval=interval, **options)
+
+
+def test_bf_interval_spaces_the_backfill_passes_and_wakes_for_the_next():
+    """The passes of a busy queue come at least bf_interval apart, and with a long interval fewer
+    passes run and some job starts later than with a pass at every event: the option is not inert."""
+    w = overloaded_workload(1, nodes=4, gpus_per_node=8, jobs=80, gap_s=300.0)
+    times: dict[float, list] = {}
+    original = Slurm._backfill_begins
+
+    def spy(self, now):
+        times.setdefault(self.bf_interval, []).append(now)
+        return original(self, now)
+
+    Slurm._backfill_begins = spy
+    try:
+        every = simulate(w, "slurm")
+        spaced = simulate(w, "slurm", bf_interval=1800.0)
+    finally:
+        Slurm._backfill_begins = original
+    gaps = [b - a for a, b in zip(times[1800.0], times[1800.0][1:])]
+    assert gaps and min(gaps) >= 1800.0
+    assert len(times[1800.0]) < len(times[0.0]) / 2
+    later = [j.name for j, k in zip(spaced.jobs, every.jobs) if (j.start or 0) > (k.start or 0)]
+    assert later

@@ -59,6 +59,7 @@ OPTION_MINIMUM = {
     "bf_max_job_test": (1, "backfill tests at least one job"),
     "bf_job_part_count_reserve": (0, "a count of jobs"),
     "max_switch_wait": (0, "a wait for switches is a duration in seconds"),
+    "bf_interval": (0, "the backfill interval is a duration in seconds (0: a pass at every cycle)"),
 }
 
 

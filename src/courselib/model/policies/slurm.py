@@ -16,6 +16,14 @@ PENDING until all of it can be allocated (``quickstart.shtml`` L36–41, ``sbatc
   "will reserve resources for any pending job" (``slurm.conf.5`` L4345–4348): conservative-like,
   not EASY; set it to 1 to approximate EASY. Reservations reach ``bf_window`` = 1440 min ahead.
   Memory is planned from the running jobs' memory too; ``bf_resolution`` is not modelled.
+- **When backfill runs**: real ``slurmctld`` runs it in its own thread, not on events: a pass starts
+  once ``bf_interval`` seconds (default 30) have passed since the last one ended *and* a job, node,
+  partition or reservation changed since (then it re-checks every second) — Slurm 26.05
+  ``src/plugins/sched/backfill/backfill.c`` ``backfill_agent`` L1133–1216, ``_more_work`` L4049–4061.
+  ``bf_interval`` here does the same (a pass at the first cycle at least ``bf_interval`` after the
+  last pass that follows a submission, start or end, with a wake-up at that time); its default
+  ``0`` runs a pass at every cycle, the idealised scheduler the chapters' examples use (a 30 s
+  delay is invisible at their scale of hours). The main scheduler runs on events, as Slurm's does.
 - ``--constraint`` (features, ``&``, ``|``, matching OR ``[a|b]``) and ``--exclusive`` (whole
   nodes, all their GPUs) as in ``sbatch.1`` L281–286 and L940–947; the ``--time`` limit is
   enforced (the job ends ``TIMEOUT``).
@@ -54,13 +62,17 @@ class Slurm(Policy):
 
     def __init__(self, workload: Workload, seed: int = 0, backfill: bool = True,
                  bf_job_part_count_reserve: int = 0, bf_max_job_test: int = 500,
-                 bf_window: float = 1440 * 60.0, max_switch_wait: float = 300.0):
+                 bf_window: float = 1440 * 60.0, max_switch_wait: float = 300.0,
+                 bf_interval: float = 0.0):
         super().__init__(workload, seed)
         self.max_switch_wait = max_switch_wait
         self.backfill = backfill
         self.bf_job_part_count_reserve = bf_job_part_count_reserve
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = bf_window
+        self.bf_interval = bf_interval
+        self._last_bf: float | None = None  # when the last backfill pass ran
+        self._bf_changed = True  # a submission, start or end since then (Slurm's _more_work)
         self.jobs: list[JobRun] = []
         self.expected_end: dict[str, float] = {}
         self.reservations: dict[str, tuple[float, float, list[int]]] = {}  # last pass, for teaching
@@ -70,6 +82,7 @@ class Slurm(Policy):
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
+        self._bf_changed = True
 
     # ---- capacity arithmetic ---------------------------------------------------------------
     @staticmethod
@@ -197,6 +210,7 @@ class Slurm(Policy):
         state.bind_plan(run, plan)
         self.expected_end[run.name] = state.now + run.job.planned_runtime
         state.set_reason(run, None)
+        self._bf_changed = True
 
     # ---- the cycle -----------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
@@ -220,12 +234,35 @@ class Slurm(Policy):
                     state.set_reason(other, "Priority")
                 break
             self._start(state, run, plan)
+        if not (self.backfill and left):
+            self.reservations = {}
+            return self._switch_wakes(state, left)
+        if not self._backfill_due(state.now):  # the last pass's reservations stand
+            return self._backfill_wake() + self._switch_wakes(state, left)
         self.reservations = {}
-        if self.backfill and left:
-            self._backfill(state, left)
-        # a job waiting for one leaf switch is looked at again when its wait is over
+        self._backfill_begins(state.now)
+        self._backfill(state, left)
+        return self._switch_wakes(state, left)
+
+    def _switch_wakes(self, state: SchedState, left: list[JobRun]) -> list[float]:
+        """A job waiting for one leaf switch is looked at again when its wait is over."""
         return [r.job.submit + self.max_switch_wait for r in left
                 if self.waits_for_switch(r.job, state.now)]
+
+    # ---- when backfill runs (bf_interval) -------------------------------------------------------
+    def _backfill_due(self, now: float) -> bool:
+        """Does a backfill pass run in this cycle? Always with ``bf_interval`` 0; else once
+        ``bf_interval`` has passed since the last pass and something changed since."""
+        if self.bf_interval <= 0 or self._last_bf is None:
+            return True
+        return now >= self._last_bf + self.bf_interval and self._bf_changed
+
+    def _backfill_wake(self) -> list[float]:
+        """The wake-up a cycle that skipped backfill asks for: when the next pass may run."""
+        return [self._last_bf + self.bf_interval] if self._bf_changed else []
+
+    def _backfill_begins(self, now: float) -> None:
+        self._last_bf, self._bf_changed = now, False  # (a start in the pass is a change again)
 
     def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
         """Each job in priority order, at its earliest start: now (if it delays no reservation),
@@ -268,3 +305,4 @@ class Slurm(Policy):
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self.expected_end.pop(run.name, None)
+        self._bf_changed = True

@@ -180,8 +180,9 @@ class SlurmFast(Slurm):
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
         self._ends = None
+        self._wake: list[float] = []
         self._cycle(state)
-        return []
+        return self._wake
 
     def _cycle(self, state: SchedState) -> None:
         """:meth:`Slurm.schedule` without walking the jobs that wait and cannot change (issue 23). A job
@@ -215,7 +216,7 @@ class SlurmFast(Slurm):
                 break
             self._start(state, run, plan)
             k += 1
-        self.reservations = {}
+        kept, self.reservations = self.reservations, {}
         if k == len(queue):
             del queue[:]
             self._untold, self._head_runs, self._head_names = [], [], []
@@ -230,6 +231,10 @@ class SlurmFast(Slurm):
         del queue[:k], self._head_runs[:k], self._head_names[:k]
         if not self.backfill:
             return
+        if not self._backfill_due(state.now):  # (bf_interval) the last pass's reservations stand
+            self.reservations, self._wake = kept, self._backfill_wake()
+            return
+        self._backfill_begins(state.now)
         if k == 0 and self._same_pass(state.now):
             self.reservations = self._memo[-1]
             self._memo[0] = state.now
