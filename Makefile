@@ -67,12 +67,14 @@ site-test: book book-student
 	COURSE_SITE_HTML=_build/html COURSE_STUDENT_HTML=_build/student/_build/html \
 	  $(BIN)/python -m pytest tests/test_site.py -q
 
-# Unit, property, CLI, book-execution, site and real-system tests, then every playground and
-# solution notebook under nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match).
+# Unit, property, CLI, book-execution, site and real-system tests, then every solution notebook under
+# nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match). Each page is executed once
+# per run (tests/book_exec.py: the page test and the site's builds share one execution cache); the
+# playgrounds are pages, so nbval does not run them again (none marks an output for it to check).
 test: setup
 	@if command -v go >/dev/null 2>&1; then k8s/build.sh; \
 	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi
-	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env --durations=40
+	$(BIN)/python -m pytest tests $(wildcard solutions) --nbval-lax --nbval-current-env --durations=40
 
 # The two-minute loop: no chapter executed, no lab graded, no site, no real system, a tenth of each
 # property test's examples (tests/tiers.py says which test is in which tier; tests/budget.py the budgets).
@@ -83,7 +85,7 @@ test-fast: setup
 # One topic: a chapter's module tests, its page, its lab and its solution (T=oom, T=gang, T=03, ...).
 test-topic: setup
 	@test -n "$(T)" || { echo "make: name a topic, e.g. make test-topic T=oom (tests/tiers.py lists them)"; exit 2; }
-	$(BIN)/python -m pytest tests notebooks $(wildcard solutions) --nbval-lax --nbval-current-env -q \
+	$(BIN)/python -m pytest tests $(wildcard solutions) --nbval-lax --nbval-current-env -q \
 	  --topic "$(T)" -m "not (site or real)" --durations=10
 
 # One real system: S=kube, slurm, kernel, container or mpi (skipped with the reason where it cannot run).

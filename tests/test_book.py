@@ -40,15 +40,13 @@ NOTEBOOK_PAGES = [f for f in toc_files() if not f.startswith("labs/")
 
 @pytest.mark.parametrize("entry", NOTEBOOK_PAGES)
 def test_page_executes(entry):
-    import jupytext
-    from nbclient import NotebookClient
+    """Run as Jupyter Book runs it (in the page's own folder, the book's timeout), once per run: the
+    execution is shared with the site's builds through one cache keyed on the sources (tests/book_exec.py)."""
+    from book_exec import executed_page
 
-    page = page_path(entry)
-    nb = jupytext.read(page)
-    # Run where Jupyter Book runs it: in the page's own folder.
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(page.parent)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    nb = executed_page(page_path(entry))  # AssertionError with the traceback on the first failing cell
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
 
 

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, unquote, urljoin, urlparse
 import pytest
 import yaml
 
+from book_exec import build_config
 from site_browser import MATHJAX_CDN, Chromium, chromium_binary
 from test_book import page_path, toc_files
 
@@ -47,10 +48,17 @@ pytestmark = pytest.mark.slow
 ALLOWED_OUTSIDE = {"cdn.jsdelivr.net", "cdnjs.cloudflare.com"}
 
 
-def _build(out: Path, *extra: str) -> Path:
+def _build(out: Path, **config) -> Path:
+    """Build the book into ``out`` with the book's _config.yml (``config`` changes, e.g. hide_solutions),
+    executing each page at most once per run: the execution cache is shared with tests/test_book.py's
+    page test and the other edition (tests/book_exec.py)."""
     jb = Path(sys.executable).with_name("jupyter-book")
-    done = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going", *extra],
-                          capture_output=True, text=True, timeout=1800)
+    conf = build_config(ROOT / f".config_site_test_{os.getpid()}.yml", **config)
+    try:
+        done = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going",
+                               "--config", str(conf)], capture_output=True, text=True, timeout=1800)
+    finally:
+        conf.unlink()
     assert done.returncode == 0, "book build failed with warnings as errors:\n" + "\n".join(
         line for line in (done.stdout + done.stderr).splitlines() if "WARNING" in line or "ERROR" in line)[-4000:]
     return out / "_build" / "html"
@@ -492,12 +500,7 @@ def test_student_edition_hides_every_solution(site, tmp_path):
         html_dir = (ROOT / given).resolve()
         assert (html_dir / "index.html").is_file(), f"COURSE_STUDENT_HTML={given}: no built site there"
     else:
-        config = ROOT / ".config_student_test.yml"
-        config.write_text((ROOT / "_config.yml").read_text().replace("hide_solutions: false", "hide_solutions: true"))
-        try:
-            html_dir = _build(tmp_path, "--config", str(config))
-        finally:
-            config.unlink()
+        html_dir = _build(tmp_path, hide_solutions=True)
     assert "hide_solutions: false" in (ROOT / "_config.yml").read_text(), "the instructor edition shows solutions"
     exercises = solutions = 0
     for page in pages():

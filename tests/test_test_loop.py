@@ -94,3 +94,14 @@ def test_the_makefile_runs_the_tiers():
     assert expression == "not (" + " or ".join(("book", "site", "lab", "real", "scale", "slow")) + ")"
     assert re.search(r"^test-topic:", make, re.M) and "--topic" in make
     assert re.search(r"^test-real:", make, re.M) and "real_$(S)" in make
+
+
+def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
+    """make test runs nbval over solutions/ only: the playgrounds are pages, executed once by the page
+    test; if one ever marks an output for nbval to compare, it must go back under nbval."""
+    make = (ROOT / "Makefile").read_text()
+    run = re.search(r"^test: .*\n(?:\t.*\n)*?\t(\$\(BIN\)/python -m pytest .*)$", make, re.M).group(1)
+    assert "--nbval-lax" in run and " notebooks " not in run
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert "NBVAL_CHECK_OUTPUT" not in nb.read_text() and '"nbval' not in nb.read_text(), \
+            f"{nb.name} marks an output for nbval: put notebooks/ back into make test's nbval paths"

@@ -55,6 +55,9 @@ FILES: dict[str, tuple[str, ...]] = {
     "test_site_links.py": ("site",),
     "test_lab_redirects.py": ("site",),
     "test_binder.py": ("site", "slow"),
+    # every reader under thousands of generated hostile files, in child processes: about a minute even on
+    # the dev budget; test_hostile_cases.py keeps the cases in the fast loop
+    "test_fuzz_hostile.py": ("slow",),
     "test_grading_attacks.py": ("lab",),
     "test_grading_integrity.py": ("lab",),
     "test_grading_many.py": ("lab",),
