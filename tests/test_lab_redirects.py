@@ -42,6 +42,7 @@ def test_a_redirect_page_sends_readers_and_search_engines_on(tmp_path):
     assert written == tmp_path / "labs" / "01-gang-deadlock.html"
     assert 'http-equiv="refresh" content="0; url=06-gang-deadlock.html"' in html
     assert '<link rel="canonical" href="06-gang-deadlock.html">' in html and 'name="robots" content="noindex"' in html
+    assert '<script>location.replace("06-gang-deadlock.html" + location.hash)</script>' in html   # keeps #anchors
     deeper = course_build.redirect_page("a/b/old", "c/new")
     assert "url=../../c/new.html" in deeper
 

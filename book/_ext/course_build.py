@@ -20,6 +20,7 @@ links to a lab keep working after the labs were renumbered to follow the chapter
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from pathlib import Path
@@ -59,8 +60,10 @@ def redirect_page(old: str, new: str) -> str:
     """The HTML written at ``old``.html that sends the reader (and search engines) to ``new``.html."""
     target = os.path.relpath(new + ".html", os.path.dirname(old) or ".").replace(os.sep, "/")
     t = html.escape(target, quote=True)
+    # a link to a section (#anchor) of the old page keeps its anchor; the meta refresh is the fallback
+    keep_anchor = f"<script>location.replace({json.dumps(target)} + location.hash)</script>"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Moved to {t}</title><link rel=\"canonical\" href=\"{t}\">"
+            f"<title>Moved to {t}</title><link rel=\"canonical\" href=\"{t}\">{keep_anchor}"
             f"<meta http-equiv=\"refresh\" content=\"0; url={t}\"><meta name=\"robots\" content=\"noindex\">"
             f"</head><body><p>This page moved to <a href=\"{t}\">{t}</a>.</p></body></html>\n")
 
