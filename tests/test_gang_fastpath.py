@@ -555,7 +555,7 @@ def test_the_queue_head_the_slurm_policy_mirrors_is_the_queue_head(options):
     assert seen["cycles"] > 100 and (seen["passes"] > 50 or options.get("backfill") is False)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(long_queues(), workloads(max_jobs=40, oversize=2)), st.sampled_from([1.0, 30.0, 300.0, 3600.0]),
        st.sampled_from([{}, {"bf_max_job_test": 8}, {"bf_window": 7200.0}]))
 def test_backfill_every_bf_interval_matches_the_reference(w, interval, options):
