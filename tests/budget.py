@@ -3,8 +3,9 @@
 Every property test writes ``@settings(max_examples=examples(N), ...)``: ``N`` is its count in the
 full run (``make test``, CI), the count it always had. ``make test-fast`` sets
 ``COURSE_TEST_BUDGET=dev``, which asks a tenth of ``N`` (at least 5): the same properties, fewer
-random cases, for a loop of two minutes. tests/test_test_loop.py checks that no test names a count
-without this helper.
+random cases, for a loop of two minutes. A module that names a count without this helper is
+shrunk the same way on the dev budget by tests/tiers.py, and a test that names none gets the dev
+profile's 10 (conftest.py); the full run keeps every count as written.
 """
 from __future__ import annotations
 

@@ -16,16 +16,24 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 
 
-def test_no_property_test_names_its_count_without_the_budget_helper():
-    bare = []
-    for path in sorted(TESTS.rglob("*.py")):
-        if path.name == "conftest.py":  # the dev profile for tests that name no count
-            continue
-        for k, line in enumerate(path.read_text().splitlines(), 1):
-            for m in re.finditer(r"max_examples\s*=\s*([^,)]+)", line):
-                if not m.group(1).strip().startswith("examples("):
-                    bare.append(f"{path.relative_to(ROOT)}:{k}: {line.strip()}")
-    assert not bare, "use max_examples=examples(N) (tests/budget.py):\n" + "\n".join(bare)
+def test_a_count_named_without_the_helper_is_shrunk_on_the_dev_budget_only(monkeypatch):
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers())
+    def bare(x):
+        pass
+
+    module = SimpleNamespace(__name__="bare_module")
+    monkeypatch.setattr(tiers, "_module_source", lambda module: "@settings(max_examples=300)")
+    item = SimpleNamespace(obj=bare, module=module)
+    monkeypatch.setenv("COURSE_TEST_BUDGET", "dev")
+    tiers._dev_budget(item)
+    assert bare._hypothesis_internal_use_settings.max_examples == 30
+    assert bare._hypothesis_internal_use_settings.deadline is None
+    monkeypatch.setattr(tiers, "_module_source", lambda module: "max_examples=examples(300)")
+    tiers._dev_budget(item)  # a module that uses the helper is left as it is
+    assert bare._hypothesis_internal_use_settings.max_examples == 30
 
 
 def test_the_dev_budget_shrinks_every_count_and_the_full_one_keeps_it(monkeypatch):

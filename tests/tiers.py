@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pytest
 
+import budget
+
 SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi", "hub")
 TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS)
 
@@ -181,8 +183,31 @@ def in_topic(nodeid: str, words: tuple[str, ...]) -> bool:
     return any(w in nodeid for w in words)
 
 
+def _dev_budget(item) -> None:
+    """On the dev budget, a property test whose module names its count without tests/budget.py's
+    ``examples(N)`` gets ``examples(N)`` all the same (the full run keeps every count as written)."""
+    test = getattr(item, "obj", None)
+    given = getattr(test, "_hypothesis_internal_use_settings", None)
+    module = getattr(item, "module", None)
+    if given is None or module is None or "examples(" in _module_source(module):
+        return
+    from hypothesis import settings
+    test._hypothesis_internal_use_settings = settings(given, max_examples=budget.examples(given.max_examples))
+
+
+@functools.lru_cache(maxsize=None)
+def _module_source(module) -> str:
+    try:
+        return inspect.getsource(module)
+    except (OSError, TypeError):
+        return ""
+
+
 def pytest_collection_modifyitems(session, config, items):
+    dev = budget.budget() == "dev"
     for item in items:
+        if dev:
+            _dev_budget(item)
         tiers = tiers_of(item)
         path = Path(str(item.fspath))
         if item.get_closest_marker("real") is not None and not any(t.startswith("real_") for t in tiers):
