@@ -89,6 +89,9 @@ class Cluster:
         self.last_fit = 0
         self._held: dict[str, int] = {}
         self._pods: dict[str, int] = {}
+        #: bumped by every bind, unbind and release: an answer computed from the free capacity is
+        #: still the answer while this has not moved (Kueue's TAS retries, courselib.model.topology)
+        self.changes = 0
         self._queue_of: dict[str, str] = {}
         self.held_by_queue: dict[str, int] = {}
 
@@ -119,7 +122,8 @@ class Cluster:
     def plain(self, job: Job, constraint: str | None = "__job__") -> bool:
         """True when only free GPUs decide where a pod of ``job`` fits: no constraint, not
         exclusive, memory not modelled, at least one GPU a pod. Then every node in a bucket of
-        at least ``gpus_per_pod`` free GPUs fits it (exclusively owned nodes have 0 free)."""
+        at least ``gpus_per_pod`` free GPUs fits it (exclusively owned nodes have 0 free). (A
+        topology-aware policy places a topology request by its domains: it asks before this.)"""
         c = job.constraint if constraint == "__job__" else constraint
         return c is None and is_plain(job, self.spec)
 
@@ -290,6 +294,7 @@ class Cluster:
         return n
 
     def _count(self, job: str, pods: int, gpus: int, queue: str | None = None) -> None:
+        self.changes += 1
         if queue is not None:
             self._queue_of[job] = queue
         self._pods[job] = self._pods.get(job, 0) + pods

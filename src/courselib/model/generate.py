@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from courselib.model.workload import ClusterSpec, Job, Workload
 
@@ -107,3 +108,28 @@ def overloaded_workload(seed: int, *, nodes: int = 75, jobs: int = 10_000, gpus_
         out.append(Job(name=f"o{i}", pods=pods, gpus_per_pod=gpus_per_node, submit=i * gap_s,
                        duration=float(rng.randint(10, 120) * 60)))
     return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
+
+
+#: The bench's three-level tree for 6,250 nodes (6,250 = 2 x 5^5, so 8-node blocks cannot tile it):
+#: NVL72-like blocks of 10 nodes, racks of 50, spines of 1,250 (five of them)
+SCALE_TOPOLOGY = (("spine", 1250), ("rack", 50), ("block", 10))
+
+
+def topology_workload(seed: int, *, nodes: int = 6250, jobs: int = 1000, topology=SCALE_TOPOLOGY,
+                      required_share: float = 0.3, preferred_share: float = 0.4, **scale) -> Workload:
+    """:func:`scale_workload` on a cluster with ``topology``, each multi-node job asking for the
+    smallest level that can hold it: ``required`` for ``required_share`` of them, ``preferred`` for
+    ``preferred_share``, none for the rest (seeded apart from the jobs, so the jobs are the same)."""
+    base = scale_workload(seed, nodes=nodes, jobs=jobs, **scale)
+    rng = random.Random(f"topology:{seed}")
+    levels = sorted(topology, key=lambda lv: lv[1])   # innermost first
+    out = []
+    for j in base.jobs:
+        draw = rng.random()
+        level = next((name for name, size in levels if size * base.cluster.gpus_per_node >= j.gpus), None)
+        if j.pods > 1 and level is not None and draw < required_share + preferred_share:
+            mode = "required" if draw < required_share else "preferred"
+            j = replace(j, topology=(mode, level))
+        out.append(j)
+    spec = ClusterSpec(nodes=nodes, gpus_per_node=base.cluster.gpus_per_node, topology=tuple(topology))
+    return Workload(spec, tuple(out))

@@ -54,6 +54,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from courselib.model import collective
 from courselib.model.workload import ClusterSpec
 
@@ -98,95 +100,102 @@ def fewest_domains(spec: ClusterSpec, level: str, k, pods: int) -> int | None:
 
 
 # ---- Kueue TAS (BestFit) ------------------------------------------------------------------------
-class _Dom:
-    __slots__ = ("level", "values", "nodes", "state", "children")
-
-    def __init__(self, level: int, values: tuple, nodes: range, state: int):
-        self.level, self.values, self.nodes, self.state = level, values, nodes, state
-        self.children: list[_Dom] = []
+_RANKS: dict = {}
 
 
-def _tas_tree(spec: ClusterSpec, k) -> list[list[_Dom]]:
-    levels = level_sizes(spec)
-    per_level: list[list[_Dom]] = []
-    for li, (level, size) in enumerate(levels):
-        doms = []
-        for d, start in enumerate(range(0, spec.nodes, size)):
-            nodes = range(start, start + size)
-            name = f"node{start + 1}" if size == 1 and level == "node" else f"{level}{d}"
-            parent = per_level[-1][start // levels[li - 1][1]] if li else None
-            values = (parent.values if parent else ()) + (name,)
-            dom = _Dom(li, values, nodes, sum(k[i] for i in nodes))
-            if parent is not None:
-                parent.children.append(dom)
-            doms.append(dom)
-        per_level.append(doms)
-    return per_level
+def _ranks(spec: ClusterSpec) -> list:
+    """Per level (outermost first, the node last), each domain's place in Kueue's order of label
+    values: the tuple of names from the outermost level down, compared as strings (``node10`` <
+    ``node2``). Computed once per tree."""
+    key = (spec.nodes, spec.topology)
+    if key not in _RANKS:
+        levels = level_sizes(spec)
+        values: list[list[tuple]] = []
+        for li, (level, size) in enumerate(levels):
+            vals = []
+            for d, start in enumerate(range(0, spec.nodes, size)):
+                name = f"node{start + 1}" if size == 1 and level == "node" else f"{level}{d}"
+                parent = values[-1][start // levels[li - 1][1]] if li else ()
+                vals.append(parent + (name,))
+            values.append(vals)
+        ranks = []
+        for vals in values:
+            rank = np.empty(len(vals), dtype=np.int64)
+            rank[sorted(range(len(vals)), key=vals.__getitem__)] = np.arange(len(vals))
+            ranks.append(rank)
+        _RANKS[key] = ranks
+    return _RANKS[key]
 
 
-def _sorted(doms: list[_Dom]) -> list[_Dom]:
+def _sorted(idx, state, rank):
     """``sortedDomains`` (BestFit): most free pods first, then by label values (as strings)."""
-    return sorted(doms, key=lambda d: (-d.state, d.values))
+    return idx[np.lexsort((rank[idx], -state[idx]))]
 
 
-def _best_fit(doms: list[_Dom], needed: int) -> _Dom:
-    """``findBestFitDomainBy``: the first domain with the fewest free pods that still holds
-    ``needed``; the first domain if none does."""
-    best = doms[0]
-    for d in doms:
-        if needed <= d.state < best.state:
-            best = d
-    return best
+def _best_fit(order, state, needed: int) -> int:
+    """``findBestFitDomainBy``: the first domain in ``order`` with the fewest free pods that still
+    holds ``needed``; the first domain if none does."""
+    st = state[order]
+    fits = np.nonzero(st >= needed)[0]
+    if not len(fits):
+        return int(order[0])
+    return int(order[fits[np.argmin(st[fits])]])
 
 
-def _to_minimum(doms: list[_Dom], count: int) -> list[_Dom]:
-    """``updateCountsToMinimumGeneric`` for pods: take domains in order, best-fitting the last."""
+def _to_minimum(order, state, count: int) -> list[tuple[int, int]]:
+    """``updateCountsToMinimumGeneric`` for pods: take domains in order, best-fitting the last;
+    returns (domain, pods) pairs."""
     out, remaining = [], count
-    for i, d in enumerate(doms):
-        if d.state >= remaining:
-            d = _best_fit(doms[i:], remaining)
-            d.state = remaining
-            out.append(d)
+    for i in range(len(order)):
+        d = int(order[i])
+        if state[d] >= remaining:
+            d = _best_fit(order[i:], state, remaining)
+            out.append((d, remaining))
             return out
-        remaining -= d.state
-        out.append(d)
+        remaining -= int(state[d])
+        out.append((d, int(state[d])))
     return out
 
 
 def kueue_tas(spec: ClusterSpec, k, pods: int, mode: str, level: str) -> tuple[list | None, int]:
     """Kueue TAS's assignment for a pod set of ``pods`` (``mode`` required/preferred at ``level``):
     ``(plan, pods)`` or ``(None, pods the best domain could fit)`` for the not-fit message."""
-    tree = _tas_tree(spec, k)
-    names = [name for name, _ in level_sizes(spec)]
-    li = names.index(level)
     required = mode == "required"
+    levels = level_sizes(spec)
+    kk = np.asarray(k, dtype=np.int64)
+    states = [kk.reshape(-1, size).sum(axis=1) for _, size in levels]
+    ranks = _ranks(spec)
+    li = [name for name, _ in levels].index(level)
     while True:
-        order = _sorted(tree[li])
-        top = order[0]
-        if top.state >= pods:
-            fit, fit_level = [_best_fit(order, pods)], li
+        state = states[li]
+        order = _sorted(np.arange(len(state)), state, ranks[li])
+        top = int(order[0])
+        if state[top] >= pods:
+            fit = [_best_fit(order, state, pods)]
             break
         if required:
-            return None, top.state
+            return None, int(state[top])
         if li > 0:
             li -= 1
             continue
         fit, remaining = [], pods
-        for i, d in enumerate(order):
+        for i in range(len(order)):
             if remaining <= 0:
                 break
-            if d.state >= remaining:
-                d = _best_fit(order[i:], remaining)
+            d = int(order[i])
+            if state[d] >= remaining:
+                d = _best_fit(order[i:], state, remaining)
             fit.append(d)
-            remaining -= d.state
+            remaining -= int(state[d])
         if remaining > 0:
             return None, pods - remaining
-        fit_level = li
         break
-    fit = _to_minimum(fit, pods)
-    for _ in range(fit_level, len(tree) - 1):
-        fit = _to_minimum(_sorted([c for d in fit for c in d.children]), pods)
-    return [(d.nodes.start, d.state) for d in fit if d.state > 0], pods
+    chosen = _to_minimum(np.array(fit), states[li], pods)
+    for lj in range(li, len(levels) - 1):
+        ratio = levels[lj][1] // levels[lj + 1][1]
+        children = np.concatenate([np.arange(d * ratio, (d + 1) * ratio) for d, _ in chosen])
+        chosen = _to_minimum(_sorted(children, states[lj + 1], ranks[lj + 1]), states[lj + 1], pods)
+    return [(d, n) for d, n in chosen if n > 0], pods
 
 
 def tas_not_fit(fit: int, pods: int, pod_set: str = "main") -> str:

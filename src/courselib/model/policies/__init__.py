@@ -100,8 +100,8 @@ def make_policy(name: str, workload: Workload, seed: int = 0, reference: bool = 
         raise ValueError(f"policy {name!r} has no option {bad[0]!r}; options: {', '.join(allowed) or 'none'}")
     for key, value in options.items():
         check_option(name, key, value, str(params[key].annotation))
-    if cls.reference_class is not None and (reference or any(j.topology for j in workload.jobs)):
-        cls = cls.reference_class   # (a topology request: the fast twin's profile knows no domains)
+    if reference and cls.reference_class is not None:
+        cls = cls.reference_class
     pol = cls(workload, seed=seed, **options)
     pol.reference = reference
     return pol

@@ -69,11 +69,13 @@ class KubeDefault(Policy):
         self._queued: dict[str, int] = {}  # pods of each run waiting in the queue
         self._settled: set[str] = set()  # queued runs whose reason is already "k pods Unschedulable"
         self._fresh: dict[str, JobRun] = {}  # queued runs whose reason the next cycle must set
+        self._preempting: bool | None = None  # whether any job of the workload may preempt
 
     @property
     def fast(self) -> bool:
-        return not (self.reference or self.preemption
-                    or any(j.preemption_policy for j in self.workload.jobs))
+        if self._preempting is None:   # (the workload never changes: look at its jobs once)
+            self._preempting = any(j.preemption_policy for j in self.workload.jobs)
+        return not (self.reference or self.preemption or self._preempting)
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.create_pods(runs, {r.name: r.job.pods for r in runs}, recorded=True)

@@ -172,6 +172,7 @@ class Kueue(Policy):
         self.was_ready: set[str] = set()         # admitted workloads that have been ready since
         self._wake: list[float] = []             # timers asked for between cycles
         self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
+        self._tas_refused: dict[str, int] = {}   # fast path: refused by TAS at this cluster.changes
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         plain = [r for r in runs if not self.managed(r.job)]
@@ -355,11 +356,15 @@ class Kueue(Policy):
         job = run.job
         if not (job.topology and self.workload.cluster.topology):
             return True
+        if not self.reference and self._tas_refused.get(run.name) == state.cluster.changes:
+            return False   # refused on this very free capacity: the same answer (the reference asks again)
         mode, level = job.topology
         plan, fit = topology.kueue_tas(self.workload.cluster, state.cluster.rooms(job), job.pods, mode, level)
         if plan is None:
             state.set_reason(run, f"Pending: {topology.tas_not_fit(fit, job.pods)}", kind=TAS)
+            self._tas_refused[run.name] = state.cluster.changes
             return False
+        self._tas_refused.pop(run.name, None)
         self._plans[run.name] = plan
         return True
 

@@ -247,7 +247,7 @@ class Slurm(Policy):
     def _switch_wakes(self, state: SchedState, left: list[JobRun]) -> list[float]:
         """A job waiting for one leaf switch is looked at again when its wait is over."""
         return [r.job.submit + self.max_switch_wait for r in left
-                if self.waits_for_switch(r.job, state.now)]
+                if self.waits_for_switch(r.job, state.now) and state.bound(r) == 0]
 
     # ---- when backfill runs (bf_interval) -------------------------------------------------------
     def _backfill_due(self, now: float) -> bool:

@@ -64,6 +64,7 @@ class SlurmFast(Slurm):
     def __init__(self, workload, seed: int = 0, **options):
         super().__init__(workload, seed, **options)
         self._ends: list | None = None  # (expected end, job) of the running, this pass
+        self._switch_waiters: list = []  # jobs with --switches=1 (their wait's end wakes a cycle)
         self._end_times: list[float] = []
         #: the running jobs' expected ends, each once and kept sorted as jobs start and finish
         #: (with a count of jobs per time), and the availability profile for plain jobs
@@ -98,14 +99,21 @@ class SlurmFast(Slurm):
         self._started_since: list[tuple] = []
         self._unclean_ends = 0
 
+    def _plain(self, state: SchedState, job: Job) -> bool:
+        """A job the profile may plan: plain, and no topology request on a topology cluster (the
+        tree decides those: :meth:`Slurm.plan`)."""
+        return state.cluster.plain(job) and not (job.topology and self.workload.cluster.topology)
+
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         super().submit(state, runs)
         for run in runs:
             self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
+            if self.switches(run.job) == 1:
+                self._switch_waiters.append(run)
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
         job = run.job  # the verdict depends only on the job's shape, not on its name
-        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint)
+        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint, job.topology)
         if shape not in self._shape_verdict:
             self._shape_verdict[shape] = self._why_infeasible(state, run)
         return self._shape_verdict[shape]
@@ -152,7 +160,7 @@ class SlurmFast(Slurm):
 
     def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
         """:meth:`Slurm.plan`; a plain job's from the free-GPU buckets (now) or the profile."""
-        if state.cluster.plain(job):
+        if self._plain(state, job):
             if t == state.now and not reserved:
                 return self._plan_now(state, job)
             return self._availability(state).plan(job, t, reserved)
@@ -180,9 +188,17 @@ class SlurmFast(Slurm):
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
         self._ends = None
+        if any(not r.finished and not self.waits_for_switch(r.job, state.now) for r in self._switch_waiters):
+            self._memo = None   # a wait for one leaf switch is over: the job plans differently now
         self._wake: list[float] = []
         self._cycle(state)
-        return self._wake
+        if not self._switch_waiters:
+            return self._wake
+        # the reference's wake-ups: each feasible pending job still waiting for one leaf switch
+        self._switch_waiters = [r for r in self._switch_waiters if not r.finished and state.bound(r) == 0
+                                and self.waits_for_switch(r.job, state.now)]
+        return self._wake + [r.job.submit + self.max_switch_wait for r in self._switch_waiters
+                             if not self.infeasible(state, r)]
 
     def _cycle(self, state: SchedState) -> None:
         """:meth:`Slurm.schedule` without walking the jobs that wait and cannot change (issue 23). A job
@@ -636,7 +652,7 @@ class SlurmFast(Slurm):
                     fresh = keep(name, s0, s0 + run.job.planned_runtime, old[1]) or fresh
                     continue
             job = run.job
-            plain = old is not None or state.cluster.plain(job)
+            plain = old is not None or self._plain(state, job)
             runtime, pods = job.planned_runtime, job.pods
             if unseeded:  # the jobs before it that still have no start, not yet in ``never``
                 for r in unseeded:
