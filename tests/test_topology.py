@@ -137,10 +137,12 @@ def topology_workloads(draw):
 
 
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(topology_workloads(), st.sampled_from(POLICIES))
+@given(topology_workloads(), st.sampled_from(POLICIES + ["slurm+bf_interval"]))
 def test_fast_path_matches_the_reference_on_topology_workloads(w, policy):
-    fast = simulate(w, policy, check=True)
-    ref = simulate(w, policy, reference=True)
+    options = {"bf_interval": 30.0} if policy == "slurm+bf_interval" else {}
+    policy = policy.split("+")[0]
+    fast = simulate(w, policy, check=True, **options)
+    ref = simulate(w, policy, reference=True, **options)
     assert fast.jobs == ref.jobs and fast.trace == ref.trace
 
 
