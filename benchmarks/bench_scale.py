@@ -34,15 +34,28 @@ FULL_CAP_S, QUICK_CAP_S = 90.0, 25.0
 #: the overloaded cluster beside the friendly one: 75 nodes, jobs of growing size, most waiting
 OVERLOADED_GRID = [(75, 10_000), (75, 100_000)]
 OVERLOADED_QUICK = [(75, 1_000)]
+#: the same on a three-level tree (issue 29): spine 1,250 / rack 50 / block 10 nodes on 6,250 nodes,
+#: rack 25 / block 5 on the overloaded 75; multi-node jobs required (30 %) or preferred (40 %) at
+#: the smallest level that holds them, under every topology-aware policy
+TOPOLOGY_POLICIES = ("kueue", "slurm", "volcano", "kube-gang")
+TOPOLOGY_GRID = [(6_250, 100_000, "topology"), (75, 10_000, "topology-overloaded"),
+                 (75, 100_000, "topology-overloaded")]
+TOPOLOGY_QUICK = [(6_250, 10_000, "topology"), (75, 1_000, "topology-overloaded")]
 SEED = 12
 
 
 def cell(policy: str, nodes: int, jobs: int, seed: int = SEED, kind: str = "friendly") -> dict:
     """Simulate one cell in this process; returns its timings and this process's peak RSS."""
-    from courselib.model.generate import overloaded_workload, scale_workload
+    from courselib.model.generate import (OVERLOADED_TOPOLOGY, overloaded_workload, scale_workload,
+                                          topology_workload, with_topology)
     from courselib.sim.gang import simulate
-    w = (overloaded_workload(seed, nodes=nodes, jobs=jobs) if kind == "overloaded"
-         else scale_workload(seed, nodes=nodes, jobs=jobs))
+    if kind == "topology":
+        w = topology_workload(seed, nodes=nodes, jobs=jobs)
+    elif kind == "topology-overloaded":
+        w = with_topology(overloaded_workload(seed, nodes=nodes, jobs=jobs), OVERLOADED_TOPOLOGY, seed)
+    else:
+        w = (overloaded_workload(seed, nodes=nodes, jobs=jobs) if kind == "overloaded"
+             else scale_workload(seed, nodes=nodes, jobs=jobs))
     wall, cpu = time.perf_counter(), time.process_time()
     r = simulate(w, policy)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -94,21 +107,21 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
 def table(rows: list[dict], machine: str) -> str:
     lines = [f"Gang simulator at scale ({machine}); seconds of simulate() only, wall and CPU "
              "(wall above CPU: the process waited for a core); peak = the cell's whole process (ru_maxrss)",
-             f"{'policy':13} {'cluster':>10} {'nodes':>6} {'GPUs':>6} {'jobs':>7} {'wall s':>8} {'CPU s':>8} "
+             f"{'policy':13} {'cluster':>19} {'nodes':>6} {'GPUs':>6} {'jobs':>7} {'wall s':>8} {'CPU s':>8} "
              f"{'us/job':>8} {'x floor':>8} {'peak MiB':>9} {'done':>7}  note"]
     for r in rows:
         if r["capped"] or r.get("skipped"):
-            lines.append(f"{r['policy']:13} {r.get('kind', 'friendly'):>10} {r['nodes']:>6} {r['nodes'] * 8:>6} "
+            lines.append(f"{r['policy']:13} {r.get('kind', 'friendly'):>19} {r['nodes']:>6} {r['nodes'] * 8:>6} "
                          f"{r['jobs']:>7} {'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>9} {'-':>7}  {r['note']}")
             continue
         note = "DEADLOCK" if r["deadlock"] else ""
         ratio = f"{r['floor_ratio']:8.0f}" if r.get("floor_ratio") else f"{'-':>8}"
-        lines.append(f"{r['policy']:13} {r.get('kind', 'friendly'):>10} {r['nodes']:>6} {r['nodes'] * 8:>6} "
+        lines.append(f"{r['policy']:13} {r.get('kind', 'friendly'):>19} {r['nodes']:>6} {r['nodes'] * 8:>6} "
                      f"{r['jobs']:>7} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {r['us_per_job']:8.0f} "
                      f"{ratio} {r['peak_mib']:9.0f} {r['completed']:>7}  {note}")
     lines.append("growth exponents, d log(time) / d log(size) (0 = flat, 1 = linear):")
     for policy in dict.fromkeys(r["policy"] for r in rows):
-        ok = [r for r in rows if r["policy"] == policy and r.get("us_per_job") and r.get("kind") != "overloaded"]
+        ok = [r for r in rows if r["policy"] == policy and r.get("us_per_job") and r.get("kind") == "friendly"]
         parts = []
         for jobs in sorted({r["jobs"] for r in ok}):
             s = _slope([(r["nodes"], r["us_per_job"]) for r in ok if r["jobs"] == jobs])
@@ -130,9 +143,12 @@ def run(quick: bool = False, policies=POLICIES) -> dict:
                f"{load:.1f} at start (shared machine: absolute seconds are this machine's, now)")
     rows, capped = [], set()
     cells = [(n, j, "friendly") for n, j in grid] + \
-        [(n, j, "overloaded") for n, j in (OVERLOADED_QUICK if quick else OVERLOADED_GRID)]
+        [(n, j, "overloaded") for n, j in (OVERLOADED_QUICK if quick else OVERLOADED_GRID)] + \
+        (TOPOLOGY_QUICK if quick else TOPOLOGY_GRID)
     for nodes, jobs, kind in cells:
         for policy in policies:
+            if kind.startswith("topology") and policy not in TOPOLOGY_POLICIES:
+                continue
             if any(p == policy and n == nodes and j <= jobs and k == kind for p, n, j, k in capped):
                 rows.append({"policy": policy, "kind": kind, "nodes": nodes, "jobs": jobs, "capped": False,
                              "skipped": True, "seconds": None, "us_per_job": None, "peak_mib": None,
@@ -148,7 +164,13 @@ def run(quick: bool = False, policies=POLICIES) -> dict:
                and r["jobs"] == 100_000}
     met = {p: bool(r.get("seconds") is not None and r["seconds"] <= 30 and r["peak_mib"] <= 1024)
            for p, r in at_100k.items()}
+    topo = {r["policy"]: r for r in rows if r.get("kind") == "topology" and r["nodes"] == 6_250
+            and r["jobs"] == 100_000}
+    topo_met = {p: bool(r.get("seconds") is not None and r["seconds"] <= 30 and r["peak_mib"] <= 1024)
+                for p, r in topo.items()}
     return {"every_policy_100k_met": all(met.values()) if met else None, "policy_100k_met": met,
+            "topology_100k_met": topo_met,
+            "topology_100k_floor_ratio": {p: r.get("floor_ratio") for p, r in topo.items()},
             "volcano_100k_jobs_s": v100k["seconds"] if v100k else None,
             "volcano_100k_cpu_s": v100k["cpu_seconds"] if v100k else None,
             "volcano_100k_peak_mib": v100k["peak_mib"] if v100k else None,

@@ -117,19 +117,29 @@ SCALE_TOPOLOGY = (("spine", 1250), ("rack", 50), ("block", 10))
 
 def topology_workload(seed: int, *, nodes: int = 6250, jobs: int = 1000, topology=SCALE_TOPOLOGY,
                       required_share: float = 0.3, preferred_share: float = 0.4, **scale) -> Workload:
-    """:func:`scale_workload` on a cluster with ``topology``, each multi-node job asking for the
-    smallest level that can hold it: ``required`` for ``required_share`` of them, ``preferred`` for
-    ``preferred_share``, none for the rest (seeded apart from the jobs, so the jobs are the same)."""
-    base = scale_workload(seed, nodes=nodes, jobs=jobs, **scale)
+    """:func:`scale_workload` on a cluster with ``topology`` (:func:`with_topology`)."""
+    return with_topology(scale_workload(seed, nodes=nodes, jobs=jobs, **scale), topology, seed,
+                         required_share, preferred_share)
+
+
+#: the overloaded 75-node cluster's tree: racks of 25 nodes, blocks of 5
+OVERLOADED_TOPOLOGY = (("rack", 25), ("block", 5))
+
+
+def with_topology(base: Workload, topology, seed: int, required_share: float = 0.3,
+                  preferred_share: float = 0.4) -> Workload:
+    """``base`` on a cluster with ``topology``, each multi-node job asking for the smallest level
+    that can hold it: ``required`` for ``required_share`` of them, ``preferred`` for
+    ``preferred_share``, none for the rest (drawn from their own seed: the jobs stay the same)."""
     rng = random.Random(f"topology:{seed}")
     levels = sorted(topology, key=lambda lv: lv[1])   # innermost first
+    gpn = base.cluster.gpus_per_node
     out = []
     for j in base.jobs:
         draw = rng.random()
-        level = next((name for name, size in levels if size * base.cluster.gpus_per_node >= j.gpus), None)
+        level = next((name for name, size in levels if size * gpn >= j.gpus), None)
         if j.pods > 1 and level is not None and draw < required_share + preferred_share:
-            mode = "required" if draw < required_share else "preferred"
-            j = replace(j, topology=(mode, level))
+            j = replace(j, topology=("required" if draw < required_share else "preferred", level))
         out.append(j)
-    spec = ClusterSpec(nodes=nodes, gpus_per_node=base.cluster.gpus_per_node, topology=tuple(topology))
-    return Workload(spec, tuple(out))
+    spec = replace(base.cluster, topology=tuple(topology))
+    return replace(base, cluster=spec, jobs=tuple(out))
