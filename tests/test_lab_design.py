@@ -32,8 +32,8 @@ HEADING = re.compile(r"^## Question (\d+) \([^)]*\): (.*)$", re.M)
 NAMED = {("06-gang-deadlock", "q2"), ("06-gang-deadlock", "q4"), ("08-gang-cost", "q4"), ("08-gang-cost", "q5"),
          ("09-capstone", "q3")}
 READ_THE_RUN = {("09-capstone", "q2"), ("09-capstone", "q4")}
-WITH_VARIANTS = {"01-namespaces-cgroups", "03-oom-killer", "05-slurm", "06-gang-deadlock", "07-barrier", "08-gang-cost",
-                 "09-capstone"}
+WITH_VARIANTS = {"01-namespaces-cgroups", "03-oom-killer", "04-images", "05-slurm", "06-gang-deadlock",
+                 "07-barrier", "08-gang-cost", "09-capstone"}   # every lab
 
 
 def questions(path: Path) -> dict[str, dict]:
