@@ -34,8 +34,13 @@ UNKEYED = ("tests/", ".ci/")
 
 @functools.lru_cache(maxsize=1)
 def source_key() -> str:
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
+    try:
+        files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                               capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout (an archive): every file but builds
+        skip = {".git", ".venv", "_build", "__pycache__", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache"}
+        files = [str(f.relative_to(ROOT)) for f in ROOT.rglob("*")
+                 if f.is_file() and not skip.intersection(f.relative_to(ROOT).parts)]
     h = hashlib.sha256()
     for rel in sorted(f for f in files if f and not f.startswith(UNKEYED)):
         path = ROOT / rel
