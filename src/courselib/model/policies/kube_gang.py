@@ -361,8 +361,12 @@ class KubeGang(Policy):
             state.set_reason(run, None)
             self.groups.pop(run.name, None)
             return "placed"
-        state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
-                              f"satisfied in one {job.topology[1]}: {fit} scheduled, "
+        # every placement (one per domain) failed: schedule_one_podgroup.go L1038-1042 reports
+        # "0/D placements are available, first placement status: ..." with an arbitrary placement's
+        # status (map order); the model reports the domain that fit the most pods
+        domains = self.workload.cluster.nodes // self.workload.cluster.level_size(job.topology[1])
+        state.set_reason(run, f"PodGroup Unschedulable: 0/{domains} placements are available, first placement "
+                              f"status: minCount ({job.min_member}) cannot be satisfied: {fit} scheduled, "
                               f"{job.min_member - fit - 1} remaining", kind=MIN_COUNT)
         if run.name not in self.failed:
             self.failed[run.name] = (state.now, self._next())
