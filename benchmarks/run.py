@@ -1,9 +1,10 @@
 """``make bench``: every benchmark, one table of ratios measured side by side in this run.
 
-    .venv/bin/python benchmarks/run.py [--quick] [--only accasim|floor|scale|course|book|grade|import]
+    .venv/bin/python benchmarks/run.py [--quick] [--only accasim|floor|scale|busy|traces|course|book|grade|import]
 
 Runs the peer and floor comparison (``bench_accasim.py``), the scale of the gang policies
-(``bench_scale.py``) and the course experience (``bench_course.py``); prints one
+(``bench_scale.py``), the busy-cluster sweep (``bench_busy.py``; ``BENCH_BUSY_FULL=1`` for 10,000 jobs a
+cell) and the course experience (``bench_course.py``); prints one
 table; writes the same figures, the machine and the details to ``_build/bench/results.json``.
 ``--quick`` makes every part short (2,000 trace jobs, the quick scale grid, one lab, no book
 build). Absolute seconds depend on the machine and on what else runs on it: the table says
@@ -29,7 +30,8 @@ REQUIRED = ("accasim_speedup_fifo", "accasim_speedup_easy", "fifo_start_times_id
             "easy_start_times_identical", "heapq_floor_ratio", "volcano_100k_jobs_s",
             "volcano_100k_peak_mib", "cold_book_build_s", "warm_book_build_s", "grade_lab_max_s",
             "import_s")
-PARTS = {"accasim": "accasim", "floor": "accasim", "scale": "scale", "traces": "traces", "course": "course",
+PARTS = {"accasim": "accasim", "floor": "accasim", "scale": "scale", "busy": "busy", "traces": "traces",
+         "course": "course",
          "book": "course", "grade": "course", "import": "course"}
 
 
@@ -51,6 +53,11 @@ def machine() -> dict:
 def run_scale(quick: bool) -> dict:
     import bench_scale
     return bench_scale.run(quick=quick)
+
+
+def bench_busy_met(row: dict):
+    import bench_busy
+    return bench_busy.met(row)
 
 
 def _s(x, digits=3) -> str:
@@ -124,6 +131,16 @@ def table(res: dict) -> list[tuple[str, str, str, str, str, str]]:
                          "heapq floor" if row.get("floor_ratio") else "",
                          f"{row['us_per_job']:.0f} us/job" + (f", {_x(row['floor_ratio'])}" if row.get("floor_ratio") else ""),
                          target, met))
+    for row in res["details"].get("busy", {}).get("rows", []):
+        what = f"  busy {row['cell']}, {row['policy']}, {row['jobs']:,} jobs"
+        verdict = bench_busy_met(row)
+        target, met = ("<= 10 s, <= 1 GiB", _met(verdict)) if verdict is not None else ("", "")
+        if row.get("seconds") is None:
+            rows.append((what, row.get("note", "not run"), "", "", target, met))
+        else:
+            rows.append((what, f"{_s(row['seconds'])} ({_s(row['cpu_seconds'])} CPU), {row['peak_mib']:.0f} MiB",
+                         "heapq floor" if row.get("floor_ratio") else "",
+                         _x(row["floor_ratio"]) if row.get("floor_ratio") else "", target, met))
     tr = res["details"].get("traces", {})
     for row in tr.get("rows", []):
         what = f"  trace {row['trace'].split('__')[-1]}, {row['policy']}"
@@ -162,7 +179,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     res: dict = {"machine": machine(), "quick": args.quick, "only": args.only, "details": {}, "notes": []}
     t0 = time.perf_counter()
-    want = {PARTS[args.only]} if args.only else {"accasim", "scale", "traces", "course"}
+    want = {PARTS[args.only]} if args.only else {"accasim", "scale", "busy", "traces", "course"}
     if "accasim" in want:
         print("peer and floor (AccaSim 1.1.3, heapq) ...", file=sys.stderr, flush=True)
         import bench_accasim
@@ -170,6 +187,12 @@ def main(argv=None) -> int:
     if "scale" in want:
         print("scale (gang policies) ...", file=sys.stderr, flush=True)
         res["details"]["scale"] = run_scale(args.quick)
+    if "busy" in want:
+        import bench_busy
+        full = bench_busy.full_requested()
+        print(f"busy cluster sweep ({'full' if full else 'short; BENCH_BUSY_FULL=1 for the full'}) ...",
+              file=sys.stderr, flush=True)
+        res["details"]["busy"] = bench_busy.run(full=full and not args.quick)
     if "traces" in want:
         print("real traces (corpus) under every policy ...", file=sys.stderr, flush=True)
         import bench_traces

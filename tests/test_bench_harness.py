@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from courselib.model.replay import CoreJob, replay
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -59,3 +61,35 @@ def test_table_reports_missing_figures_as_null_not_a_crash():
     assert imp[5] == "yes"
     cold = next(r for r in rows if r[0].startswith("course: cold book build"))
     assert cold[1] == "not run"
+
+
+def test_busy_sweep_cells_are_the_generators_and_the_target_is_for_full_cells_only():
+    from courselib.model.generate import BUSY_SWEEP
+    busy = _load("bench_busy")
+    assert busy.cells() == [n for n, _ in BUSY_SWEEP] and busy.cells()[0] == "base"
+    row = {"jobs": 10_000, "capped": False, "seconds": 9.0, "peak_mib": 300.0}
+    assert busy.met(row) is True
+    assert busy.met({**row, "seconds": 11.0}) is False
+    assert busy.met({**row, "peak_mib": 2000.0}) is False
+    assert busy.met({**row, "capped": True, "seconds": None, "peak_mib": None}) is False
+    assert busy.met({**row, "jobs": 1_000}) is None
+    assert busy.full_requested({"BENCH_BUSY_FULL": "1"}) and not busy.full_requested({})
+    assert not busy.full_requested({"BENCH_BUSY_FULL": "0"})
+
+
+def test_busy_workload_is_the_issues_case_and_seeded():
+    from courselib.model.generate import busy_sweep_cell, busy_workload
+    w = busy_sweep_cell("base", 35, 2_000)
+    total = w.cluster.nodes * w.cluster.gpus_per_node
+    assert (w.cluster.nodes, w.cluster.gpus_per_node, len(w.jobs)) == (75, 8, 2_000)
+    gpus = [j.pods * j.gpus_per_pod for j in w.jobs]
+    assert max(gpus) <= total * 3 // 4 + 8 and max(gpus) > total // 2   # sizes up to 3/4 of the cluster
+    assert 0.8 < w.jobs[-1].submit / len(w.jobs) < 1.2                     # about one arrival a second
+    mean = sum(j.duration for j in w.jobs) / len(w.jobs)
+    assert 500 < mean < 700                                                # about ten minutes
+    assert w == busy_sweep_cell("base", 35, 2_000) and w != busy_sweep_cell("base", 36, 2_000)
+    never = busy_workload(1, jobs=1_000, never_fit=0.5)
+    share = sum(j.pods * j.gpus_per_pod > total for j in never.jobs) / 1_000
+    assert 0.4 < share < 0.6
+    with pytest.raises(ValueError, match="no busy sweep cell"):
+        busy_sweep_cell("nope", 1, 10)

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from courselib.model.gang import SchedState
-from courselib.model.generate import overloaded_workload, scale_workload
+from courselib.model.generate import BUSY_RUNTIMES, BUSY_SIZES, busy_workload, overloaded_workload, scale_workload
 from courselib.model.policies.slurm import Slurm
 from courselib.model.policies.slurm_fast import SlurmFast
 from courselib.model.workload import ClusterSpec, Job, Queue, Workload
@@ -152,6 +152,18 @@ def test_fast_path_matches_the_reference_on_overloaded_workloads(seed, variant, 
     larger than the cluster, a queue that only grows until the submissions stop."""
     nodes, gpn = shape
     same(overloaded_workload(seed, nodes=nodes, gpus_per_node=gpn, jobs=8 * nodes), variant)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10 ** 6), st.sampled_from(sorted(VARIANTS)), st.sampled_from([(4, 8), (6, 2), (10, 1)]),
+       st.sampled_from(BUSY_SIZES), st.sampled_from(BUSY_RUNTIMES), st.sampled_from([0.2, 1.0, 20.0]),
+       st.sampled_from([0.0, 0.0, 0.2]))
+def test_fast_path_matches_the_reference_on_busy_clusters(seed, variant, shape, sizes, runtime, gap, never):
+    """The busy cluster of issue 35 (benchmarks/bench_busy.py), small: arrivals faster than ends, a
+    long queue of jobs that (mostly) fit, so every backfill pass finds a start for every job it tests."""
+    nodes, gpn = shape
+    same(busy_workload(seed, nodes=nodes, gpus_per_node=gpn, jobs=60, sizes=sizes, runtime=runtime,
+                       mean_gap_s=gap, mean_runtime_s=300.0, never_fit=never), variant)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -143,3 +143,92 @@ def with_topology(base: Workload, topology, seed: int, required_share: float = 0
         out.append(j)
     spec = replace(base.cluster, topology=tuple(topology))
     return replace(base, cluster=spec, jobs=tuple(out))
+
+
+#: :func:`busy_workload`'s choices of job size, runtime distribution
+BUSY_SIZES = ("uniform", "powers", "small")
+BUSY_RUNTIMES = ("exponential", "fixed", "lognormal")
+
+
+def busy_workload(seed: int, *, nodes: int = 75, jobs: int = 10_000, gpus_per_node: int = 8,
+                  sizes: str = "uniform", max_share: float = 0.75, mean_gap_s: float = 1.0,
+                  runtime: str = "exponential", mean_runtime_s: float = 600.0,
+                  never_fit: float = 0.0) -> Workload:
+    """A busy cluster: a long queue of jobs that (mostly) fit, arriving faster than they end (issue 35).
+
+    The user's case: 10,000 jobs on 75 nodes x 8 GPUs, every job fits, sizes up to about three
+    quarters of the cluster, one arrival about every second (Poisson, mean gap ``mean_gap_s``), about
+    ten minutes of runtime (``mean_runtime_s``), so a queue of thousands builds up and every pass of
+    conservative backfill finds a start for every job it tests. Sweep axes:
+
+    - ``sizes``: ``uniform`` (1 GPU to ``max_share`` of the cluster, every size as likely),
+      ``powers`` (powers of two up to ``max_share``, each doubling half as likely), ``small``
+      (1 GPU to one node);
+    - ``runtime``: ``exponential``, ``fixed`` (every job ``mean_runtime_s``), ``lognormal``
+      (sigma 1.5, a long tail, with mean ``mean_runtime_s``); at least 60 s;
+    - ``never_fit``: the share of jobs larger than the cluster (1 to 2 x it), which wait forever.
+
+    A job of up to one node is one pod; a larger one asks for whole nodes (``ceil(gpus / gpus_per_node)``
+    pods of ``gpus_per_node``). Time limits are 1-2x the runtime, in whole minutes; priorities 0.
+    """
+    if nodes < 1 or gpus_per_node < 1 or jobs < 1 or mean_gap_s <= 0 or mean_runtime_s <= 0:
+        raise ValueError("nodes, gpus_per_node and jobs must be >= 1; mean_gap_s and mean_runtime_s > 0")
+    if sizes not in BUSY_SIZES or runtime not in BUSY_RUNTIMES:
+        raise ValueError(f"sizes is one of {', '.join(BUSY_SIZES)}; runtime one of {', '.join(BUSY_RUNTIMES)}")
+    if not 0 < max_share <= 1 or not 0 <= never_fit <= 1:
+        raise ValueError("max_share is in (0, 1] and never_fit in [0, 1]")
+    rng = random.Random(f"busy:{seed}")
+    total = nodes * gpus_per_node
+    cap = max(1, int(total * max_share))
+    powers = [1 << k for k in range(cap.bit_length()) if 1 << k <= cap]
+    weights = [0.5 ** k for k in range(len(powers))]
+    sigma = 1.5
+    mu = math.log(mean_runtime_s) - sigma * sigma / 2
+    out, t = [], 0.0
+    for i in range(jobs):
+        t += rng.expovariate(1.0 / mean_gap_s)
+        if rng.random() < never_fit:
+            gpus = rng.randint(total + 1, 2 * total)
+        elif sizes == "uniform":
+            gpus = rng.randint(1, cap)
+        elif sizes == "powers":
+            gpus = rng.choices(powers, weights)[0]
+        else:
+            gpus = rng.randint(1, min(gpus_per_node, cap))
+        pods, gpp = (1, gpus) if gpus <= gpus_per_node else (-(-gpus // gpus_per_node), gpus_per_node)
+        if runtime == "exponential":
+            duration = rng.expovariate(1.0 / mean_runtime_s)
+        elif runtime == "fixed":
+            duration = mean_runtime_s
+        else:
+            duration = rng.lognormvariate(mu, sigma)
+        duration = float(max(60, round(duration)))
+        limit = float(int(duration * rng.uniform(1.0, 2.0) / 60 + 1) * 60)
+        out.append(Job(name=f"b{i}", pods=pods, gpus_per_pod=gpp, submit=float(round(t)),
+                       duration=duration, time_limit=limit))
+    return Workload(ClusterSpec(nodes=nodes, gpus_per_node=gpus_per_node), tuple(out))
+
+
+#: The busy-cluster sweep (``make bench``): the issue's case, then one axis changed at a time
+BUSY_BASE = {"sizes": "uniform", "mean_gap_s": 1.0, "runtime": "exponential", "never_fit": 0.0, "nodes": 75}
+BUSY_SWEEP = (
+    ("base", {}),
+    ("sizes=powers", {"sizes": "powers"}),
+    ("sizes=small", {"sizes": "small"}),
+    ("gap=0.2s", {"mean_gap_s": 0.2}),
+    ("gap=10s", {"mean_gap_s": 10.0}),
+    ("runtime=fixed", {"runtime": "fixed"}),
+    ("runtime=lognormal", {"runtime": "lognormal"}),
+    ("never_fit=10%", {"never_fit": 0.1}),
+    ("never_fit=50%", {"never_fit": 0.5}),
+    ("nodes=16", {"nodes": 16}),
+    ("nodes=300", {"nodes": 300}),
+)
+
+
+def busy_sweep_cell(name: str, seed: int, jobs: int) -> Workload:
+    """The sweep cell ``name`` of :data:`BUSY_SWEEP` with ``jobs`` jobs."""
+    over = dict(BUSY_SWEEP).get(name)
+    if over is None:
+        raise ValueError(f"no busy sweep cell {name!r}; one of {', '.join(n for n, _ in BUSY_SWEEP)}")
+    return busy_workload(seed, jobs=jobs, **{**BUSY_BASE, **over})
