@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup setup-k8s book book-student site-test student-template test test-fast test-topic test-real lab serve labs bench clean help
+.PHONY: setup setup-k8s setup-slurm book book-student site-test student-template test test-fast test-topic test-real lab serve labs bench clean help
 
 help:
 	@echo "make book    build the executed website into _build/html (the main job)"
@@ -22,6 +22,7 @@ help:
 	@echo "make site-test  open every page of both editions in headless Chromium (screenshots: _build/screenshots)"
 	@echo "make labs    regenerate labs/ from solutions/"
 	@echo "make setup-k8s  build the pinned Kubernetes, etcd and Kueue once (Go; courselib kube up runs them)"
+	@echo "make setup-slurm  build the pinned Slurm once: Debian's packages in their own root (root, mmdebstrap)"
 	@echo "make bench   run the benchmarks: a table of ratios, also in _build/bench/results.json"
 	@echo "make clean   remove builds and caches (keeps .venv)"
 
@@ -42,6 +43,12 @@ $(STAMP): pyproject.toml
 # 1.26 and the Go module proxy; about 10 minutes on 2 cores the first time, instant after).
 setup-k8s:
 	k8s/build.sh
+
+# The real Slurm (courselib slurm up): Debian's packages of the release pinned in
+# src/courselib/data/versions.toml, in a root of their own made by Debian's mmdebstrap, once per
+# version into ~/.cache/allornothing/slurm-<version>/root (root; about 175 MB, 20 s; instant after).
+setup-slurm:
+	.ci/build.d/20-slurm.sh
 
 book: setup
 	$(BIN)/jupyter-book build . --path-output . $(JB_FLAGS)

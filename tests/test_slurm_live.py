@@ -1,7 +1,7 @@
 """A real local Slurm: up/down by PID, and replays that must agree with courselib's slurm model.
 
-Runs where permitted (root, Debian's slurm-wlm + munge installed: `.ci/install-slurm.sh`);
-elsewhere every test is skipped with the reason. The cluster uses its own ports (17900+) and
+Runs where permitted (root, and the course's Slurm built: `make setup-slurm`, the pinned release's
+Debian packages in their own root); elsewhere every test is skipped with the reason. The cluster uses its own ports (17900+) and
 state file, so a cluster a developer has up on the default ports is never touched.
 """
 from __future__ import annotations
@@ -128,6 +128,70 @@ def test_down_stops_everything_by_pid(lab):
     assert not cluster.state_dir.exists()
 
 
+def _our_mounts(cluster) -> list:
+    """Every mount of this cluster anywhere: its state directory's mount point in any process's
+    mount table, and anything the host itself has mounted inside the Slurm root."""
+    from courselib.live.slurm.root import host_mounts_under, mounts_under
+    launcher = cluster.launcher
+    point = launcher.root / str(cluster.state_dir).lstrip("/")
+    return (mounts_under(point, exact=True, root=launcher.root)
+            + [(0, p) for p in host_mounts_under(launcher.root)])
+
+
+def test_the_course_runs_the_pinned_slurm_from_its_own_root(lab):
+    from courselib.live.slurm.root import RootLauncher, pinned_version
+    cluster = lab.up(slurm.ClusterShape(nodes=2, gpus_per_node=4))
+    assert isinstance(cluster.launcher, RootLauncher)
+    info = slurm.status()
+    assert info["version"] == pinned_version() and info["up"]
+    # every daemon runs the root's binaries (chroot), none the host's
+    for p in cluster.procs:
+        exe = Path(f"/proc/{p.pid}/root").resolve()
+        assert exe == cluster.launcher.root.resolve(), (p.role, exe)
+    # the mounts are the daemons' own: the host's mount table has none of them
+    from courselib.live.slurm.root import host_mounts_under
+    assert host_mounts_under(cluster.launcher.root) == []
+    assert _our_mounts(cluster) != []  # ... while the daemons hold them in their namespaces
+
+
+def test_down_after_a_replay_killed_mid_way_leaves_no_process_and_no_mount(lab):
+    """`courselib slurm replay` killed (SIGKILL: no clean-up of its own) while jobs run; then
+    `courselib slurm down` stops every process and no mount is left anywhere."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from courselib.io.workload import load_workload
+    path = EXAMPLES / "backfill.yaml"
+    plan = replay.plan_replay(load_workload(path))
+    cluster = lab.up(plan.shape)
+    pids = [p.pid for p in cluster.procs]
+    proc = subprocess.Popen([sys.executable, "-m", "courselib", "slurm", "replay", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until a job runs (its step is a process of ours)
+            if "RUNNING" in cluster.run("squeue", "-h", "-o", "%T", check=False, timeout=10):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no job started within 60 s")
+        steps = [p for p in slurm.marked_pids(cluster.state_dir, cluster.token) if p not in pids]
+        assert steps, "a running job has processes carrying the cluster's marker"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    out = subprocess.run([sys.executable, "-m", "courselib", "slurm", "down"], capture_output=True,
+                         text=True, timeout=120)
+    lab.cluster = None
+    assert out.returncode == 0, out.stderr
+    assert [pid for pid in pids + steps if alive(pid)] == []
+    assert slurm.marked_pids(cluster.state_dir, cluster.token) == []
+    assert _our_mounts(cluster) == []
+    assert not (cluster.launcher.root / str(cluster.state_dir).lstrip("/")).exists()
+    assert slurm.load_cluster() is None and not cluster.state_dir.exists()
+
+
 def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
     """A Ctrl-C (KeyboardInterrupt) half-way through `up` leaves no process and no state."""
     monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))
@@ -142,6 +206,8 @@ def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
     def interrupted(cluster):
         raise KeyboardInterrupt
 
+    from courselib.live.slurm.root import host_mounts_under, root_dir
+    points_before = sorted((root_dir() / "tmp").iterdir())
     monkeypatch.setattr(slurm.Cluster, "spawn", spawn)
     monkeypatch.setattr(slurm.cluster, "_all_nodes_idle", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -149,3 +215,6 @@ def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
     assert len(spawned) == 4  # munged, slurmctld, two slurmd
     assert [pid for pid in spawned if alive(pid)] == []
     assert not (tmp_path / "state.json").exists()
+    # its state directory's mount point is gone from the root, and the host mounted nothing there
+    assert sorted((root_dir() / "tmp").iterdir()) == points_before
+    assert host_mounts_under(root_dir()) == []

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from courselib.cli.main import main
 from courselib.live import slurm
-from courselib.live.daemons import Launcher
 from courselib.live import slurm_replay as replay
+from courselib.live.slurm.root import RootLauncher
 from courselib.model.workload import ClusterSpec, Job, Workload
 from budget import examples
 
@@ -115,14 +115,16 @@ def test_compare_counts_agreement_and_catches_disagreement():
 
 
 def test_cli_says_what_is_missing_without_touching_anything(monkeypatch, capsys):
-    monkeypatch.setattr(Launcher, "which", lambda self, cmd: None)
+    monkeypatch.setattr(slurm.cluster, "built", lambda: True)
+    monkeypatch.setattr(RootLauncher, "which", lambda self, cmd: None)
     assert main(["slurm", "up"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "slurm-wlm" in err and "munge" in err
+    assert err.count("\n") == 1 and "munged" in err and "slurmctld" in err and "make setup-slurm" in err
 
 
 def test_cli_refuses_non_root(monkeypatch, capsys):
-    monkeypatch.setattr(Launcher, "which", lambda self, cmd: f"/usr/bin/{cmd}")
+    monkeypatch.setattr(slurm.cluster, "built", lambda: True)
+    monkeypatch.setattr(RootLauncher, "which", lambda self, cmd: f"/usr/bin/{cmd}")
     monkeypatch.setattr(slurm.os, "geteuid", lambda: 1000)
     assert main(["slurm", "up"]) == 2
     assert "root" in capsys.readouterr().err

@@ -127,3 +127,61 @@ def test_up_spawn_records_start_times(tmp_path, private):
     finally:
         out = slurm.down(cluster)
     assert out["left"] == [] and not slurm.is_ours(proc) and not work.exists()
+
+
+# ----------------------------------------------------------------------------- the Slurm root
+
+def test_the_root_launcher_wraps_every_command_and_round_trips(tmp_path):
+    from courselib.live.daemons import Launcher
+    from courselib.live.slurm.root import RootLauncher
+    root = tmp_path / "root"
+    (root / "usr" / "sbin").mkdir(parents=True)
+    (root / "usr" / "sbin" / "slurmctld").write_text("#!/bin/sh\n")
+    (root / "usr" / "sbin" / "slurmctld").chmod(0o755)
+    launcher = RootLauncher(root, "/tmp/courselib-slurm-x")
+    assert launcher.which("slurmctld") == "/usr/sbin/slurmctld" and launcher.which("sbatch") is None
+    argv = launcher.command(["/usr/sbin/slurmctld", "-D"])
+    assert argv[1:5] == ["--mount", "--propagation", "private", "--"]  # a private mount namespace
+    assert argv[-4:] == [str(root), "/tmp/courselib-slurm-x", "/usr/sbin/slurmctld", "-D"]
+    assert "exec chroot" in argv[7]
+    back = Launcher.from_json(launcher.to_json())
+    assert isinstance(back, RootLauncher) and (back.root, back.work) == (launcher.root, launcher.work)
+    for bad in ({"kind": "chroot", "root": "relative"}, {"kind": "chroot", "root": "/r", "work": 3}):
+        with pytest.raises(ValueError):
+            Launcher.from_json(bad)
+
+
+def test_the_course_says_how_to_build_its_slurm_when_it_is_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSELIB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "none.json"))
+    assert main(["slurm", "up"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not built" in err and "make setup-slurm" in err
+    assert not (tmp_path / "none.json").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")
+def test_undo_refuses_while_a_process_holds_a_mount_and_cleans_up_after(tmp_path):
+    """The launcher's undo names the process that still holds the cluster's mount (nothing is
+    removed then), and once it is gone removes the mount point it made."""
+    from courselib.live.slurm.root import RootLauncher, host_mounts_under, mounts_under
+    root, work = tmp_path / "root", tmp_path / "work"
+    (root / "tmp").mkdir(parents=True)
+    work.mkdir()
+    launcher = RootLauncher(root)
+    launcher.setup(work)
+    point = root / str(work).lstrip("/")
+    assert point.is_dir()
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                               f'mount --bind "{work}" "{point}" && echo ok && exec sleep 60'],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        assert [pid for pid, _ in mounts_under(point, exact=True)] == [holder.pid]
+        assert host_mounts_under(root) == []          # never visible on the host
+        left = launcher.undo()
+        assert len(left) == 1 and f"PID {holder.pid}" in left[0] and point.is_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert launcher.undo() == [] and not point.exists() and (root / "tmp").is_dir()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-record the real-Slurm replays the Slurm chapter shows where no local Slurm can run.
-# Needs root and .ci/install-slurm.sh; writes src/courselib/data/recorded/slurm-<name>.json.
+# Needs root and the course's Slurm (make setup-slurm); writes src/courselib/data/recorded/slurm-<name>.json.
 # Usage (from the repository root): bash examples/slurm/record.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

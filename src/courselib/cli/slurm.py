@@ -6,8 +6,8 @@
     courselib slurm down
     courselib slurm replay-swf TRACE.swf [--cores N] [--policy fifo|easy|both] [--limit N] [--json]
 
-Needs root and the Debian packages slurm-wlm, slurmctld, slurmd, slurm-client and munge;
-elsewhere each command says so in one line and touches nothing. ``replay-swf`` needs neither:
+Needs root and the course's Slurm (the pinned release's Debian packages in their own root, built
+once by ``make setup-slurm``); elsewhere each command says so in one line and touches nothing. ``replay-swf`` needs neither:
 it replays a Standard Workload Format trace on a pool of cores with courselib's FIFO or EASY
 backfilling model (``courselib.model.replay``) and prints waits, slowdown and utilisation.
 """
@@ -59,8 +59,10 @@ def _status(args) -> int:
     if "processes" not in info:
         print("no local Slurm is up (start one with `courselib slurm up`)")
         return 0
-    print(f"local Slurm {'up' if info['up'] else 'BROKEN (some processes died; run `courselib slurm down`)'}: "
+    print(f"local Slurm {info.get('version', 'unknown')} "
+          f"{'up' if info['up'] else 'BROKEN (some processes died; run `courselib slurm down`)'}: "
           f"{info['shape']}")
+    print(f"programs: {info['launcher']}")
     print(f"state directory: {info['state_dir']}")
     for p in info["processes"]:
         print(f"  {p['role']:<14} PID {p['pid']:<8} {'running' if p['alive'] else 'gone'}")
@@ -79,7 +81,7 @@ def _replay(args) -> int:
                                   file=args.workload)
     cluster = slurm.load_cluster()
     if cluster is None or not cluster.all_ours():
-        slurm.check_available(cluster.launcher if cluster is not None else slurm.HOST)
+        slurm.check_available(cluster.launcher if cluster is not None else None)
         from courselib.errors import CourseError
         raise CourseError("no local Slurm is up",
                           hint=f"start one with `courselib slurm up {plan.shape.cli_args()}`")
@@ -145,7 +147,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("slurm", help="a real local Slurm: up, down, status, replay a workload",
                               description="A real Slurm on this machine (munge, slurmctld, one slurmd "
                                           "per node, emulated GPUs) in a temporary directory on "
-                                          "ports 17800+. Needs root and Debian's slurm-wlm and munge.")
+                                          "ports 17800+. Needs root and the course's Slurm (make setup-slurm).")
     sub = p.add_subparsers(dest="slurm_command", metavar="SUBCOMMAND")
 
     up = sub.add_parser("up", help="start the local cluster (idempotent)")

@@ -47,6 +47,18 @@ from courselib.live.state import (ProcessStamp, StateFile, make_owned_dir, new_t
 _BAD_LINE = re.compile(r"\b(E\d{4}|F\d{4}|error|fatal|panic)", re.I)
 
 
+# ----------------------------------------------------------------------------- where builds go
+
+def cache_dir() -> Path:
+    """Where the build steps (k8s/build.sh, .ci/build.d/) put what they build, one folder per
+    component and version (``$COURSELIB_CACHE`` overrides; else ``$XDG_CACHE_HOME`` or ~/.cache)."""
+    env = os.environ.get("COURSELIB_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "allornothing"
+
+
 # ----------------------------------------------------------------------------- one daemon
 
 @dataclass

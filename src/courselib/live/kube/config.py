@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from courselib.errors import CourseError
+from courselib.live.daemons import cache_dir
 from courselib.versions import pinned
 
 #: The versions the course runs: their rows in courselib/data/versions.toml (a test keeps them,
@@ -32,15 +33,6 @@ GANG_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
 
 
 # ----------------------------------------------------------------------------- binaries
-
-def cache_dir() -> Path:
-    """Where k8s/build.sh puts built binaries (``$COURSELIB_CACHE`` overrides)."""
-    env = os.environ.get("COURSELIB_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "allornothing"
-
 
 BINARIES = {
     "etcd": ("etcd", ETCD_VERSION),

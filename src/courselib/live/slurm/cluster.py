@@ -5,7 +5,9 @@ Slurm (if any) is never touched: a private ``munged`` socket and key, ``slurm.co
 ``gres.conf`` / ``cgroup.conf`` written for this run, and one ``slurmd -N nodeK`` per node
 (Slurm's "multiple slurmd" mode: every node is ``localhost`` on its own port). GPUs are
 emulated through ``gres.conf`` (``Name=gpu Count=G``): the scheduler counts and allocates them
-exactly as it would real ones. The recipe is DESIGN.md §4, seen working with Slurm 22.05.
+exactly as it would real ones. The recipe is DESIGN.md §4, first seen working with Slurm 22.05; the
+course now runs the release pinned in ``courselib/data/versions.toml`` (26.05), Debian's own packages
+in a root of their own (:mod:`courselib.live.slurm.root`, built by ``make setup-slurm``).
 
 Every process started is recorded in a state file in this user's private directory
 (:func:`courselib.live.state.private_dir`: mode 0700, created by us, verified before use), with
@@ -17,15 +19,17 @@ not parse is a one-line error, and nothing is stopped or removed. All of that is
 daemon storey (:mod:`courselib.live.daemons`); what is Slurm's is here.
 
 **How the daemons are launched** is one piece, :class:`courselib.live.daemons.Launcher`, saved in
-the record: by default the host's ``munged``/``slurmctld``/``slurmd`` and its client commands; a
-Slurm in its own root (``chroot`` with bind mounts to undo) is ``up(shape, launcher=…)`` and
-nothing else changes — every daemon and every ``sbatch``/``squeue``/``scontrol`` goes through
-``launcher.command``, and ``down`` calls ``launcher.undo()`` after the last daemon stopped.
+the record: by default :class:`~courselib.live.slurm.root.RootLauncher`, the pinned release's root
+(each command ``chroot``-ed in a private mount namespace, so no mount outlives it); the host's own
+Slurm, if one is installed, is never used unless ``up(shape, launcher=HOST)`` asks for it. Every
+daemon and every ``sbatch``/``squeue``/``scontrol`` goes through ``launcher.command``, and ``down``
+calls ``launcher.undo()`` after the last daemon stopped (it fails if a mount is still held).
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import subprocess
 import time
@@ -37,10 +41,12 @@ from courselib.live.cleanup import stop_pids
 from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, status_of
 from courselib.live.daemons import marked_pids as daemon_marked_pids
 from courselib.live.nodes import NodesShape, parse_features  # noqa: F401 (slurm.parse_features)
+from courselib.live.slurm.root import RootLauncher, built, pinned_version, root_dir
 from courselib.live.state import StateFile
+from courselib.versions import pinned
 
-#: Debian packages that provide what this module runs (installed by ``.ci/install-slurm.sh``).
-DEBIAN_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge")
+#: Debian packages that provide what this module runs (in the root ``make setup-slurm`` builds).
+DEBIAN_PACKAGES = tuple(pinned("slurm").get("debian_packages", "").split())
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 
@@ -204,34 +210,52 @@ def make_gpu_files(shape: ClusterShape, state_dir: Path) -> None:
             path.touch(mode=0o600)
 
 
-def render_cgroup_conf() -> str:
-    # TaskPlugin=task/none and proctrack/linuxproc: the cgroup plugin is only named so that
-    # slurmd starts on both cgroup v1 and v2 hosts.
+def render_cgroup_conf(version: str = "unknown") -> str:
+    """``cgroup.conf``: no cgroup at all where Slurm can say so (``CgroupPlugin=disabled``, from
+    24.05: ``cgroup.conf.5``), so no slurmd touches the host's cgroup tree; before that
+    (``TaskPlugin=task/none``, ``proctrack/linuxproc``) the plugin is only named so that slurmd
+    starts on both cgroup v1 and v2 hosts."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found and (int(found.group(1)), int(found.group(2))) >= (24, 5):
+        return "CgroupPlugin=disabled\n"
     plugin = "cgroup/v2" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "cgroup/v1"
     return f"CgroupPlugin={plugin}\nIgnoreSystemd=yes\n"
 
 
 # ----------------------------------------------------------------------------- preflight
 
-def missing_commands(launcher: Launcher = HOST) -> list[str]:
+def course_launcher() -> RootLauncher:
+    """How the course runs Slurm: the pinned release from its own root (a new launcher each time)."""
+    return RootLauncher()
+
+
+def missing_commands(launcher: Launcher | None = None) -> list[str]:
+    launcher = launcher or course_launcher()
     return [c for c in DAEMONS + CLIENTS if launcher.which(c) is None]
 
 
-def check_available(launcher: Launcher = HOST) -> None:
+def check_available(launcher: Launcher | None = None) -> None:
     """Raise :class:`SlurmUnavailable` naming what is missing and how to get it."""
+    launcher = launcher or course_launcher()
+    if isinstance(launcher, RootLauncher) and launcher.root == root_dir() and not built():
+        raise SlurmUnavailable(
+            f"the course's Slurm {pinned_version()} is not built here (no {root_dir()})",
+            hint="build it once with `make setup-slurm` (as root: Debian's mmdebstrap, about 175 MB)")
     missing = missing_commands(launcher)
     if missing:
+        where = launcher.describe()
         raise SlurmUnavailable(
-            f"Slurm is not installed here ({', '.join(missing)} not found)",
-            hint=f"install the Debian packages: apt-get install {' '.join(DEBIAN_PACKAGES)} "
-                 f"(or run .ci/install-slurm.sh)")
+            f"Slurm is not complete in {where} ({', '.join(missing)} not found)",
+            hint=f"rebuild it: remove {root_dir().parent} and run `make setup-slurm`"
+                 if isinstance(launcher, RootLauncher) else
+                 f"install the Debian packages: apt-get install {' '.join(DEBIAN_PACKAGES)}")
     if os.geteuid() != 0:
         raise SlurmUnavailable(
             "a local Slurm runs its daemons as root (SlurmUser=root, munged)",
             hint="run as root (CI does); elsewhere the chapter shows a recorded run")
 
 
-def unavailable_reason(launcher: Launcher = HOST) -> str | None:
+def unavailable_reason(launcher: Launcher | None = None) -> str | None:
     """``None`` if this machine can run the local Slurm, else the one-line reason."""
     try:
         check_available(launcher)
@@ -266,7 +290,7 @@ class Cluster(System):
     procs: list[Daemon] = field(default_factory=list)
     started_at: float = 0.0
     token: str = ""
-    launcher: Launcher = HOST
+    launcher: Launcher = HOST  # up() passes the course's launcher
 
     @property
     def conf(self) -> Path:
@@ -371,7 +395,7 @@ def status(cluster: Cluster | None = None) -> dict:
     out = status_of(cluster, _record())
     if cluster is not None:
         out.update(shape=cluster.shape.describe(), slurm_conf=str(cluster.conf),
-                   launcher=cluster.launcher.describe())
+                   launcher=cluster.launcher.describe(), version=version(cluster.launcher))
         if out["up"]:
             out["nodes"] = node_states(cluster)
     return out
@@ -389,14 +413,27 @@ def node_states(cluster: Cluster) -> list[dict]:
     return out
 
 
+def version(launcher: Launcher | None = None) -> str:
+    """The Slurm release ``launcher`` runs, as ``slurmctld -V`` says it (``26.05.5``), or ``unknown``."""
+    launcher = launcher or course_launcher()
+    try:
+        out = subprocess.run(launcher.command([launcher.which("slurmctld") or "slurmctld", "-V"]),
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    found = re.fullmatch(r"slurm(?:-wlm)? (\d+\.\d+\.\d+\S*)", out.strip())  # Debian: slurm-wlm 26.05.5
+    return found.group(1) if found else "unknown"
+
+
 def up(shape: ClusterShape, *, timeout: float = 60.0, say=lambda msg: None,
-       launcher: Launcher = HOST) -> Cluster:
+       launcher: Launcher | None = None) -> Cluster:
     """Start (or find already running) a cluster of ``shape``; idempotent. ``launcher``: how its
-    daemons and client commands are launched (default: the host's programs).
+    daemons and client commands are launched (default: the course's Slurm from its own root).
 
     On any error, and on Ctrl-C or SIGTERM, every process started so far is stopped, the
     launcher's set-up undone and the state directory removed before the exception propagates.
     """
+    launcher = launcher or course_launcher()
     check_available(launcher)
     existing = load_cluster()
     if existing is not None:
@@ -429,7 +466,7 @@ def _start(cluster: Cluster, *, timeout: float, say) -> None:
     (d / "slurm.conf").write_text(render_slurm_conf(shape, d))
     (d / "gres.conf").write_text(render_gres_conf(shape, d))
     make_gpu_files(shape, d)
-    (d / "cgroup.conf").write_text(render_cgroup_conf())
+    (d / "cgroup.conf").write_text(render_cgroup_conf(version(cluster.launcher)))
     key = d / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
@@ -536,7 +573,7 @@ def down(cluster: Cluster | None = None, *, say=lambda msg: None) -> dict:
 def require_up() -> Cluster:
     """The running cluster, or an error that says how to start one."""
     cluster = load_cluster()
-    check_available(cluster.launcher if cluster is not None else HOST)
+    check_available(cluster.launcher if cluster is not None else None)
     if cluster is None or not cluster.all_ours():
         raise CourseError("no local Slurm is up", hint="start one with `courselib slurm up`")
     return cluster

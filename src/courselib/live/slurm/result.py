@@ -9,18 +9,16 @@ shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recor
 from __future__ import annotations
 
 import platform
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.io.workload import load_workload
 from courselib.live import recorded as _recorded
-from courselib.live.daemons import HOST
 from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
-from courselib.live.slurm.cluster import BASE_PORT, Cluster
+from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
 from courselib.live.slurm.plan import plan_replay
 from courselib.live.slurm.replay import RealJob, ReplayResult, run_replay
 from courselib.model.workload import Workload
@@ -174,15 +172,9 @@ RECORDED_BY = "courselib slurm replay --record"
 
 
 def slurm_version(cluster: Cluster | None = None) -> str:
-    """``slurm 22.05.8``: what ``slurmctld -V`` says (through the cluster's launcher)."""
-
-    launcher = cluster.launcher if cluster is not None else HOST
-    try:
-        out = subprocess.run(launcher.command([launcher.which("slurmctld") or "slurmctld", "-V"]),
-                             capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.strip() or "unknown"
+    """``slurm-wlm 26.05.5``: what Debian's ``slurmctld -V`` says (through the cluster's launcher; default: the
+    course's Slurm)."""
+    return f"slurm-wlm {version(cluster.launcher if cluster is not None else None)}"
 
 
 def record(result: ReplayResult, path, *, workload_text: str, workload_file: str,
