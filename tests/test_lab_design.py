@@ -122,3 +122,33 @@ def test_labs_with_variants_carry_both_cells(lab):
     nb = nbformat.read(ROOT / "solutions" / f"{lab}.ipynb", 4)
     tags = [markers.tags(c) for c in nb.cells]
     assert sum(variant.PARAMETERS_TAG in t for t in tags) == 1 and sum(variant.VARIANT_TAG in t for t in tags) == 1
+
+
+@pytest.mark.slow   # two gradings per lab
+@pytest.mark.parametrize("lab", sorted(WITH_VARIANTS))
+def test_a_seeds_solved_variant_scores_full_marks_and_its_untouched_variant_zero(lab, tmp_path):
+    """Issue 33 for every lab (test_grading_variants does 20 seeds of Lab 8): seed 7's numbers differ from
+    seed 0's, its solved copy earns every auto-graded point, its untouched copy none."""
+    import json
+    import subprocess
+    import sys
+
+    from courselib.grading.grade import grade
+
+    outs = {}
+    for kind in ("solved", "untouched"):
+        out = tmp_path / kind / f"{lab}.ipynb"
+        out.parent.mkdir()
+        done = subprocess.run([sys.executable, "-m", "courselib", "labs", "variant", lab, "--seed", "7", "-o", str(out)]
+                              + (["--solution"] if kind == "solved" else []),
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outs[kind] = out
+    nb = json.loads(outs["untouched"].read_text())
+    params = next(c for c in nb["cells"] if variant.PARAMETERS_TAG in c["metadata"].get("tags", []))
+    seed0 = next(c for c in nbformat.read(ROOT / "labs" / f"{lab}.ipynb", 4).cells
+                 if variant.PARAMETERS_TAG in markers.tags(c))
+    assert "".join(params["source"]) != seed0.source, "seed 7 should change the lab's numbers"
+    solved = grade(outs["solved"], source=ROOT / "solutions")
+    assert solved.seed == 7 and solved.total == solved.max_points, [(q.question, q.feedback) for q in solved.questions]
+    assert grade(outs["untouched"], source=ROOT / "solutions").total == 0
