@@ -368,3 +368,33 @@ def test_the_topology_practice_problem_answers_what_the_simulator_says(difficult
         assert "Headcount fits; no rack does." in s.steps[0]
         if difficulty == "easy":   # Kueue's TAS refuses the head job with its own message
             assert any('topology "default" allows to fit only' in step for step in s.steps), seed
+
+
+TAS_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  parallelism: 4
+  completions: 4
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: cloud.provider.com/rack
+    spec:
+      restartPolicy: Never
+      containers:
+        - {name: t, image: busybox, resources: {limits: {nvidia.com/gpu: 8}}}
+"""
+
+
+def test_lint_flags_a_kueue_topology_request_no_kueue_queue_will_read(tmp_path):
+    from courselib.cli.files import lint_file
+    path = tmp_path / "job.yaml"
+    path.write_text(TAS_JOB)
+    found = [f for f in lint_file(str(path)) if f.code == "K014"]
+    assert len(found) == 1 and found[0].line == 10 and "kueue.x-k8s.io/podset-required-topology" in found[0].message
+    path.write_text(TAS_JOB.replace("  name: train\n", "  name: train\n  labels: {kueue.x-k8s.io/queue-name: team}\n"))
+    assert not [f for f in lint_file(str(path)) if f.code == "K014"]

@@ -321,3 +321,27 @@ def k010(r: ManifestReading, ctx: Context):
         for cname, ln, msg in p.gpu_request_problems:
             yield _finding(r, "K010", "error", ln, f"container {cname}: {msg}",
                            "give GPUs in resources.limits (requests, if set, must be equal)")
+
+
+#: Kueue's Topology-Aware Scheduling pod-set annotations (concepts/topology_aware_scheduling.md)
+TAS_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology")
+
+
+@rule("K014", "manifest", "document", "warning", "a Kueue topology request on a workload Kueue never sees",
+      why="Kueue's pod-set annotations kueue.x-k8s.io/podset-required-topology and -preferred-topology are "
+          "read by Kueue's Topology-Aware Scheduling when it admits the workload [kueue-tas]; a workload "
+          "without a Kueue queue is never admitted by Kueue, and the kube-scheduler ignores the annotation: "
+          "its pods land wherever they fit, spread over the network.",
+      fix=f"add the label {KUEUE_QUEUE_LABEL}: <local-queue> (with a ClusterQueue whose flavor has a topology)")
+def k014(r: ManifestReading, ctx: Context):
+    if r.queue_source is not None and "kueue" in r.queue_source:
+        return
+    for p in r.pod_sets:
+        ann = pod_annotations(r, p)
+        asked = [a for a in TAS_ANNOTATIONS if a in ann]
+        if asked:
+            yield _finding(r, "K014", "warning", p.line,
+                           f"the pods ask for {asked[0]}: {ann[asked[0]]}, but no Kueue queue manages this "
+                           f"workload: Kueue never admits it and the kube-scheduler ignores the annotation, so "
+                           f"the request is dropped and the pods land wherever they fit [kueue-tas]",
+                           f"add the label {KUEUE_QUEUE_LABEL}: <local-queue>")
