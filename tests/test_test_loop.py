@@ -71,10 +71,14 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
     def pure():
         return 1
 
+    def grades_by_the_cli(path):
+        assert main(["grade", str(path), "--json"]) == 0  # noqa: F821 (only its source is read)
+
     assert tiers.tiers_of(_item("tests/test_kube_live.py")) == {"real_kube"}
     assert tiers.tiers_of(_item("tests/test_new.py", fixtures=["live_slurm"])) == {"real_slurm"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_a_lab)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=pure)) == set()
+    assert tiers.tiers_of(_item("tests/test_new.py", function=grades_by_the_cli)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_hub_live.py", name="test_up")) == {"real_hub"}
     assert tiers.tiers_of(_item("tests/test_thing_real.py", name="test_up")) == {"real_kernel"}
     assert tiers.tiers_of(_item("tests/test_oom_live.py", name="test_parse")) == set()

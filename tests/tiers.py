@@ -19,7 +19,7 @@ test another helper adds to a file, or that asks for ``live_kube``, falls into i
   ``test_<what>_live.py`` or ``test_<what>_real.py`` is ``real`` with the system its name says;
 - :data:`FIXTURES`: a fixture's tiers (``live_kube`` -> ``real_kube``);
 - :data:`CALLS`: a name the test function's source calls (``grade(`` -> ``lab``);
-- :data:`TESTS`: a few named tests (file::function prefix) the rules above cannot see;
+- :data:`TESTS`: a few named tests (file::name prefix, parameters included) the rules above cannot see;
 - a notebook collected by nbval: ``notebooks/`` is ``book``, ``solutions/`` is ``lab``;
 - a test marked ``real`` by hand gets its system from its file, else from its name.
 
@@ -88,11 +88,12 @@ CALLS: dict[str, tuple[str, ...]] = {
     r"\bgrade\(": ("lab",),
     r"\bgrade_many\(": ("lab",),
     r"\brun_grader\(": ("lab",),
+    r"\bmain\(\[\"grade\",[^\n]*\) == 0": ("lab",),  # `courselib grade` run to the end
     r"\bNotebookClient\(": ("book",),
     r"\bexecuted_page\(": ("book",),
 }
 
-#: tests the rules above cannot see: "file::function prefix" -> tiers
+#: tests the rules above cannot see: "file::prefix of the test's name (with its parameters)" -> tiers
 TESTS: dict[str, tuple[str, ...]] = {
     # a hand-rolled grading loop over a lab's cells in a kernel
     "test_labs.py::test_every_solution_scores_full_marks": ("lab",),
@@ -102,7 +103,12 @@ TESTS: dict[str, tuple[str, ...]] = {
     "test_labs.py::test_the_images_labs_answer_holds_on_a_real_builder": ("lab", "real_container"),
     "test_labs.py::test_the_slurm_labs_answers_agree_with_the_real_slurm": ("lab", "real_slurm"),
     "test_lab7_recovery.py::": ("lab",),
+    "test_labs.py::test_a_hung_answer_is_stopped": ("lab",),
     "test_gang_fastpath.py::test_fast_path_matches_the_reference_on_crowded_workloads": ("scale",),
+    # fifty generated barrier problems, each simulated and solved: 20 s apiece on the course machine
+    "test_problems.py::test_fifty_seeds_fifty_different_problems_all_solvable[barrier-medium]": ("scale",),
+    "test_problems.py::test_fifty_seeds_fifty_different_problems_all_solvable[barrier-hard]": ("scale",),
+    "test_problems.py::test_difficulty_changes_the_size_not_only_the_numbers[barrier]": ("scale",),
 }
 
 #: a word in a real test's name -> its system (when its file does not say)
@@ -157,7 +163,7 @@ def tiers_of(item) -> set[str]:
                 found.update(tiers)
         for key, tiers in TESTS.items():
             file, _, prefix = key.partition("::")
-            if path.name == file and function.__name__.startswith(prefix):
+            if path.name == file and item.name.startswith(prefix):
                 found.update(tiers)
     return found
 
