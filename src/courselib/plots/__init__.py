@@ -34,3 +34,11 @@ def use_style() -> None:
 
     plt.style.use(style_path())
     matplotlib.rcParams["svg.hashsalt"] = "all-or-nothing"
+
+
+def mark_now(axes, t: float, end: float) -> None:
+    """A stepper's "now": a dark line at ``t`` on each of ``axes`` and the time still to come veiled in white."""
+    for ax in axes:
+        ax.axvline(t, color="0.15", linewidth=1.2, zorder=6)
+        if end > t:
+            ax.axvspan(t, end, color="white", alpha=0.65, linewidth=0, zorder=5)

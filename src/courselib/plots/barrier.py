@@ -41,8 +41,10 @@ def merged(rows):
     return [tuple(x) for x in out]
 
 
-def timeline(result, title: str | None = None, hours: bool = True, ax=None):
-    """Rank-by-time chart of one barrier run; returns the matplotlib Figure."""
+def timeline(result, title: str | None = None, hours: bool = True, ax=None, at: float | None = None):
+    """Rank-by-time chart of one barrier run; returns the matplotlib Figure.
+
+    ``at`` (s): a stepper's "now" (:mod:`courselib.sim.steps`): a line there, what comes later veiled."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -84,6 +86,8 @@ def timeline(result, title: str | None = None, hours: bool = True, ax=None):
     ax.set_ylabel(f"rank (0–{n - 1})")
     ax.legend(handles=[Patch(color=COLOURS[s], label=LABELS[s]) for s in order],
               loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7, frameon=False)
+    if at is not None:
+        plots.mark_now((ax,), at / scale, result.ended_at_s / scale)
     if title:
         ax.set_title(title, pad=34 if result.failures else None)
     fig.tight_layout()

@@ -44,8 +44,10 @@ def usage(result, points: int = 0):
     return times, train, idle, free
 
 
-def gantt(result, title: str | None = None, hours: bool = True):
-    """Per-job Gantt chart plus cluster usage; returns the matplotlib Figure."""
+def gantt(result, title: str | None = None, hours: bool = True, at: float | None = None):
+    """Per-job Gantt chart plus cluster usage; returns the matplotlib Figure.
+
+    ``at`` (s): a stepper's "now" (:mod:`courselib.sim.steps`): a line there, what comes later veiled."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -82,6 +84,8 @@ def gantt(result, title: str | None = None, hours: bool = True):
     ax2.set_xlim(0, max(end / scale, 1e-9))
     ax2.set_xlabel(f"time since the first submission ({unit})")
     ax2.set_ylabel("GPUs in the cluster")
+    if at is not None:
+        plots.mark_now((ax, ax2), at / scale, max(end / scale, 1e-9))
     fig.tight_layout()
     return fig
 

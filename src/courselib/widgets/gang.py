@@ -2,13 +2,15 @@
 
 ``default_workload()`` is the seed's story 1 (600 free GPUs, two 512-GPU jobs); ``show(...)``
 draws its Gantt chart without widgets (the static figure a reader without a kernel sees);
-``playground()`` returns the ipywidgets UI (ipywidgets is imported only here).
+``playground()`` returns the ipywidgets UI (ipywidgets is imported only here), the chart under a
+stepper (:mod:`courselib.widgets.stepper`: play/pause, step, back, reset over the run's events).
 """
 from __future__ import annotations
 
 from courselib.model.generate import default_workload
 from courselib.plots.gang import gantt
 from courselib.plots.text import gang_summary, gang_table
+from courselib.widgets import stepper
 
 __all__ = ["POLICIES", "default_workload", "playground", "show"]
 
@@ -26,9 +28,7 @@ def show(policy: str = "kube-default", horizon: float = 6 * 3600, **sizes):
 def playground():
     """Sliders for the cluster and the two jobs, a policy menu, and the Gantt chart below."""
     import ipywidgets as w
-    import matplotlib.pyplot as plt
     from IPython.display import display
-
 
     nodes = w.IntSlider(75, min=1, max=200, description="nodes")
     gpn = w.Dropdown(options=[1, 2, 4, 8], value=8, description="GPUs/node")
@@ -41,12 +41,14 @@ def playground():
     def redraw(*_):
         with out:
             out.clear_output(wait=True)
-            result, fig = show(policy.value, nodes=nodes.value, gpus_per_node=gpn.value,
-                               pods_a=a.value, pods_b=b.value, minutes_b=delay.value)
+            from courselib.sim.gang import simulate
+
+            result = simulate(default_workload(nodes=nodes.value, gpus_per_node=gpn.value, pods_a=a.value,
+                                               pods_b=b.value, minutes_b=delay.value), policy.value,
+                              horizon=6 * 3600)
             print(gang_table(result))
             print(gang_summary(result))
-            display(fig)
-            plt.close(fig)
+            display(stepper.gang(result))
 
     for control in (nodes, gpn, a, b, delay, policy):
         control.observe(redraw, names="value")

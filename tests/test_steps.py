@@ -1,0 +1,194 @@
+"""The steppers (issue 32, "time in the learner's hands"): the state after each event of a finished
+simulation, computed by courselib.sim.steps, is the simulator's own: the last step is the final
+result, stepping forward then back returns the same state, reset returns to before the first event,
+and the same run gives the same steps."""
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courselib.io.workload import load_workload
+from courselib.model.generate import default_workload, mixed_workload
+from courselib.sim import barrier
+from courselib.sim.gang import simulate
+from courselib.sim.steps import Cursor, barrier_steps, clock, gang_steps
+from budget import examples
+
+POLICIES = ["kube-default", "kube-gang", "volcano", "kueue", "slurm"]
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workloads"
+
+
+def assert_final(result, steps):
+    last = steps[-1]
+    assert len(steps) == len(result.trace) + 1
+    for job in result.jobs:
+        assert last.held[job.name] == job.gpus_held, (result.policy, job.name)
+        history = result.histories[job.name]
+        training = bool(history[-1][2]) if history and job.gpus_held else False
+        assert last.training[job.name] == training, (result.policy, job.name, last.what)
+    assert last.training_gpus + last.idle_gpus + last.free_gpus == result.total_gpus
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", [{}, {"nodes": 128}, {"minutes_b": 10}, {"pods_a": 96, "pods_b": 700}])
+def test_the_last_gang_step_is_the_final_result(policy, case):
+    result = simulate(default_workload(**case), policy, horizon=6 * 3600)
+    assert_final(result, gang_steps(result))
+
+
+@pytest.mark.parametrize("name", ["gang-preempt-whole-group.yaml", "jobset-max-restarts.yaml",
+                                  "jobset-preempt-one-pod.yaml", "slurm-backfill.yaml"])
+def test_events_that_stop_training_are_stepped_through(name):
+    from courselib.sim.gang import EVENT_POLICIES
+
+    workload = load_workload(EXAMPLES / name)
+    for policy in (EVENT_POLICIES if workload.events else POLICIES):
+        result = simulate(workload, policy)
+        assert_final(result, gang_steps(result))
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(POLICIES))
+def test_every_step_adds_up_and_the_last_is_final(seed, policy):
+    result = simulate(mixed_workload(seed, jobs=8), policy)
+    steps = gang_steps(result)
+    assert_final(result, steps)
+    for s in steps:
+        assert s.free_gpus >= 0 and s.training_gpus + s.idle_gpus + s.free_gpus == result.total_gpus
+        assert all(h >= 0 for h in s.held.values())
+    assert [s.t for s in steps] == sorted(s.t for s in steps)
+
+
+def test_the_seeds_deadlock_read_step_by_step():
+    steps = gang_steps(simulate(default_workload(), "kube-default", horizon=6 * 3600))
+    assert steps[0].held == {"a": 0, "b": 0} and steps[0].free_gpus == 600
+    assert "before the first event" in steps[0].text
+    bound = steps[3]
+    assert bound.job == "a" and bound.what.startswith("bound 300 pods") and bound.held == {"a": 300, "b": 0}
+    assert bound.text.startswith("t=0:00 job a: bound 300 pods")
+    assert bound.text.endswith("GPUs held: job a 300, job b 0; of 600 GPUs 0 training, 300 held idle, 300 free.")
+    assert steps[-1].idle_gpus == 600 and steps[-1].training_gpus == 0
+
+
+def test_volcano_trains_then_releases():
+    steps = gang_steps(simulate(default_workload(), "volcano", horizon=6 * 3600))
+    passed = next(s for s in steps if s.what.startswith("barrier passed"))
+    assert passed.training == {"a": True, "b": False} and passed.training_gpus == 512
+    done = next(s for s in steps if s.what.startswith("completed") and s.job == "a")
+    assert done.t == 7200 and done.held["a"] == 0 and not done.training["a"]
+
+
+SCENARIOS = [
+    barrier.BarrierScenario(ranks=64, losses=(barrier.RankLoss(7, 185 * 60),), checkpoint_every_s=3600,
+                            timeout_s=600, restart_s=300),
+    barrier.BarrierScenario(ranks=16, work_s=2 * 3600, losses=(barrier.RankLoss(5, 3600 + 30),),
+                            strategy="replace-rank"),
+    barrier.BarrierScenario(ranks=32, losses=(barrier.RankLoss(3, 3.5 * 3600, "error"),), recovery="shrink"),
+    barrier.BarrierScenario(ranks=8, losses=(barrier.RankLoss(2, 1800),), timeout_s=float("inf"), work_s=3600),
+    barrier.BarrierScenario(ranks=8, join_times_s=(0.0,) * 6 + (1500.0,) * 2, init_timeout_s=float("inf"),
+                            work_s=3600),
+]
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=["restart", "replace-rank", "shrink", "hung", "late"])
+def test_the_last_barrier_step_is_the_final_result(sc):
+    result = barrier.simulate(sc)
+    steps = barrier_steps(result)
+    last = steps[-1]
+    assert len(steps) == len(result.trace) + 1
+    assert last.restarts == result.restarts
+    assert last.lost_gpu_hours == pytest.approx(result.lost_gpu_hours)
+    assert last.finished == result.finished
+    assert last.t == result.trace[-1].t_s
+    for s in steps:
+        assert sum(s.states.values()) <= sc.ranks + sum(1 for f in result.failures for _ in f.lost_ranks)
+
+
+def test_the_barrier_steps_tell_the_story():
+    steps = barrier_steps(barrier.simulate(SCENARIOS[0]))
+    lost = next(s for s in steps if s.phase == "stalled")
+    assert lost.t == 185 * 60 and lost.states[barrier.STALLED] == 63 and lost.states[barrier.LOST] == 1
+    assert lost.restarts == 0 and lost.lost_gpu_hours == 0
+    assert sum(steps[0].states.values()) == 0 and "before the first event" in steps[0].text
+    timed_out = next(s for s in steps if s.phase == "timed out")
+    assert timed_out.states[barrier.RESTARTING] == 64 and timed_out.restarts == 0
+    back = next(s for s in steps if s.phase == "restarted")
+    assert back.restarts == 1 and back.lost_gpu_hours > 0 and back.states[barrier.TRAINING] == 64
+    assert steps[-1].finished and steps[-1].text.startswith("t=4:20 finished (64 ranks): all 240 steps done")
+
+
+def test_step_back_reset_and_the_ends():
+    steps = gang_steps(simulate(default_workload(), "slurm", horizon=6 * 3600))
+    c = Cursor(steps)
+    assert c.state is steps[0] and c.back() is steps[0]          # no step before the first
+    for k in range(1, len(steps)):
+        before = c.state
+        after = c.step()
+        assert after is steps[k] and c.back() == before and c.step() == after
+    assert c.at_end and c.step() is steps[-1]                     # nor after the last
+    assert c.reset() is steps[0] and c.index == 0
+    assert c.seek(10_000) is steps[-1] and c.seek(-3) is steps[0]
+    with pytest.raises(ValueError, match="at least one step"):
+        Cursor(())
+
+
+def test_steps_are_deterministic():
+    one = gang_steps(simulate(default_workload(minutes_b=10), "kube-default", horizon=6 * 3600))
+    two = gang_steps(simulate(default_workload(minutes_b=10), "kube-default", horizon=6 * 3600))
+    assert one == two and [s.to_dict() for s in one] == [s.to_dict() for s in two]
+    sc = SCENARIOS[0]
+    assert barrier_steps(barrier.simulate(sc)) == barrier_steps(barrier.simulate(sc))
+
+
+def test_clock():
+    assert (clock(0), clock(300), clock(7200), clock(11130.4)) == ("0:00", "0:05", "2:00", "3:05:30")
+
+
+def test_the_figures_mark_now():
+    """The playgrounds' own figures, drawn at a step: a line at the step's time (the widgets draw these)."""
+    from courselib.plots.barrier import timeline
+    from courselib.plots.gang import gantt
+    import matplotlib.pyplot as plt
+
+    result = simulate(default_workload(), "volcano", horizon=6 * 3600)
+    fig = gantt(result, at=7200)
+    lines = [l for ax in fig.axes for l in ax.get_lines() if list(l.get_xdata()) == [2.0, 2.0]]
+    assert len(lines) == 2
+    plt.close(fig)
+    fig = timeline(barrier.simulate(SCENARIOS[0]), at=11100)
+    assert any(list(l.get_xdata()) == [11100 / 3600] * 2 for l in fig.axes[0].get_lines())
+    plt.close(fig)
+
+
+def test_the_barrier_stepper_widget():
+    pytest.importorskip("ipywidgets")
+    from courselib.widgets import stepper
+
+    result = barrier.simulate(SCENARIOS[1])
+    controls, line, _ = stepper.barrier(result, start=0).children
+    assert controls.children[-1].value == 0 and "before the first event" in line.value
+    controls.children[2].click()
+    assert barrier_steps(result)[1].phase in line.value
+
+
+def test_the_stepper_widget_moves_over_the_steps():
+    pytest.importorskip("ipywidgets")
+    from courselib.widgets import stepper
+
+    result = simulate(default_workload(), "volcano", horizon=6 * 3600)
+    ui = stepper.gang(result)
+    controls, line, _ = ui.children
+    play, back, step, reset, slider = controls.children
+    last = len(result.trace)
+    assert slider.max == slider.value == last and f"event {last} of {last}" in line.value  # the whole run first
+    step.click()
+    assert slider.value == last
+    reset.click()
+    assert slider.value == 0 and "event 0 of" in line.value
+    step.click(); step.click()
+    assert slider.value == 2 and gang_steps(result)[2].text.split(".")[0] in line.value
+    back.click()
+    assert slider.value == 1
+    reset.click()
+    assert slider.value == 0 and not play.playing and "before the first event" in line.value
