@@ -58,10 +58,17 @@ def stepper(steps, draw, start: int = -1, interval_ms: int = 1200):
 
 def gang(result, **kwargs):
     """A stepper over a :class:`courselib.sim.gang.Result`: its Gantt chart at each event."""
-    return stepper(gang_steps(result), lambda s: gantt(result, at=s.t), **kwargs)
+    steps = gang_steps(result)
+    return stepper(steps, lambda s: gantt(result, at=_now(s, steps)), **kwargs)
 
 
 def barrier(result, title: str | None = None, **kwargs):
     """A stepper over a :class:`courselib.sim.barrier.BarrierResult`: its rank timeline at each event."""
     kwargs.setdefault("interval_ms", 2500)   # hundreds of ranks take a second or two to redraw
-    return stepper(barrier_steps(result), lambda s: timeline(result, title=title, at=s.t), **kwargs)
+    steps = barrier_steps(result)
+    return stepper(steps, lambda s: timeline(result, title=title, at=_now(s, steps)), **kwargs)
+
+
+def _now(state, steps):
+    """Where the figure's "now" line goes: at the event's time, none at the last event (its state lasts to the end)."""
+    return None if state.index == len(steps) - 1 else state.t
