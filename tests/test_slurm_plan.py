@@ -184,3 +184,32 @@ def test_replay_refuses_a_cluster_of_another_shape_and_says_how_to_fix_it(tmp_pa
     with pytest.raises(slurm.CourseError, match="courselib slurm up --nodes 4 --gpus-per-node 8"):
         replay.run_replay(small, plan)
     assert list(tmp_path.iterdir()) == []  # nothing was submitted or written
+
+
+# --- every recorded run names the Slurm the course pins (issue 30) -----------------------------------
+
+_RECORDED = Path(__file__).resolve().parents[1] / "src" / "courselib" / "data" / "recorded"
+_SLURM_RECORDINGS = sorted(_RECORDED.glob("slurm-*.json"))
+
+
+def _slurm_version_of(recorded_on: str) -> str | None:
+    """The Slurm release a recording's ``recorded_on`` names ("Linux 6.18, slurm-wlm 26.05.5")."""
+    import re
+    found = re.search(r"\bslurm(?:-wlm)? (\d+\.\d+\.\d+)", recorded_on)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("path", _SLURM_RECORDINGS, ids=[p.name for p in _SLURM_RECORDINGS])
+def test_every_recorded_slurm_run_names_the_pinned_version(path):
+    import json
+    from courselib.versions import pinned
+    on = json.loads(path.read_text())["recorded_on"]
+    assert _slurm_version_of(on) == pinned("slurm").version, \
+        f"{path.name} was recorded on {on!r}: re-record it (bash examples/slurm/record.sh)"
+
+
+def test_a_slurm_recording_of_another_version_is_caught():
+    from courselib.versions import pinned
+    assert len(_SLURM_RECORDINGS) >= 7
+    assert _slurm_version_of("Linux 6.18.44-fc-v769, slurm-wlm 22.05.8") == "22.05.8" != pinned("slurm").version
+    assert _slurm_version_of("Linux 6.1, no version") is None
