@@ -93,3 +93,18 @@ def test_busy_workload_is_the_issues_case_and_seeded():
     assert 0.4 < share < 0.6
     with pytest.raises(ValueError, match="no busy sweep cell"):
         busy_sweep_cell("nope", 1, 10)
+
+
+def test_run_table_reports_busy_cells_with_the_target_only_at_full_size():
+    run = _load("run")
+    rows = [{"cell": "base", "policy": "slurm", "jobs": 10_000, "capped": True, "seconds": None, "peak_mib": None,
+             "note": "capped: > 60 s"},
+            {"cell": "base", "policy": "kueue", "jobs": 10_000, "capped": False, "seconds": 5.0, "cpu_seconds": 4.9,
+             "peak_mib": 100.0, "floor_ratio": 300.0},
+            {"cell": "base", "policy": "kueue", "jobs": 1_000, "capped": False, "seconds": 0.3, "cpu_seconds": 0.3,
+             "peak_mib": 40.0, "floor_ratio": 300.0}]
+    res = {"quick": False, "details": {"busy": {"rows": rows}}, "volcano_100k_jobs_s": None,
+           "volcano_100k_peak_mib": None}
+    out = [r for r in run.table(res) if r[0].startswith("  busy")]
+    assert [r[5] for r in out] == ["NO", "yes", ""]
+    assert out[0][1] == "capped: > 60 s" and out[1][3] == "300x"
