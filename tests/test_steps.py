@@ -192,3 +192,20 @@ def test_the_stepper_widget_moves_over_the_steps():
     assert slider.value == 1
     reset.click()
     assert slider.value == 0 and not play.playing and "before the first event" in line.value
+
+
+def test_the_static_race_embeds_the_models_steps():
+    """The website's race view steps through states courselib computed (no kernel, no JS simulation)."""
+    from courselib.static import views
+
+    for policy, nodes, delay in [("kube-default", 75, 0), ("volcano", 75, 0), ("kube-default", 80, 10),
+                                 ("slurm", 64, 30)]:
+        case = views.race_case(policy, nodes, delay)
+        result = simulate(default_workload(nodes=nodes, minutes_b=delay), policy, horizon=views.RACE_HORIZON_S)
+        steps = gang_steps(result)
+        assert case["steps"] == [views.step_row(s) for s in steps]
+        assert [row["text"] for row in case["steps"]] == [s.text for s in steps]
+        names = [j["name"] for j in case["jobs"]]
+        last = case["steps"][-1]
+        assert dict(zip(names, last["held"])) == {j.name: j.gpus_held for j in result.jobs}
+    assert views.race_case("kube-default", 75, 10)["steps"] == views.race_case("kube-default", 75, 10)["steps"]

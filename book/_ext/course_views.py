@@ -78,6 +78,7 @@ def _race_html(d: dict) -> str:
     delays = "".join(f'<option value="{m}"{" selected" if m == df["delay_min"] else ""}>{m} min</option>'
                      for m in d["delay_min"])
     gpn = d["gpus_per_node"]
+    last = len(case["steps"]) - 1
     return f"""
 <div class="course-view course-view--race" data-view="gang-race">
   <div class="course-view__controls">
@@ -87,10 +88,20 @@ def _race_html(d: dict) -> str:
     <label>job b arrives after job a by <select name="delay">{delays}</select></label>
   </div>
   <p class="course-view__verdict" data-out="verdict" role="status">{html.escape(case['verdict'])}</p>
+  <div class="course-view__controls course-view__stepper">
+    <button type="button" data-step="reset">reset</button>
+    <button type="button" data-step="back">◀ back</button>
+    <button type="button" data-step="play" aria-pressed="false">play</button>
+    <button type="button" data-step="next">step ▶</button>
+    <label>event <input type="range" name="step" min="0" max="{last}" step="1" value="{last}"
+      aria-valuetext="event {last} of {last}"> <output data-for="step">{last} of {last}</output></label>
+  </div>
+  <p class="course-view__step" data-out="step" aria-live="polite">{html.escape(case['steps'][-1]['text'])}</p>
   <div class="course-view__chart" data-out="chart"></div>
   <p class="course-view__note">Two 512-GPU training jobs (1 GPU per rank, 2 h each) on one cluster. Green: GPUs
-  training; vermillion: GPUs held idle at the barrier; grey: free. Computed by <code>courselib.sim.gang</code>
-  when this page was built, for every setting of the controls; no kernel needed.</p>
+  training; vermillion: GPUs held idle at the barrier; grey: free. Step through the run's events with the
+  buttons or the slider (later times are veiled). Computed by <code>courselib.sim.gang</code> and
+  <code>courselib.sim.steps</code> when this page was built, for every setting of the controls; no kernel needed.</p>
 </div>"""
 
 
@@ -125,9 +136,13 @@ def _write_data(app, exception) -> None:
     out = Path(app.outdir) / "_static" / "course-views"
     out.mkdir(parents=True, exist_ok=True)
     for view in VIEWS:
-        payload = json.dumps(_compact(_cached(app, view)), separators=(",", ":"))
-        (out / f"{view}.js").write_text(
-            "// Generated at build time from courselib (book/_ext/course_views.py); do not edit.\n"
+        (out / f"{view}.js").write_text(data_script(view, _cached(app, view)))
+
+
+def data_script(view: str, data: dict) -> str:
+    """The ``_static/course-views/<view>.js`` a page loads: the view's table as one JavaScript assignment."""
+    payload = json.dumps(_compact(data), separators=(",", ":"))
+    return ("// Generated at build time from courselib (book/_ext/course_views.py); do not edit.\n"
             f"(window.COURSE_VIEWS = window.COURSE_VIEWS || {{}})[{json.dumps(view)}] = {payload};\n")
 
 

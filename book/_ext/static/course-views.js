@@ -40,7 +40,7 @@
     return e;
   }
 
-  function raceChart(c, total, horizon, width) {
+  function raceChart(c, total, horizon, width, at) {
     // drawn at the box's own width, so its text stays readable on a phone
     const W = Math.max(300, Math.min(900, width || 720)), left = 96, right = 12, rowH = 30, gap = 8, clusterH = 90, axisH = 28;
     const top = 6, H = top + c.jobs.length * (rowH + gap) + clusterH + axisH;
@@ -75,6 +75,12 @@
         if (h > 0) el("rect", { x: x(t0), y, width: Math.max(1, x(t1) - x(t0)), height: h, fill }, svg);
       }
     }
+    if (at !== undefined) {
+      // the stepper's "now": a line at the event's time, what comes later veiled
+      const end = x(horizon), now = x(at), bottom = y0 + clusterH;
+      if (end > now) el("rect", { x: now, y: 0, width: end - now, height: bottom, fill: "#FFFFFF", "fill-opacity": 0.65, "data-veil": "" }, svg);
+      el("line", { x1: now, x2: now, y1: 0, y2: bottom, stroke: "#262626", "stroke-width": 2, "data-now": at }, svg);
+    }
     for (let hr = 0; hr <= horizon / 3600; hr++) {
       el("line", { x1: x(hr * 3600), x2: x(hr * 3600), y1: y0 + clusterH, y2: y0 + clusterH + 5, stroke: "#444" }, svg);
       el("text", { x: x(hr * 3600), y: y0 + clusterH + 20, "text-anchor": "middle", "font-size": 12 }, svg, `${hr} h`);
@@ -86,25 +92,62 @@
     const nodes = root.querySelector('input[name="nodes"]');
     const delay = root.querySelector('select[name="delay"]');
     const chart = root.querySelector('[data-out="chart"]');
+    // the stepper: courselib.sim.steps' states of the current setting (0: before the first event)
+    const step = root.querySelector('input[name="step"]');
+    const playButton = root.querySelector('button[data-step="play"]');
+    let c = null, total = 0, timer = null;
+    function pause() {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+      playButton.textContent = "play";
+      playButton.setAttribute("aria-pressed", "false");
+    }
+    function draw() {
+      const k = +step.value, last = c.steps.length - 1, s = c.steps[k];
+      said(root, "step", `${k} of ${last}`);
+      step.setAttribute("aria-valuetext", `event ${k} of ${last}`);
+      put(root, "step", s.text);
+      chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth, k === last ? undefined : s.t));
+      root.dataset.step = `${k}`;
+    }
+    function go(k) {
+      step.value = `${Math.max(0, Math.min(c.steps.length - 1, k))}`;
+      draw();
+    }
     function show() {
       const policy = root.querySelector('input[name="policy"]:checked').value;
       const n = d.nodes[+nodes.value], m = +delay.value;
-      const c = d.cases[`${policy}|${n}|${m}`];
-      const total = n * d.gpus_per_node;
+      c = d.cases[`${policy}|${n}|${m}`];
+      total = n * d.gpus_per_node;
       said(root, "nodes", `${n} nodes × ${d.gpus_per_node} = ${total} GPUs`);
       nodes.setAttribute("aria-valuetext", `${n} nodes`);
       put(root, "verdict", c.verdict);
       root.classList.toggle("course-view--deadlock", c.deadlock);
-      chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth));
+      pause();
+      step.max = `${c.steps.length - 1}`;
+      go(c.steps.length - 1); // a new setting shows its whole run
       root.dataset.setting = JSON.stringify({ policy, nodes: n, delay_min: m });
     }
+    root.querySelector('button[data-step="reset"]').addEventListener("click", () => { pause(); go(0); });
+    root.querySelector('button[data-step="back"]').addEventListener("click", () => { pause(); go(+step.value - 1); });
+    root.querySelector('button[data-step="next"]').addEventListener("click", () => { pause(); go(+step.value + 1); });
+    playButton.addEventListener("click", () => {
+      if (timer !== null) { pause(); return; }
+      if (+step.value === c.steps.length - 1) go(0);
+      playButton.textContent = "pause";
+      playButton.setAttribute("aria-pressed", "true");
+      timer = setInterval(() => {
+        if (+step.value >= c.steps.length - 1) pause(); else go(+step.value + 1);
+      }, 1000);
+    });
+    step.addEventListener("input", () => { pause(); draw(); });
     root.querySelectorAll('input[name="policy"]').forEach((r) => r.addEventListener("change", show));
     nodes.addEventListener("input", show);
     delay.addEventListener("change", show);
     show();
     let drawnAt = chart.clientWidth;
     window.addEventListener("resize", () => {
-      if (Math.abs(chart.clientWidth - drawnAt) > 40) { drawnAt = chart.clientWidth; show(); }
+      if (Math.abs(chart.clientWidth - drawnAt) > 40) { drawnAt = chart.clientWidth; draw(); }
     });
   }
 

@@ -4,13 +4,16 @@
 setting of the calculator's three controls; ``gang_race_table()`` runs
 :func:`courselib.sim.gang.simulate` on the seed's race (two 512-GPU jobs, see
 ``examples/workloads/seed-600-free-deadlock.yaml``) for every policy, cluster size and arrival gap
-the race view offers, keeping what the page draws. Both are deterministic: same courselib, same table.
+the race view offers, keeping what the page draws, and the run's steps (:func:`courselib.sim.steps.gang_steps`:
+the state after each event and its one-line story) so the page's stepper needs no kernel. Both are
+deterministic: same courselib, same table.
 """
 from __future__ import annotations
 
 from courselib.model import cost
 from courselib.model.generate import default_workload
 from courselib.plots.gang import segments, usage
+from courselib.sim.steps import gang_steps
 
 # The calculator's controls. Every preset case of the course lies on the grid: the seed (400 GPUs
 # held, 25 min, $2-4) and the exercise (480, 40 min, $3).
@@ -79,7 +82,14 @@ def race_case(policy: str, nodes: int, delay_min: int) -> dict:
                                for t0, t1, held, tr in segments(result.histories[j.name], result.end_time)]}
                  for j in result.jobs],
         "usage": {"t": times, "training": train, "idle": idle, "free": free},
+        "steps": [step_row(s) for s in gang_steps(result)],
     }
+
+
+def step_row(step) -> dict:
+    """One state of the page's stepper: its time, its line, and per job (in the jobs' order) GPUs held and training."""
+    return {"t": step.t, "text": step.text, "held": list(step.held.values()),
+            "training": list(step.training.values())}
 
 
 def gang_race_table() -> dict:
