@@ -93,6 +93,7 @@ def test_topics_select_a_chapters_module_page_and_lab():
                    "solutions/03-oom-killer.ipynb::Cell 2"):
         assert tiers.in_topic(nodeid, words), nodeid
     assert not tiers.in_topic("tests/test_slurm_plan.py::test_a", words)
+    assert not tiers.in_topic("tests/test_classroom.py::test_the_cli_writes_the_job", words)
     assert tiers.topic_words("3") == ("03-",)
     with pytest.raises(pytest.UsageError, match="--topic nope"):
         tiers.topic_words("nope")
