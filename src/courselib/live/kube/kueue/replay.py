@@ -155,6 +155,9 @@ def queue_objects(workload: Workload, shape, replay_id: str) -> list[tuple[str, 
 
 # ----------------------------------------------------------------------------- watching Workloads
 
+#: the Evicted condition's reason when Kueue preempts a workload (``WorkloadEvictedByPreemption``)
+PREEMPTED = "Preempted"
+
 class WorkloadWatch(PodWatch):
     """Kueue's Workloads of one replay (Kueue copies the replay label from the Job), by job name."""
 
@@ -381,10 +384,18 @@ class KueueReplay(ReplayHooks):
     def _lost_admission(self, t: float, name: str, wl: dict) -> None:
         ev = condition(wl, "Evicted")
         reason = (ev or {}).get("reason", "")
+        seen = self._seen[name]
+        if reason == PREEMPTED:
+            # Kueue's own preemption, caused by what the replay submitted at ``t`` (no timer): the
+            # workload goes back to its queue at once, with no requeue backoff, and is admitted
+            # again when quota frees (v0.17.1 apis/kueue/v1beta2/workload_types.go L1010-1012)
+            v_adm = self.admitted_v.pop(name)
+            seen["evicted"] = (ev or {}).get("lastTransitionTime")
+            self._event(t, name, "evicted", reason=reason, count=0, admitted_at=v_adm, real=seen["evicted"])
+            return
         if self._expect != (name, "evict"):
             raise self._early(name, "evict", t)
         v_adm = self.admitted_v.pop(name)
-        seen = self._seen[name]
         seen["evicted"] = (ev or {}).get("lastTransitionTime")
         self._check_interval(name, "timeout", seen.get("admitted"), seen["evicted"],
                              float(self.settings.timeout))
