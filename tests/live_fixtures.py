@@ -4,12 +4,13 @@ A pytest plugin (``pytest_plugins`` in conftest.py) on the shared daemon storey
 (:mod:`courselib.live.daemons`):
 
 - ``live_kube`` (session): ONE local Kubernetes control plane for every test that asks for it (the
-  Kubernetes and the Kueue suites). A test says what it needs — ``plane.up(shape, kueue=…,
-  qps=…)`` — and the plane is changed as little as that takes: new fake nodes are only objects
-  (``reshape``), Kueue *joins* the running plane (``join``), a client rate restarts only the
-  controller manager (``set_api_qps``); only a different feature-gate set (native gang scheduling)
-  needs ``down`` and ``up``, and so does Kueue *leaving* (its webhooks would refuse every Job once
-  its manager is gone).
+  Kubernetes, Kueue and JobSet suites). A test says what it needs — ``plane.up(shape, kueue=…,
+  qps=…)``, the shape naming its extensions — and the plane is changed as little as that takes: new
+  fake nodes are only objects (``reshape``), JobSet and Kueue *join* the running plane (``join``), a
+  client rate restarts only the controller manager (``set_api_qps``); only a different feature-gate set
+  (native gang scheduling) needs ``down`` and ``up``, and so does an extension *leaving* (Kueue's
+  webhooks would refuse every Job once its manager is gone) and JobSet joining after Kueue (Kueue
+  turns its JobSet integration on only if JobSet's CRD is there when it starts).
 - Ordering: the tests that use ``live_kube`` run grouped by feature-gate set, then by whether Kueue
   has joined (``@pytest.mark.live_kube(gang=…, kueue=…)``; default: neither), so each group starts
   the plane at most once.
@@ -97,18 +98,24 @@ class LiveKube:
         self.restarts = 0
 
     def up(self, shape, *, kueue: bool = False, qps: int | None = FAST_QPS):
-        """A control plane with ``shape``'s nodes and gang setting, Kueue if asked, and controller
-        manager client rate ``qps`` (``None``: the default)."""
+        """A control plane with ``shape``'s nodes, gang setting and extensions (``shape.with_``: JobSet),
+        Kueue if asked, and controller manager client rate ``qps`` (``None``: the default)."""
 
         from courselib.live.kube import cluster
         kube = self.kube
+        with_ = tuple(dict.fromkeys(tuple(shape.with_) + (("kueue",) if kueue else ())))
         want = kube.KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=shape.gang,
                               cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
-                              base_port=KUBE_PORT, with_=("kueue",) if kueue else (), api_qps=qps)
+                              base_port=KUBE_PORT, with_=with_, api_qps=qps)
         cp = self.cp
-        kueue_leaving = cp is not None and "kueue" in cp.shape.with_ and not kueue
-        if cp is not None and (cp.shape.gang != want.gang or kueue_leaving or not cp.all_ours()):
-            self.down()  # a feature gate, or Kueue leaving (its webhooks stay), or a broken plane
+        running = cp.shape.with_ if cp is not None else ()
+        # an extension leaving (Kueue's webhooks would stay): every test gets exactly the extensions it asks for
+        leaving = [w for w in running if w not in with_]
+        # Kueue turns its JobSet integration on only if JobSet's CRD exists when it starts
+        jobset_after_kueue = "kueue" in running and "jobset" in with_ and "jobset" not in running
+        if cp is not None and (cp.shape.gang != want.gang or leaving or jobset_after_kueue
+                               or not cp.all_ours()):
+            self.down()  # a feature gate, an extension leaving, JobSet after Kueue, a broken plane
             cp = None
         if cp is None:
             self.cp = kube.up(want)
@@ -117,8 +124,9 @@ class LiveKube:
             return self.cp
         if not cp.shape.same_nodes(want):
             kube.reshape(cp, want)  # fake nodes are only objects: the daemons stay
-        if kueue and "kueue" not in cp.shape.with_:
-            cluster.join(cp, ["kueue"])  # Kueue joins the running control plane
+        joining = [w for w in with_ if w not in cp.shape.with_]
+        if joining:
+            cluster.join(cp, joining)  # JobSet, then Kueue, join the running control plane
         cluster.set_api_qps(cp, qps)  # restarts only the controller manager, if the rate changes
         self.started[-1][0].extend(p.pid for p in cp.procs if p.pid not in self.started[-1][0])
         return cp
@@ -140,7 +148,7 @@ class LiveKube:
             assert not state_dir.exists()
             assert marked(state_dir, self.kube.MARKER) == []
             assert all(port_free(p) for p in shape.ports.values())
-            assert all(port_free(shape.ports["extra"] + k) for k in range(3))  # Kueue's
+            assert all(port_free(shape.ports["extra"] + k) for k in range(6))  # Kueue's, JobSet's
         assert not record.exists()
 
 
