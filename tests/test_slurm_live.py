@@ -192,6 +192,33 @@ def test_down_after_a_replay_killed_mid_way_leaves_no_process_and_no_mount(lab):
     assert slurm.load_cluster() is None and not cluster.state_dir.exists()
 
 
+def test_replay_restarts_a_cluster_of_another_shape_with_the_workloads(lab):
+    """The chain a reader types: a plain `slurm up` (nvlink on 2 of 4 nodes), then a replay of a
+    workload that needs nvlink on all 4: the replay says so, restarts the cluster with the
+    workload's shape and agrees with the model at 100 %; `slurm down` leaves nothing."""
+    import dataclasses
+    import subprocess
+    import sys
+    from courselib.io.workload import load_workload
+    path = REPO / "examples" / "workloads" / "slurm-backfill.yaml"
+    plan = replay.plan_replay(load_workload(path))
+    other = dataclasses.replace(plan.shape, features=(("nvlink", 2),))
+    assert not other.same_nodes(plan.shape)
+    lab.up(other)
+    try:
+        out = subprocess.run([sys.executable, "-m", "courselib", "slurm", "replay", str(path), "--compare"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        lab.cluster = None  # the replay replaced the fixture's cluster: stop whatever runs now
+        down = subprocess.run([sys.executable, "-m", "courselib", "slurm", "down"], capture_output=True,
+                              text=True, timeout=120)
+    assert "restarting it with that shape" in out.stderr, out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "agreement: 12/12 checks = 100%" in out.stdout, out.stdout
+    assert down.returncode == 0, down.stderr
+    assert slurm.load_cluster() is None
+
+
 def test_ctrl_c_during_up_stops_everything_started(monkeypatch, tmp_path):
     """A Ctrl-C (KeyboardInterrupt) half-way through `up` leaves no process and no state."""
     monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))

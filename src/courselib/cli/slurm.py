@@ -85,7 +85,20 @@ def _replay(args) -> int:
         from courselib.errors import CourseError
         raise CourseError("no local Slurm is up",
                           hint=f"start one with `courselib slurm up {plan.shape.cli_args()}`")
-    result = slurm_replay.run_replay(cluster, plan, say=_say if not args.json else (lambda m: None))
+    say = _say if not args.json else (lambda m: None)
+    if not cluster.shape.same_nodes(plan.shape):
+        # The replay drives the whole local cluster anyway (it holds the partition down while it
+        # submits), so a cluster of another shape is restarted with the workload's, on its ports.
+        say(f"the local Slurm is {cluster.shape.describe()}, the workload needs "
+            f"{plan.shape.describe()}: restarting it with that shape")
+        out = slurm.down(cluster, say=say)
+        if out["left"]:
+            from courselib.errors import CourseError
+            raise CourseError(f"PIDs {out['left']} of the local Slurm did not stop",
+                              hint="run `courselib slurm down`, then the replay again")
+        import dataclasses
+        cluster = slurm.up(dataclasses.replace(plan.shape, base_port=cluster.shape.base_port), say=say)
+    result = slurm_replay.run_replay(cluster, plan, say=say)
     from courselib.cli.replay import report
     return report(args, result, slurm_result,
                   record=lambda path, **kw: slurm_result.record(result, path, cluster=cluster, **kw))
