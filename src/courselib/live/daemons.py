@@ -288,6 +288,22 @@ class System:
         return {"kept_dir": kept, "not_undone": []}
 
 
+def record_fields(d: dict) -> tuple[Path, str, list[Daemon], float]:
+    """The fields every system's state record shares (state_dir, token, procs, started_at), checked
+    as :meth:`System.to_json` writes them; anything else raises ValueError (one line, via StateFile)."""
+    state_dir, token, procs = d["state_dir"], d["token"], d["procs"]
+    if not isinstance(state_dir, str) or not os.path.isabs(state_dir):
+        raise ValueError(f"state_dir {state_dir!r} is not an absolute path")
+    if not isinstance(token, str) or len(token) < 16:
+        raise ValueError("no token")
+    if not isinstance(procs, list):
+        raise ValueError("procs is not a list")
+    started = d.get("started_at", 0.0)
+    if isinstance(started, bool) or not isinstance(started, (int, float)):
+        raise ValueError(f"started_at {started!r} is not a time")
+    return Path(state_dir), token, [Daemon.from_json(p) for p in procs], float(started)
+
+
 def status_of(system: System | None, record: StateFile) -> dict:
     """What is recorded and what really runs, as ``status --json`` prints it (the system adds its own)."""
     if system is None:

@@ -45,7 +45,7 @@ from pathlib import Path
 from courselib.errors import CourseError, InputError
 from courselib.live.cleanup import stop_pids
 from courselib.live.daemons import (HOST, Daemon, Launcher, System, bring_up, check_ports, marked_pids,
-                                    status_of)
+                                    record_fields, status_of)
 from courselib.live.state import StateFile
 
 #: The proxy's public port; its API is BASE_PORT + 1 and the hub's own BASE_PORT + 2 (JupyterHub's
@@ -144,22 +144,14 @@ class Hub(System):
 
     @classmethod
     def from_json(cls, d: dict) -> "Hub":
-        state_dir, token, procs, port = d["state_dir"], d["token"], d["procs"], d["port"]
-        if not isinstance(state_dir, str) or not os.path.isabs(state_dir):
-            raise ValueError(f"state_dir {state_dir!r} is not an absolute path")
-        if not isinstance(token, str) or len(token) < 16:
-            raise ValueError("no token")
-        if not isinstance(procs, list):
-            raise ValueError("procs is not a list")
+        state_dir, token, procs, started = record_fields(d)
+        port = d["port"]
         if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65533:
             raise ValueError(f"port {port!r} is not a port")
         course, branch = d["course"], d.get("branch", "main")
         if not isinstance(course, str) or not isinstance(branch, str):
             raise ValueError("course or branch is not text")
-        started = d.get("started_at", 0.0)
-        if isinstance(started, bool) or not isinstance(started, (int, float)):
-            raise ValueError(f"started_at {started!r} is not a time")
-        return cls(port, Path(state_dir), course, branch, [Daemon.from_json(p) for p in procs], float(started),
+        return cls(port, state_dir, course, branch, procs, started,
                    token, Launcher.from_json(d.get("launcher")))
 
     def save(self) -> None:

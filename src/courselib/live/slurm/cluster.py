@@ -38,7 +38,7 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError, PrivilegeError  # noqa: F401 (slurm.InputError)
 from courselib.live.cleanup import stop_pids
-from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, status_of
+from courselib.live.daemons import HOST, Daemon, Launcher, System, bring_up, check_ports, record_fields, status_of
 from courselib.live.daemons import marked_pids as daemon_marked_pids
 from courselib.live.nodes import NodesShape, parse_features  # noqa: F401 (slurm.parse_features)
 from courselib.live.slurm.root import RootLauncher, built, pinned_version, root_dir
@@ -315,18 +315,8 @@ class Cluster(System):
     @classmethod
     def from_json(cls, d: dict) -> "Cluster":
         """Read a record back; anything not as :meth:`to_json` writes it raises (one line, via StateFile)."""
-        state_dir, token, procs = d["state_dir"], d["token"], d["procs"]
-        if not isinstance(state_dir, str) or not os.path.isabs(state_dir):
-            raise ValueError(f"state_dir {state_dir!r} is not an absolute path")
-        if not isinstance(token, str) or len(token) < 16:
-            raise ValueError("no token")
-        if not isinstance(procs, list):
-            raise ValueError("procs is not a list")
-        started = d.get("started_at", 0.0)
-        if isinstance(started, bool) or not isinstance(started, (int, float)):
-            raise ValueError(f"started_at {started!r} is not a time")
-        return cls(ClusterShape.from_json(d["shape"]), Path(state_dir),
-                   [Daemon.from_json(p) for p in procs], float(started), token,
+        state_dir, token, procs, started = record_fields(d)
+        return cls(ClusterShape.from_json(d["shape"]), state_dir, procs, started, token,
                    Launcher.from_json(d.get("launcher")))
 
     def save(self) -> None:
