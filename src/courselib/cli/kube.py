@@ -1,7 +1,7 @@
 """``courselib kube``: a real Kubernetes control plane on this machine, and replays against the model.
 
     courselib kube up [--nodes N] [--gpus-per-node G] [--features nvlink:K] [--gang] [--with NAME]
-                      [--api-qps N] [--port P]
+                      [--topology rack:8,block:4] [--api-qps N] [--port P]
     courselib kube status [--json]
     courselib kube replay WORKLOAD.yaml [--compare] [--json] [--record FILE] [--policy P]
     courselib kube validate FILE...
@@ -25,7 +25,7 @@ def _shape(args):
     return kube.KubeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                           features=kube.parse_shape_features(args.features), gang=args.gang,
                           base_port=args.port, with_=tuple(dict.fromkeys(args.with_ or ())),
-                          api_qps=args.api_qps)
+                          api_qps=args.api_qps, topology=kube.parse_topology(args.topology))
 
 
 def _up(args) -> int:
@@ -201,6 +201,10 @@ def register(subparsers) -> None:
                     metavar="|".join(extension.names()),
                     help="also run an extension (built by `make setup-k8s`): kueue is Kueue's manager "
                          "with its CRDs and webhooks; on a control plane already up, adds it")
+    up.add_argument("--topology", default=None, metavar="LEVEL:SIZE,...",
+                    help="label the nodes by topology level, outermost first, e.g. rack:8,block:4 "
+                         "(nodes 1-8 rack0, 9-16 rack1; blocks of 4): courselib/topology-rack=rack0 ... "
+                         "and kubernetes.io/hostname (a replay of a workload with a topology sets it)")
     up.add_argument("--api-qps", type=int, default=None, metavar="N",
                     help="the controller manager's client rate in requests/s (default: Kubernetes' "
                          "20, burst 30); a higher rate creates a large Job's pods sooner, and can "

@@ -43,6 +43,7 @@ from courselib.live.kube.config import (ETCD_VERSION, GANG_FEATURE_GATES, KUBERN
                                         missing_binaries, scheduler_config, write_kubeconfig)
 from courselib.live.nodes import NodesShape, parse_features
 from courselib.live.state import StateFile
+from courselib.model.workload import topology_problem
 
 #: etcd client, etcd peer, kube-apiserver, kube-scheduler, kube-controller-manager, then extras.
 BASE_PORT = 18000
@@ -97,8 +98,11 @@ class KubeShape(NodesShape):
     ``features`` as in :class:`courselib.live.slurm.ClusterShape`: ``(name, where)`` with
     ``where`` ``None`` (every node), ``k`` (node1..nodek) or a tuple of 1-based node numbers.
     ``gang`` turns on v1.37's native gang scheduling (:data:`GANG_FEATURE_GATES`). ``with_``
-    names the extensions that join it (``kube up --with``). ``api_qps``: the controller manager's
-    client rate (``--kube-api-qps``, burst ``1.5×``); ``None`` keeps the default (20 requests/s,
+    names the extensions that join it (``kube up --with``). ``topology``: the workload's tree of
+    levels, ``((level, size), ...)`` outermost first (``ClusterSpec.topology``, ``kube up
+    --topology rack:8,block:4``); the extension a topology implies (``Extension.implied_by``: the
+    topology set-up) labels the nodes by level. ``api_qps``: the controller manager's client rate
+    (``--kube-api-qps``, burst ``1.5×``); ``None`` keeps the default (20 requests/s,
     burst 30), which a recorded run keeps, since it decides how fast a Job's pods are created.
     """
     nodes: int = 4
@@ -110,6 +114,7 @@ class KubeShape(NodesShape):
     base_port: int = BASE_PORT
     with_: tuple[str, ...] = ()
     api_qps: int | None = None
+    topology: tuple = ()
 
     MAX_NODES = 5000
 
@@ -121,10 +126,18 @@ class KubeShape(NodesShape):
             raise InputError(f"client rate {self.api_qps}: choose 1 to 10000 requests/s", field="--api-qps")
         for name in self.with_:
             extension.get(name)  # a one-line error for a name no extension is registered under
+        topo = tuple((str(level), int(size)) for level, size in self.topology)
+        problem = topology_problem(self.nodes, topo)
+        if problem:
+            raise InputError(problem, field="--topology", hint="write LEVEL:SIZE,... outermost first, "
+                             "e.g. rack:8,block:4 (size = consecutive nodes in one domain)")
+        object.__setattr__(self, "topology", topo)
 
     def extensions(self) -> list[extension.Extension]:
-        """The extensions that join this control plane, in the order given."""
-        return [extension.get(name) for name in self.with_]
+        """The extensions that join this control plane, in the order given, then those the shape
+        implies (the topology set-up, when it has a topology)."""
+        named = [extension.get(name) for name in self.with_]
+        return named + [ext for ext in extension.implied(self) if ext not in named]
 
     def feature_gates(self) -> dict[str, bool]:
         """The gates the core components run with: native gang scheduling's, and the extensions'."""
@@ -141,12 +154,15 @@ class KubeShape(NodesShape):
 
     def describe(self) -> str:
         return (self.describe_nodes()
+                + (f"; topology {topology_arg(self.topology)}" if self.topology else "")
                 + ("; native gang scheduling on" if self.gang else "")
                 + "".join(f"; with {w}" for w in self.with_))
 
     def cli_args(self) -> str:
         """The ``courselib kube up`` arguments that build this shape (where expressible)."""
         out = self.nodes_args()
+        if self.topology:
+            out += f" --topology {topology_arg(self.topology)}"
         if self.gang:
             out += " --gang"
         for w in self.with_:
@@ -157,19 +173,39 @@ class KubeShape(NodesShape):
 
     def to_json(self) -> dict:
         return {**self.nodes_json(), "gang": self.gang, "memory_per_node": self.memory_per_node,
-                "with": list(self.with_), "api_qps": self.api_qps}
+                "with": list(self.with_), "api_qps": self.api_qps,
+                "topology": [list(x) for x in self.topology]}
 
     @classmethod
     def from_json(cls, d: dict) -> "KubeShape":
         return cls(**cls.nodes_from_json(d, BASE_PORT), gang=d.get("gang", False),
                    memory_per_node=d.get("memory_per_node", "1024Gi"), with_=tuple(d.get("with", ())),
-                   api_qps=d.get("api_qps"))
+                   api_qps=d.get("api_qps"), topology=tuple(tuple(x) for x in d.get("topology", ())))
 
     def same_nodes(self, other: "KubeShape") -> bool:
-        """Same nodes, GPUs, per-node features and gang setting (ports, extensions and the client
-        rate aside)."""
-        return (self.gang, self.cpus_per_node) == (other.gang, other.cpus_per_node) and \
+        """Same nodes, GPUs, per-node features, topology and gang setting (ports, extensions and
+        the client rate aside)."""
+        return (self.gang, self.cpus_per_node, self.topology) == (other.gang, other.cpus_per_node,
+                                                                  other.topology) and \
             self.same_features(other)
+
+
+def topology_arg(topology) -> str:
+    """``rack:8,block:4``: a topology as ``kube up --topology`` writes it."""
+    return ",".join(f"{level}:{size}" for level, size in topology)
+
+
+def parse_topology(text: str | None) -> tuple:
+    """``rack:8,block:4`` -> ``(("rack", 8), ("block", 4))`` (a one-line error otherwise)."""
+    if not text:
+        return ()
+    out = []
+    for part in text.split(","):
+        level, _, size = part.strip().partition(":")
+        if not level or not size.strip().isdigit():
+            raise InputError(f"{part.strip()!r}: write LEVEL:SIZE, e.g. rack:8", field="--topology")
+        out.append((level.strip(), int(size)))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- state
@@ -502,7 +538,8 @@ def reshape(cp: ControlPlane, shape: KubeShape, *, say=lambda msg: None) -> Cont
             core.delete_node(n.metadata.name)
     new = KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=cp.shape.gang,
                     cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
-                    base_port=cp.shape.base_port, with_=cp.shape.with_, api_qps=cp.shape.api_qps)
+                    base_port=cp.shape.base_port, with_=cp.shape.with_, api_qps=cp.shape.api_qps,
+                    topology=shape.topology)
     register_nodes(api, new, relabel=True)
     say(f"reshaped the fake nodes: {cp.shape.describe()} -> {new.describe()}")
     cp.shape = new
@@ -523,7 +560,7 @@ def register_nodes(api, shape: KubeShape, *, relabel: bool = False) -> None:
                 raise
             if relabel:  # an existing node: its labels become exactly the shape's
                 old = core.read_node(node_name(k)).metadata.labels or {}
-                labels = {key: None for key in old if key.startswith(FEATURE_PREFIX)}
+                labels = {key: None for key in old if key not in body["metadata"]["labels"]}
                 labels.update(body["metadata"]["labels"])
                 core.patch_node(node_name(k), {"metadata": {"labels": labels}})
         # The API server drops status on create: set it through the status subresource.

@@ -15,6 +15,8 @@ The control plane's points (``courselib kube up/down``), in the order they are c
 ``unavailable``    why it cannot run here (not built), or ``None``
 ``feature_gates``  gates the core components need on (merged into their ``--feature-gates``)
 ``node_labels``    more labels on fake node ``k`` (e.g. a topology's rack and block)
+``implied_by``     whether a shape needs it without ``--with`` (a shape with a topology: the
+                   topology set-up, which only labels nodes)
 ``ports``          the loopback ports it will listen on (checked free before it starts)
 ``start``          after the core is up and the nodes registered: install CRDs, start its
                    daemons with ``cp.spawn`` (recorded; ``down`` stops them first)
@@ -147,6 +149,11 @@ class Extension:
     def node_labels(self, shape, k: int) -> dict[str, str]:
         return {}
 
+    def implied_by(self, shape) -> bool:
+        """Does ``shape`` need this extension without ``--with`` naming it (the topology set-up:
+        a shape with a topology)? It must then start no daemon and need no feature gate."""
+        return False
+
     def ports(self, shape) -> dict[str, int]:
         return {}
 
@@ -196,6 +203,11 @@ def get(name: str) -> Extension:
         return REGISTRY[name]
     except KeyError:
         raise InputError(f"{name}: choose from {', '.join(names()) or 'none'}", field="--with") from None
+
+
+def implied(shape) -> list[Extension]:
+    """The extensions ``shape`` implies (:meth:`Extension.implied_by`), by name."""
+    return [REGISTRY[name] for name in names() if REGISTRY[name].implied_by(shape)]
 
 
 def policies() -> tuple[str, ...]:

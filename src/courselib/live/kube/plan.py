@@ -25,10 +25,11 @@ CORE_POLICIES = ("kube-default", "kube-gang")
 
 
 def shape_for(spec: ClusterSpec, gang: bool = False, with_: tuple[str, ...] = ()) -> KubeShape:
-    """The local control plane that emulates ``spec``: same nodes, GPUs and per-node features."""
+    """The local control plane that emulates ``spec``: same nodes, GPUs, per-node features and
+    topology (its nodes labelled by level: :mod:`courselib.live.kube.topology`)."""
     mem = f"{spec.memory_per_node // 2**20}Mi" if spec.memory_per_node else "1024Gi"
     return KubeShape(nodes=spec.nodes, gpus_per_node=spec.gpus_per_node, features=features_for(spec),
-                     gang=gang, memory_per_node=mem, with_=tuple(with_))
+                     gang=gang, memory_per_node=mem, with_=tuple(with_), topology=spec.topology)
 
 
 def _affinity(constraint: str | None) -> dict | None:

@@ -7,3 +7,4 @@ here; the control plane and the replay driver do not change.
 """
 from courselib.live.kube import kueue  # noqa: F401  (registers "kueue")
 from courselib.live.kube import jobset  # noqa: F401  (registers "jobset")
+from courselib.live.kube import topology  # noqa: F401  (registers "topology": node labels per level)
