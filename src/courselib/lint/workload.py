@@ -65,7 +65,8 @@ def w001(job: Job, ctx: Context):
       is topology-blind (pods land wherever LeastAllocated puts them); Kubernetes v1.37's PodGroup
       topology is one required key, with no preferred form (topology_placement.go L122-135);
       Slurm's topology/tree counts leaf switches only (--switches), so a required level above the
-      leaves is not a requirement; Volcano's soft mode sets no tier limit. A request ignored is a
+      leaves is not a requirement. (Volcano honours preferred as mode: soft: the lowest tier that
+      holds the job, the whole cluster only when none does.) A request ignored is a
       placement left to chance, and a gang split over a slow link runs at that link's speed.""",
       fix="run it under a scheduler that honours the request, or write the request it does honour")
 def w002(job: Job, ctx: Context):

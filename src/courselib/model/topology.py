@@ -32,14 +32,22 @@ policies keep their own queues and pending messages; only the domain choice live
   ``--switches=1@T`` (required at the innermost level) waits at most ``max_switch_wait`` =
   300 s by default (``slurm.conf.5`` L4795–4798) and then takes what the tree gives
   (L1362–1376: ``time_waiting >= wait4switch``).
-- :func:`volcano_hypernode` — Volcano v1.15.1 network-topology-aware scheduling, ``mode: hard``:
-  ``pkg/scheduler/actions/allocate/allocate.go`` L380–452 tries the HyperNodes tier by tier from
-  the lowest (``HyperNodeGradientForJobFn``, capped at ``highestTierAllowed``,
-  ``pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go`` L294–299), keeps
-  those in which the job becomes ready, and takes the best score (L541–557); the score is bin
-  packing, ``(used + request) / allocatable`` over the HyperNode (L385–437): the fullest
-  HyperNode that still holds the job. Ties (equal scores) go to the lowest index here (Go's map
-  order in Volcano). Inside the HyperNode tasks go node by node, fullest first (binpack).
+- :func:`volcano_hypernode` — Volcano v1.15.1 network-topology-aware scheduling, ``mode: hard``
+  (required) and ``mode: soft`` (preferred): ``pkg/scheduler/actions/allocate/allocate.go``
+  L370–462 tries the HyperNodes tier by tier from the lowest (``HyperNodeGradientForJobFn``,
+  capped at ``highestTierAllowed``, ``pkg/scheduler/plugins/network-topology-aware/
+  network_topology_aware.go`` L293–308, L602–671), keeps those in which the job becomes ready,
+  and takes the best score (L541–557); the score is bin packing, ``(used + request) /
+  allocatable`` over the HyperNode (L359–437): the fullest HyperNode that still holds the job.
+  Ties (equal scores) go to the lowest index here (a random pick in Volcano). Soft mode is the
+  same search with no tier limit: at session open a soft job becomes hard with
+  ``highestTierAllowed`` = the tier of the virtual ``<cluster-top-hypernode>`` over every node
+  (``pkg/scheduler/framework/session.go`` L285–310, L1066–1103, since v1.15.0), so it spans only
+  when no real HyperNode holds it; the tier written with ``preferred`` is not used. Inside the
+  HyperNode tasks go one by one to the node the network-topology-aware score ranks first (the
+  tier of its lowest common ancestor with the job's HyperNode so far, then the share of the
+  job's tasks in its tier-1 HyperNode, L559–589, L756–806; ``allocate.go`` L719–880), fullest
+  first among equals (binpack) — :func:`volcano_tasks`.
 - :func:`kube_gang_topology` — Kubernetes v1.37.2 ``TopologyAwareWorkloadScheduling`` (alpha,
   off, ``pkg/features/kube_features.go`` L2231–2233): ``pkg/scheduler/framework/plugins/
   topologyaware/topology_placement.go`` L60–100 makes one *placement* per domain of the PodGroup's
@@ -294,28 +302,200 @@ def _dist(chosen: list[int], j: int, ups: list[int]) -> int:
     return total
 
 
-# ---- Volcano HyperNodes (hard mode) --------------------------------------------------------------
+# ---- Volcano HyperNodes (hard and soft mode) -----------------------------------------------------
+def volcano_tier_sizes(spec: ClusterSpec) -> list[int]:
+    """Nodes in one HyperNode of each tier, tier 1 (the innermost level) first, and last the
+    session's virtual ``<cluster-top-hypernode>`` over every node, one tier above the highest
+    (``framework/session.go`` L285–310 ``addClusterTopHyperNode``)."""
+    return [size for _, size in reversed(spec.topology)] + [spec.nodes]
+
+
+def volcano_highest_tier(spec: ClusterSpec, mode: str, level: str) -> int:
+    """``highestTierAllowed`` as Volcano uses it: the tier of ``level`` in hard mode; in soft
+    mode the cluster top's tier, whatever the job wrote (``session.go`` L1081–1103,
+    ``convertSoftToHardTopology``: a soft job becomes hard with ``HighestTierAllowed`` = the
+    cluster top's tier and ``HighestTierName`` cleared)."""
+    names = [name for name, _ in reversed(spec.topology)]
+    return names.index(level) + 1 if mode == "hard" else len(names) + 1
+
+
 def volcano_hypernode(spec: ClusterSpec, k, pods: int, level: str, free_gpus, gpus_per_pod: int,
+                      mode: str = "hard", all_pods: int | None = None, reference: bool = False,
                       ) -> tuple[list | None, int]:
-    """Volcano's hard network topology up to the tier of ``level``: tier by tier from the lowest,
-    the HyperNodes that hold the whole job, the fullest after placing it (bin packing score), then
-    tasks node by node inside it, fullest node first, ties by index."""
-    names = [name for name, _ in spec.topology]
+    """Volcano's network topology for a job placing ``pods`` tasks (``all_pods``: every task of
+    the job, default ``pods``): tier by tier from the lowest, up to ``highestTierAllowed``
+    (:func:`volcano_highest_tier`), the HyperNodes that hold the tasks; of these the best
+    bin-packing score, ``(used + request) / allocatable`` with ``request`` every task of the job
+    (``network_topology_aware.go`` L384–437; 0 when it overflows), ties to the lowest index (Go's
+    random pick among equals in ``SelectBestHyperNodeAndScore``); inside it the tasks one by one
+    (:func:`volcano_tasks`). Soft mode reaches the whole cluster at its top tier: it spans only
+    when no HyperNode of a real tier holds the job. ``(None, the most tasks one HyperNode
+    holds)`` when none does."""
+    sizes = volcano_tier_sizes(spec)
+    request = (pods if all_pods is None else all_pods) * gpus_per_pod
     best_fit = 0
-    for level_name in reversed(names[names.index(level):]):   # tier 1 = innermost, up to the level
-        size = spec.level_size(level_name)
-        scored = []
-        for d, r in enumerate(domains_of(spec, level_name)):
-            fit = sum(k[i] for i in r)
-            best_fit = max(best_fit, fit)
-            if fit >= pods:
-                used = size * spec.gpus_per_node - sum(free_gpus[i] for i in r)
-                score = (used + pods * gpus_per_pod) / (size * spec.gpus_per_node)
-                scored.append((-score, d, r))
-        if scored:
-            _, _, r = min(scored)
-            return fill(r, k, pods, key=lambda i: (free_gpus[i], i)), pods
+    fast = not reference
+    if fast:
+        kk, ff = np.asarray(k, dtype=np.int64), np.asarray(free_gpus, dtype=np.int64)
+    for tier in range(1, volcano_highest_tier(spec, mode, level) + 1):
+        size = sizes[tier - 1]
+        alloc = size * spec.gpus_per_node
+        if fast:
+            fits = kk.reshape(-1, size).sum(axis=1)
+            best_fit = max(best_fit, int(fits.max()))
+            ok = np.nonzero(fits >= pods)[0]
+            if not len(ok):
+                continue
+            used = alloc - ff.reshape(-1, size).sum(axis=1)[ok]
+            scores = [(u + request) / alloc if u + request <= alloc else 0.0 for u in used.tolist()]
+            d = int(ok[scores.index(max(scores))])
+        else:
+            scored = []
+            for d, r in enumerate(domains_of_size(spec, size)):
+                fit = sum(k[i] for i in r)
+                best_fit = max(best_fit, fit)
+                if fit >= pods:
+                    used = alloc - sum(free_gpus[i] for i in r)
+                    scored.append((-((used + request) / alloc if used + request <= alloc else 0.0), d))
+            if not scored:
+                continue
+            d = min(scored)[1]
+        return volcano_tasks(spec, tier, d, k, pods, free_gpus, gpus_per_pod, reference=reference), pods
     return None, best_fit
+
+
+def domains_of_size(spec: ClusterSpec, size: int) -> list[range]:
+    """The node ranges of ``size`` consecutive nodes, in order."""
+    return [range(d, d + size) for d in range(0, spec.nodes, size)]
+
+
+def volcano_tasks(spec: ClusterSpec, tier: int, d: int, k, pods: int, free_gpus, gpus_per_pod: int,
+                  reference: bool = False) -> list:
+    """Tasks one by one inside HyperNode ``d`` of ``tier`` (``allocate.go`` L719–866
+    ``allocateResourcesForTasks``): each goes to the node with the best score, and after each the
+    job's allocated HyperNode becomes the lowest common ancestor of the tier-1 HyperNode of that
+    node and the one before (``getNewAllocatedHyperNode`` L869–880). The network-topology-aware
+    plugin scores a node by that ancestor's tier, ``(maxTier − tier) / (maxTier − minTier)``, 1 in
+    the job's own HyperNode, 0 for every node before the first task (``network_topology_aware.go``
+    L559–589, L760–798; maxTier is the cluster top's), and among the nodes with the best score
+    adds the share of the job's tasks already in the node's tier-1 HyperNode (L578–586,
+    L779–806). A pod that asks only for GPUs gets the same score from every other default plugin,
+    so the ties left (Go picks one at random, ``SelectBestNodeAndScore``) go to the fullest node,
+    then the lowest index: the binpack stand-in this model uses everywhere. ``reference``: the
+    literal task-by-task scoring; otherwise the node chosen keeps every task it has room for (it
+    stays the best: its score is the highest one left, and its tier-1 HyperNode holds the most
+    tasks of the job), and each search climbs from the allocated HyperNode outwards."""
+    sizes = volcano_tier_sizes(spec)
+    size = sizes[tier - 1]
+    lo, hi = d * size, (d + 1) * size
+    if reference:
+        return _volcano_tasks_reference(sizes, lo, hi, k, pods, free_gpus, gpus_per_pod)
+    return _volcano_tasks_fast(sizes, tier, lo, hi, k, pods, free_gpus)
+
+
+def _lca(sizes: list[int], node: int, allocated: tuple[int, int] | None) -> tuple[int, int]:
+    """The lowest common ancestor of ``node``'s tier-1 HyperNode and ``allocated`` ((tier, first
+    node)), as (tier, first node)."""
+    if allocated is None:
+        return 1, node - node % sizes[0]
+    tier, first = allocated
+    for t in range(tier, len(sizes) + 1):
+        s = sizes[t - 1]
+        if node // s == first // s:
+            return t, node - node % s
+    raise AssertionError("the cluster top holds every node")
+
+
+def _volcano_tasks_reference(sizes, lo, hi, k, pods, free_gpus, gpus_per_pod) -> list:
+    max_tier = len(sizes)
+    room = {i: k[i] for i in range(lo, hi)}
+    free = {i: free_gpus[i] for i in range(lo, hi)}
+    per_leaf: dict[int, int] = {}
+    placed: dict[int, int] = {}
+    allocated = None
+    for _ in range(pods):
+        scores = {}
+        for i in range(lo, hi):
+            if room[i] <= 0:
+                continue
+            if allocated is None:
+                scores[i] = 0.0
+            else:
+                tier, _ = _lca(sizes, i, allocated)
+                scores[i] = (max_tier - tier) / (max_tier - 1)
+        top = max(scores.values())
+        best = [i for i, s in scores.items() if s == top]
+        if len(best) > 1:     # the share of the job's tasks in the node's tier-1 HyperNode
+            share = {i: per_leaf.get(i // sizes[0], 0) / pods for i in best}
+            most = max(share.values())
+            best = [i for i in best if share[i] == most]
+        i = min(best, key=lambda n: (free[n], n))
+        room[i] -= 1
+        free[i] -= gpus_per_pod
+        per_leaf[i // sizes[0]] = per_leaf.get(i // sizes[0], 0) + 1
+        placed[i] = placed.get(i, 0) + 1
+        allocated = _lca(sizes, i, allocated)
+    return list(placed.items())
+
+
+def _volcano_tasks_fast(sizes, tier, lo, hi, k, pods, free_gpus) -> list:
+    room = np.asarray(k[lo:hi], dtype=np.int64).copy()
+    free = np.asarray(free_gpus[lo:hi], dtype=np.int64)
+    leaf = sizes[0]
+    per_leaf: dict[int, int] = {}
+    plan, rem, allocated = [], pods, None
+
+    def fullest(segments) -> int | None:
+        """Of the nodes in ``segments`` ([a, b) ranges) with room: the fewest free GPUs, then the
+        lowest index."""
+        best = None
+        for x, y in segments:
+            if x >= y:
+                continue
+            idx = np.nonzero(room[x - lo:y - lo] > 0)[0]
+            if not len(idx):
+                continue
+            j = int(idx[np.argmin(free[x - lo:y - lo][idx])]) + x
+            if best is None or (free[j - lo], j) < (free[best - lo], best):
+                best = j
+        return best
+
+    def outside(a: int, b: int, holes) -> list[tuple[int, int]]:
+        """[a, b) less the ranges ``holes`` (sorted, inside it)."""
+        out, x = [], a
+        for h0, h1 in holes:
+            out.append((x, h0))
+            x = h1
+        out.append((x, b))
+        return out
+
+    while rem > 0:
+        if allocated is None:
+            i = fullest([(lo, hi)])
+        else:
+            t, a = allocated
+            b = a + sizes[t - 1]
+            i = None
+            # inside the allocated HyperNode, every node scores alike: the tier-1 HyperNodes
+            # holding the most tasks of the job first, then those holding none
+            for count in sorted(set(per_leaf.values()), reverse=True):
+                i = fullest([(lf * leaf, lf * leaf + leaf) for lf, c in per_leaf.items() if c == count])
+                if i is not None:
+                    break
+            if i is None:
+                i = fullest(outside(a, b, sorted((lf * leaf, lf * leaf + leaf) for lf in per_leaf)))
+            while i is None and t < tier:   # climb: the parent's other nodes score alike, lower
+                t += 1
+                pa = a - a % sizes[t - 1]
+                i = fullest(outside(pa, pa + sizes[t - 1], [(a, b)]))
+                a, b = pa, pa + sizes[t - 1]
+        take = min(int(room[i - lo]), rem)
+        room[i - lo] -= take
+        rem -= take
+        plan.append((i, take))
+        per_leaf[i // leaf] = per_leaf.get(i // leaf, 0) + take
+        allocated = _lca(sizes, i, allocated)
+    return plan
 
 
 # ---- kube-scheduler TopologyAwareWorkloadScheduling ----------------------------------------------

@@ -27,8 +27,9 @@ RULES = {
     "slurm": "Slurm with topology/tree: every job goes to the leaf switches (innermost level) that fit it "
              "most tightly; --switches=1 (required at the innermost level) waits at most max_switch_wait "
              "= 300 s; a requirement above the leaves has no Slurm form " + cite("slurm-topology", "slurm-tree-source"),
-    "volcano": "Volcano with networkTopology mode: hard (required): tier by tier from the lowest, the fullest "
-               "HyperNode that holds the whole job; soft (preferred) is placed as without a topology "
+    "volcano": "Volcano with networkTopology mode: hard (required): tier by tier from the lowest, up to the "
+               "required level, the fullest HyperNode that holds the whole job; soft (preferred): the same with "
+               "no tier limit, so the job spans the cluster only when no HyperNode holds it "
                + cite("volcano-network-topology"),
     "kube-gang": "Kubernetes v1.37 with TopologyAwareWorkloadScheduling: one placement per domain of the "
                  "PodGroup's required level, the group placed only inside one; preferred has no form " + cite("k8s-v1372-topology-placement"),

@@ -42,6 +42,14 @@ One scheduling session per cycle, with the default actions ``enqueue, allocate``
 Nodes are chosen best-fit (fewest free GPUs that fit: the ``binpack`` plugin's effect), ties
 to the lowest index — a modelling choice.
 
+On a cluster with a topology (HyperNodes, one tier per level, the innermost tier 1) a job's
+request is its PodGroup's ``networkTopology``: ``required: L`` is ``mode: hard`` with
+``highestTierAllowed`` the tier of L, ``preferred: L`` is ``mode: soft``, which v1.15.1 turns into
+hard up to the virtual cluster top (``framework/session.go`` L1066–1103), so L itself is not
+used. Either way the gang goes through the HyperNode gradients
+(:func:`courselib.model.topology.volcano_hypernode`); a ready job's later tasks are placed as
+without a topology.
+
 Two paths, one behaviour: the reference cycle re-sorts every job and re-sums the Inqueue
 minResources for every candidate (O(jobs²) per cycle), and places a ready job's tasks one turn at
 a time; the fast cycle keeps the still-placing PodGroups in a list already in priority order and
@@ -182,7 +190,7 @@ class Volcano(Policy):
             key, run = heappop(heap)
             job, bound = run.job, state.bound(run)
             if bound < job.min_member:
-                if self._hard(job):
+                if self._mode(job):
                     if not self._place_hypernode(state, run, job.min_member - bound):
                         continue
                 elif not state.place_all_or_nothing(run, job.min_member - bound):
@@ -198,23 +206,24 @@ class Volcano(Policy):
             if state.bound(run) < job.pods:
                 heappush(heap, (self._key(state, run), run))
 
-    def _hard(self, job) -> bool:
-        """``networkTopology: {mode: hard, highestTierAllowed: tier of the level}`` on a cluster
-        with HyperNodes (a required level)."""
-        return bool(job.topology and job.topology[0] == "required" and self.workload.cluster.topology)
-
-    def topology_note(self, job) -> str | None:
-        if job.topology and job.topology[0] == "preferred" and self.workload.cluster.topology:
-            return ("mode: soft: no tier limit; Volcano's node scores lean toward the job's HyperNode "
-                    "(not modelled): placed as without a topology")
-        return None
+    def _mode(self, job) -> str | None:
+        """The job's ``networkTopology`` mode on a cluster with HyperNodes: ``hard`` for a
+        required level (``highestTierAllowed``: that level's tier), ``soft`` for a preferred one
+        (no tier limit: Volcano v1.15.1 makes it hard up to the cluster top, ``session.go``
+        L1081–1103), None without a request."""
+        if not job.topology or not self.workload.cluster.topology:
+            return None
+        return "hard" if job.topology[0] == "required" else "soft"
 
     def _place_hypernode(self, state: SchedState, run: JobRun, need: int) -> bool:
-        """Hard mode: the fullest HyperNode, tier by tier up to ``highestTierAllowed``, that
-        makes the job ready (:func:`courselib.model.topology.volcano_hypernode`)."""
+        """The HyperNode gradients tier by tier up to ``highestTierAllowed``, the best bin-packing
+        score among those that make the job ready, the tasks inside it node by node
+        (:func:`courselib.model.topology.volcano_hypernode`)."""
         job, cluster = run.job, state.cluster
         plan, fit = topology.volcano_hypernode(self.workload.cluster, cluster.rooms(job), need,
-                                               job.topology[1], cluster.free, job.gpus_per_pod)
+                                               job.topology[1], cluster.free, job.gpus_per_pod,
+                                               mode=self._mode(job), all_pods=job.pods,
+                                               reference=self.reference)
         if plan is None:
             state.set_reason(run, gang_message(job, state.bound(run), fit))
             return False
