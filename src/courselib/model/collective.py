@@ -16,6 +16,9 @@
   domain (``nvidia-gb200-nvl72``), where Slurm's ``topology/block`` keeps a job inside a block
   (``slurm-topology``). GB200 NVL72's fifth-generation NVLink gives each GPU 1.8 TB/s both
   directions together, 900 GB/s one way (``nvidia-nvlink``).
+- **Which message.** Megatron's tensor parallelism all-reduces each layer's activations, ``b × s × h``
+  values, twice in the forward and twice in the backward pass (``narayanan-2021-megatron`` §3.2):
+  :func:`tp_layer` times the four beside the layer's GEMMs, which gives ``f`` for a model's shape.
 - **What a split costs a step.** A tensor-parallel all-reduce sits on the critical path of every
   layer. If exposed TP communication is a fraction ``f`` of a step on NVLink, the same step with one
   group across a slower link takes ``(1 − f) + f × r`` steps, ``r`` the bandwidth ratio
@@ -26,6 +29,8 @@
   curve, not a law: at f = 2 % the step is 16 % (r = 9) longer, at f = 30 % 3.4 times as long.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 GB = 1e9
 NVLINK_H100_BPS = 450 * GB        # per GPU, one direction (8-GPU HGX H100 node)
@@ -102,3 +107,55 @@ def split_groups(placement, tp: int, domain_of) -> tuple[int, int]:
         raise ValueError(f"tensor-parallel size {tp} must divide the job's {len(nodes)} GPUs")
     groups = [nodes[g:g + tp] for g in range(0, len(nodes), tp)]
     return len(groups), sum(len({domain_of(n) for n in grp}) > 1 for grp in groups)
+
+
+# ---- the precise version of "a split halves MFU": one transformer layer's TP all-reduces -----------
+H100_BF16_FLOPS = 990e12          # dense bf16 per H100 GPU (``scaling-book-gpus``: 9.9e14)
+ALLREDUCES_PER_LAYER = 4          # Megatron TP: two in the forward pass (g), two in the backward (f)
+
+
+@dataclass(frozen=True)
+class TPLayer:
+    """One transformer layer of a tensor-parallel group, forward and backward, on one link.
+
+    ``message_bytes``: one all-reduce's message, the layer's activations ``b × s × h`` values;
+    ``allreduce_s``: one ring all-reduce of it; ``comm_s``: the layer's four; ``compute_s``: the
+    layer's GEMMs on one GPU of the group at ``efficiency`` of its peak."""
+
+    micro_batch: int
+    seq: int
+    hidden: int
+    tp: int
+    link_bps: float
+    message_bytes: float
+    allreduce_s: float
+    comm_s: float
+    compute_s: float
+
+    @property
+    def comm_fraction(self) -> float:
+        """Exposed TP communication as a fraction of the layer's time (none of it overlapped)."""
+        return self.comm_s / (self.comm_s + self.compute_s)
+
+
+def layer_flops(micro_batch: int, seq: int, hidden: int) -> float:
+    """FLOPs of one GPT layer's GEMMs, forward and backward, for one micro-batch:
+    ``72 b s h² (1 + s/6h)`` — Narayanan et al.'s equation (3) per layer without the recomputed
+    forward pass (their 96 counts four passes, this three) (``narayanan-2021-megatron`` §5.1)."""
+    if min(micro_batch, seq, hidden) < 1:
+        raise ValueError("micro_batch, seq and hidden must be >= 1")
+    return 72 * micro_batch * seq * hidden ** 2 * (1 + seq / (6 * hidden))
+
+
+def tp_layer(micro_batch: int, seq: int, hidden: int, tp: int, link_bps: float, *,
+             flops_per_s: float = H100_BF16_FLOPS, efficiency: float = 1.0,
+             bytes_per_value: int = 2) -> TPLayer:
+    """One layer of a ``tp``-way Megatron group whose slowest hop is ``link_bps``: four all-reduces
+    of ``b × s × h`` values each (``shoeybi-2019-megatron`` §3; ``narayanan-2021-megatron`` §3.2),
+    each a ring all-reduce (:func:`ring_allreduce_s`), beside the layer's GEMMs split ``tp`` ways."""
+    if tp < 1 or not 0 < efficiency <= 1 or flops_per_s <= 0:
+        raise ValueError("need tp >= 1, 0 < efficiency <= 1 and positive FLOP/s")
+    message = micro_batch * seq * hidden * bytes_per_value
+    one = ring_allreduce_s(message, tp, link_bps)
+    compute = layer_flops(micro_batch, seq, hidden) / tp / (flops_per_s * efficiency)
+    return TPLayer(micro_batch, seq, hidden, tp, link_bps, message, one, ALLREDUCES_PER_LAYER * one, compute)
