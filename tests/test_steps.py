@@ -12,7 +12,7 @@ from courselib.io.workload import load_workload
 from courselib.model.generate import default_workload, mixed_workload
 from courselib.sim import barrier
 from courselib.sim.gang import simulate
-from courselib.sim.steps import Cursor, barrier_steps, clock, gang_steps
+from courselib.sim.steps import Cursor, barrier_steps, clock, gang_steps, rank_states
 from budget import examples
 
 POLICIES = ["kube-default", "kube-gang", "volcano", "kueue", "slurm"]
@@ -209,3 +209,44 @@ def test_the_static_race_embeds_the_models_steps():
         last = case["steps"][-1]
         assert dict(zip(names, last["held"])) == {j.name: j.gpus_held for j in result.jobs}
     assert views.race_case("kube-default", 75, 10)["steps"] == views.race_case("kube-default", 75, 10)["steps"]
+
+
+def test_the_static_barrier_views_embed_the_models_steps():
+    """The website's barrier views step through courselib's states: the 512-rank run's 12 events and each rung's."""
+    from courselib.model import recovery
+    from courselib.static import views
+
+    run = views.barrier_run_table()
+    result = barrier.simulate(views.BARRIER_RUN)
+    steps = barrier_steps(result)
+    assert len(steps) == 13 and run["cases"]["run"]["steps"] == [views.barrier_step_row(s) for s in steps]
+    ladder = views.recovery_ladder_table()
+    assert ladder["choices"] == list(recovery.RUNGS)
+    for rung in recovery.RUNGS:
+        r = barrier.simulate(views.ladder_scenario(rung))
+        case = ladder["cases"][rung]
+        assert [row["text"] for row in case["steps"]] == [s.text for s in barrier_steps(r)]
+        assert case["summary"].endswith(f"{r.lost_gpu_hours:.2f} GPU-hours lost.")
+        # the chart's counts are the segments' at each change, and every rank is somewhere until the end
+        for t, row in zip(case["usage"]["t"], case["usage"]["counts"]):
+            assert row == [rank_states(r, t)[s] for s in barrier.STATES]
+        assert case["usage"]["t"][-1] == r.ended_at_s and sum(case["usage"]["counts"][-1]) == 0
+    assert views.barrier_run_table() == run
+
+
+def test_the_notebook_steps_the_run_the_site_shows():
+    """The playground's kernel cell and the site's view are the same run (the notebook's scenario, as written)."""
+    import json
+
+    from courselib.static import views
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "barrier-playground.ipynb").read_text())
+    src = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert ("BarrierScenario(ranks=512, losses=(RankLoss(37, 3 * 3600),), checkpoint_every_s=3600,\n"
+            "                                  timeout_s=600, restart_s=300)") in src
+    assert views.BARRIER_RUN == barrier.BarrierScenario(ranks=512, losses=(barrier.RankLoss(37, 3 * 3600),),
+                                                        checkpoint_every_s=3600, timeout_s=600, restart_s=300)
+    assert ('BarrierScenario(ranks=512, losses=(RankLoss(37, 3.5 * 3600, "error"),), recovery=name,\n'
+            '                                 ladder={"replacement_wait_s": 600})') in src
+    mds = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "```{course-view} barrier-run" in mds and "```{course-view} recovery-ladder" in mds

@@ -1,4 +1,5 @@
-"""Kernel-free interactive views on the website: ``{course-view} cost-calculator`` and ``gang-race``.
+"""Kernel-free interactive views on the website: ``{course-view} cost-calculator``, ``gang-race``,
+``barrier-run`` and ``recovery-ladder``.
 
 At build time the data come from courselib (:mod:`courselib.static.views`, the same model and
 simulation a kernel runs) and are written once per build to ``_static/course-views/<view>.js``; the
@@ -18,13 +19,14 @@ from docutils.parsers.rst import Directive
 from courselib.units import format_usd
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("cost-calculator", "gang-race")
+VIEWS = ("cost-calculator", "gang-race", "barrier-run", "recovery-ladder")
 
 
 def _data(view: str) -> dict:
     from courselib.static import views
 
-    return views.cost_table() if view == "cost-calculator" else views.gang_race_table()
+    return {"cost-calculator": views.cost_table, "gang-race": views.gang_race_table,
+            "barrier-run": views.barrier_run_table, "recovery-ladder": views.recovery_ladder_table}[view]()
 
 
 def _compact(obj):
@@ -78,7 +80,6 @@ def _race_html(d: dict) -> str:
     delays = "".join(f'<option value="{m}"{" selected" if m == df["delay_min"] else ""}>{m} min</option>'
                      for m in d["delay_min"])
     gpn = d["gpus_per_node"]
-    last = len(case["steps"]) - 1
     return f"""
 <div class="course-view course-view--race" data-view="gang-race">
   <div class="course-view__controls">
@@ -88,20 +89,44 @@ def _race_html(d: dict) -> str:
     <label>job b arrives after job a by <select name="delay">{delays}</select></label>
   </div>
   <p class="course-view__verdict" data-out="verdict" role="status">{html.escape(case['verdict'])}</p>
-  <div class="course-view__controls course-view__stepper">
-    <button type="button" data-step="reset">reset</button>
-    <button type="button" data-step="back">◀ back</button>
-    <button type="button" data-step="play" aria-pressed="false">play</button>
-    <button type="button" data-step="next">step ▶</button>
-    <label>event <input type="range" name="step" min="0" max="{last}" step="1" value="{last}"
-      aria-valuetext="event {last} of {last}"> <output data-for="step">{last} of {last}</output></label>
-  </div>
-  <p class="course-view__step" data-out="step" aria-live="polite">{html.escape(case['steps'][-1]['text'])}</p>
+{_stepper_html(case['steps'], 'event')}
   <div class="course-view__chart" data-out="chart"></div>
   <p class="course-view__note">Two 512-GPU training jobs (1 GPU per rank, 2 h each) on one cluster. Green: GPUs
   training; vermillion: GPUs held idle at the barrier; grey: free. Step through the run's events with the
   buttons or the slider (later times are veiled). Computed by <code>courselib.sim.gang</code> and
   <code>courselib.sim.steps</code> when this page was built, for every setting of the controls; no kernel needed.</p>
+</div>"""
+
+
+def _stepper_html(steps: list, what: str) -> str:
+    """The stepper's controls and its line, showing the last state (the whole run) until a reader moves."""
+    last = len(steps) - 1
+    return f"""
+  <div class="course-view__controls course-view__stepper">
+    <button type="button" data-step="reset">reset</button>
+    <button type="button" data-step="back">◀ back</button>
+    <button type="button" data-step="play" aria-pressed="false">play</button>
+    <button type="button" data-step="next">step ▶</button>
+    <label>{what} <input type="range" name="step" min="0" max="{last}" step="1" value="{last}"
+      aria-valuetext="{what} {last} of {last}"> <output data-for="step">{last} of {last}</output></label>
+  </div>
+  <p class="course-view__step" data-out="step" aria-live="polite">{html.escape(steps[-1]['text'])}</p>"""
+
+
+def _barrier_html(d: dict, view: str) -> str:
+    case = d["cases"][d["default"]]
+    choices = "" if len(d["choices"]) == 1 else (
+        '<div class="course-view__controls"><fieldset><legend>recovery</legend>' + "".join(
+            f'<label class="course-view__choice"><input type="radio" name="case" value="{c}"'
+            f'{" checked" if c == d["default"] else ""}> {c}</label>' for c in d["choices"]) + "</fieldset></div>")
+    return f"""
+<div class="course-view course-view--barrier" data-view="{view}">{choices}
+  <p class="course-view__verdict" data-out="verdict" role="status">{html.escape(case['summary'])}</p>{_stepper_html(case['steps'], 'event')}
+  <div class="course-view__chart" data-out="chart"></div>
+  <p class="course-view__note">How many of the {case['ranks']} ranks are in each state over time (green: training;
+  vermillion: stalled in a collective, GPUs held idle; black: the lost rank; sky blue: torn down, restarting).
+  Step through the run's events with the buttons or the slider (later times are veiled). Computed by
+  <code>courselib.sim.barrier</code> and <code>courselib.sim.steps</code> when this page was built; no kernel needed.</p>
 </div>"""
 
 
@@ -117,7 +142,8 @@ class CourseView(Directive):
         depth = env.docname.count("/")
         src = "../" * depth + f"_static/course-views/{view}.js"
         data = _cached(env.app, view)
-        body = _cost_html(data) if view == "cost-calculator" else _race_html(data)
+        body = (_cost_html(data) if view == "cost-calculator" else _race_html(data) if view == "gang-race"
+                else _barrier_html(data, view))
         return [nodes.raw("", f'<script src="{src}"></script>{body}', format="html")]
 
 

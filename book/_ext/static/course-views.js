@@ -88,14 +88,13 @@
     return svg;
   }
 
-  function gangRace(root, d) {
-    const nodes = root.querySelector('input[name="nodes"]');
-    const delay = root.querySelector('select[name="delay"]');
-    const chart = root.querySelector('[data-out="chart"]');
-    // the stepper: courselib.sim.steps' states of the current setting (0: before the first event)
+  // The stepper (reset, back, play/pause, step, a slider): it moves over a case's steps, the states
+  // courselib.sim.steps computed at build time (0: before the first event), and calls redraw(k, at):
+  // at is the event's time, or undefined at the last event (its state lasts to the end of the chart).
+  function stepper(root, redraw) {
     const step = root.querySelector('input[name="step"]');
     const playButton = root.querySelector('button[data-step="play"]');
-    let c = null, total = 0, timer = null;
+    let steps = [], timer = null;
     function pause() {
       if (timer !== null) clearInterval(timer);
       timer = null;
@@ -103,17 +102,54 @@
       playButton.setAttribute("aria-pressed", "false");
     }
     function draw() {
-      const k = +step.value, last = c.steps.length - 1, s = c.steps[k];
+      const k = +step.value, last = steps.length - 1, s = steps[k];
       said(root, "step", `${k} of ${last}`);
       step.setAttribute("aria-valuetext", `event ${k} of ${last}`);
       put(root, "step", s.text);
-      chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth, k === last ? undefined : s.t));
+      redraw(k === last ? undefined : s.t);
       root.dataset.step = `${k}`;
     }
     function go(k) {
-      step.value = `${Math.max(0, Math.min(c.steps.length - 1, k))}`;
+      step.value = `${Math.max(0, Math.min(steps.length - 1, k))}`;
       draw();
     }
+    root.querySelector('button[data-step="reset"]').addEventListener("click", () => { pause(); go(0); });
+    root.querySelector('button[data-step="back"]').addEventListener("click", () => { pause(); go(+step.value - 1); });
+    root.querySelector('button[data-step="next"]').addEventListener("click", () => { pause(); go(+step.value + 1); });
+    playButton.addEventListener("click", () => {
+      if (timer !== null) { pause(); return; }
+      if (+step.value === steps.length - 1) go(0);
+      playButton.textContent = "pause";
+      playButton.setAttribute("aria-pressed", "true");
+      timer = setInterval(() => {
+        if (+step.value >= steps.length - 1) pause(); else go(+step.value + 1);
+      }, 1000);
+    });
+    step.addEventListener("input", () => { pause(); draw(); });
+    return {
+      load(newSteps) { // a new setting shows its whole run
+        pause();
+        steps = newSteps;
+        step.max = `${steps.length - 1}`;
+        go(steps.length - 1);
+      },
+      draw,
+    };
+  }
+
+  function redrawOnResize(chart, draw) {
+    let drawnAt = chart.clientWidth;
+    window.addEventListener("resize", () => {
+      if (Math.abs(chart.clientWidth - drawnAt) > 40) { drawnAt = chart.clientWidth; draw(); }
+    });
+  }
+
+  function gangRace(root, d) {
+    const nodes = root.querySelector('input[name="nodes"]');
+    const delay = root.querySelector('select[name="delay"]');
+    const chart = root.querySelector('[data-out="chart"]');
+    let c = null, total = 0;
+    const steps = stepper(root, (at) => chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth, at)));
     function show() {
       const policy = root.querySelector('input[name="policy"]:checked').value;
       const n = d.nodes[+nodes.value], m = +delay.value;
@@ -123,35 +159,77 @@
       nodes.setAttribute("aria-valuetext", `${n} nodes`);
       put(root, "verdict", c.verdict);
       root.classList.toggle("course-view--deadlock", c.deadlock);
-      pause();
-      step.max = `${c.steps.length - 1}`;
-      go(c.steps.length - 1); // a new setting shows its whole run
+      steps.load(c.steps);
       root.dataset.setting = JSON.stringify({ policy, nodes: n, delay_min: m });
     }
-    root.querySelector('button[data-step="reset"]').addEventListener("click", () => { pause(); go(0); });
-    root.querySelector('button[data-step="back"]').addEventListener("click", () => { pause(); go(+step.value - 1); });
-    root.querySelector('button[data-step="next"]').addEventListener("click", () => { pause(); go(+step.value + 1); });
-    playButton.addEventListener("click", () => {
-      if (timer !== null) { pause(); return; }
-      if (+step.value === c.steps.length - 1) go(0);
-      playButton.textContent = "pause";
-      playButton.setAttribute("aria-pressed", "true");
-      timer = setInterval(() => {
-        if (+step.value >= c.steps.length - 1) pause(); else go(+step.value + 1);
-      }, 1000);
-    });
-    step.addEventListener("input", () => { pause(); draw(); });
     root.querySelectorAll('input[name="policy"]').forEach((r) => r.addEventListener("change", show));
     nodes.addEventListener("input", show);
     delay.addEventListener("change", show);
     show();
-    let drawnAt = chart.clientWidth;
-    window.addEventListener("resize", () => {
-      if (Math.abs(chart.clientWidth - drawnAt) > 40) { drawnAt = chart.clientWidth; draw(); }
-    });
+    redrawOnResize(chart, steps.draw);
   }
 
-  const VIEWS = { "cost-calculator": costCalculator, "gang-race": gangRace };
+  function barrierChart(d, c, width, at) {
+    // ranks in each state over time, stacked (courselib.plots.barrier's colours), with a legend
+    const W = Math.max(300, Math.min(900, width || 720)), left = 56, right = 12, top = 6, plotH = 150, axisH = 40;
+    const used = d.states.map((_, i) => c.usage.counts.some((row) => row[i] > 0));
+    const legendRows = Math.ceil(used.filter(Boolean).length / (W < 560 ? 1 : 2));
+    const H = top + plotH + axisH + legendRows * 18 + 4;
+    const x = (t) => left + (Math.min(t, d.horizon) / d.horizon) * (W - left - right);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": c.summary });
+    el("rect", { x: left, y: top, width: W - left - right, height: plotH, fill: "#F4F4F4" }, svg);
+    const u = c.usage;
+    for (let i = 0; i + 1 < u.t.length; i++) {
+      const t0 = u.t[i], t1 = u.t[i + 1];
+      let y = top + plotH;
+      u.counts[i].forEach((n, s) => {
+        const h = (plotH * n) / c.ranks;
+        y -= h;
+        if (h > 0) el("rect", { x: x(t0), y, width: Math.max(1, x(t1) - x(t0)), height: h, fill: d.colours[s], "shape-rendering": "crispEdges", "data-state": d.states[s] }, svg);
+      });
+    }
+    el("text", { x: left - 8, y: top + 12, "text-anchor": "end", "font-size": 12 }, svg, `${c.ranks}`);
+    el("text", { x: left - 8, y: top + plotH, "text-anchor": "end", "font-size": 12 }, svg, "0");
+    el("text", { x: 12, y: top + plotH / 2, "text-anchor": "middle", "font-size": 12,
+                 transform: `rotate(-90 12 ${top + plotH / 2})` }, svg, "ranks");
+    if (at !== undefined) {
+      const end = x(d.horizon), now = x(at), bottom = top + plotH;
+      if (end > now) el("rect", { x: now, y: 0, width: end - now, height: bottom, fill: "#FFFFFF", "fill-opacity": 0.65, "data-veil": "" }, svg);
+      el("line", { x1: now, x2: now, y1: 0, y2: bottom, stroke: "#262626", "stroke-width": 2, "data-now": at }, svg);
+    }
+    const y0 = top + plotH;
+    for (let hr = 0; hr <= d.horizon / 3600; hr++) {
+      el("line", { x1: x(hr * 3600), x2: x(hr * 3600), y1: y0, y2: y0 + 5, stroke: "#444" }, svg);
+      el("text", { x: x(hr * 3600), y: y0 + 20, "text-anchor": "middle", "font-size": 12 }, svg, `${hr} h`);
+    }
+    const cols = W < 560 ? 1 : 2, colW = (W - left - right) / cols;
+    d.states.filter((_, i) => used[i]).forEach((s, j) => {
+      const i = d.states.indexOf(s), lx = left + (j % cols) * colW, ly = y0 + axisH + Math.floor(j / cols) * 18;
+      el("rect", { x: lx, y: ly - 10, width: 12, height: 12, fill: d.colours[i] }, svg);
+      el("text", { x: lx + 18, y: ly, "font-size": 12 }, svg, d.labels[i]);
+    });
+    return svg;
+  }
+
+  function barrierView(root, d) {
+    const chart = root.querySelector('[data-out="chart"]');
+    let c = null;
+    const steps = stepper(root, (at) => chart.replaceChildren(barrierChart(d, c, chart.clientWidth, at)));
+    function show() {
+      const picked = root.querySelector('input[name="case"]:checked');
+      const name = picked ? picked.value : d.default;
+      c = d.cases[name];
+      put(root, "verdict", c.summary);
+      steps.load(c.steps);
+      root.dataset.setting = JSON.stringify({ case: name });
+    }
+    root.querySelectorAll('input[name="case"]').forEach((r) => r.addEventListener("change", show));
+    show();
+    redrawOnResize(chart, steps.draw);
+  }
+
+  const VIEWS = { "cost-calculator": costCalculator, "gang-race": gangRace, "barrier-run": barrierView,
+                  "recovery-ladder": barrierView };
   function start() {
     document.querySelectorAll(".course-view[data-view]").forEach((root) => {
       const data = (window.COURSE_VIEWS || {})[root.dataset.view];

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from courselib.sim import barrier
 
-__all__ = ["BarrierStep", "Cursor", "GangStep", "barrier_steps", "clock", "gang_steps"]
+__all__ = ["BarrierStep", "Cursor", "GangStep", "barrier_steps", "clock", "gang_steps", "rank_states"]
 
 
 def clock(t: float) -> str:
@@ -114,7 +114,8 @@ class BarrierStep:
                 "lost_gpu_hours": round(self.lost_gpu_hours, 2), "finished": self.finished, "text": self.text}
 
 
-def _rank_states(result, t: float) -> dict:
+def rank_states(result, t: float) -> dict:
+    """How many ranks of a barrier result are in each state (``barrier.STATES``) at time ``t``, read from its segments."""
     counts = {s: 0 for s in barrier.STATES}
     for rows in result.segments.values():
         for start, end, state in rows:
@@ -132,7 +133,7 @@ def barrier_steps(result) -> tuple[BarrierStep, ...]:
     """
     def at(i, t, phase, detail, ranks, finished):
         done = [f for f in result.failures if f.restarted_at_s <= t]
-        return BarrierStep(i, t, phase, detail, ranks, _rank_states(result, t), len(done),
+        return BarrierStep(i, t, phase, detail, ranks, rank_states(result, t), len(done),
                            sum(f.lost_gpu_hours for f in done), finished)
 
     steps = [BarrierStep(0, 0.0, None, "", 0, {s: 0 for s in barrier.STATES}, 0, 0.0, False)]

@@ -5,15 +5,21 @@ setting of the calculator's three controls; ``gang_race_table()`` runs
 :func:`courselib.sim.gang.simulate` on the seed's race (two 512-GPU jobs, see
 ``examples/workloads/seed-600-free-deadlock.yaml``) for every policy, cluster size and arrival gap
 the race view offers, keeping what the page draws, and the run's steps (:func:`courselib.sim.steps.gang_steps`:
-the state after each event and its one-line story) so the page's stepper needs no kernel. Both are
-deterministic: same courselib, same table.
+the state after each event and its one-line story) so the page's stepper needs no kernel.
+``barrier_run_table()`` and ``recovery_ladder_table()`` do the same for the barrier playground: the
+512-rank run that loses rank 37 (:func:`courselib.sim.barrier.simulate`, stepped by
+:func:`courselib.sim.steps.barrier_steps`) and that loss recovered on each rung of the recovery
+ladder. All are deterministic: same courselib, same table.
 """
 from __future__ import annotations
 
-from courselib.model import cost
+from courselib.model import cost, recovery
 from courselib.model.generate import default_workload
+from courselib.plots.barrier import COLOURS as BARRIER_COLOURS
+from courselib.plots.barrier import LABELS as BARRIER_LABELS
 from courselib.plots.gang import segments, usage
-from courselib.sim.steps import gang_steps
+from courselib.sim import barrier
+from courselib.sim.steps import barrier_steps, gang_steps, rank_states
 
 # The calculator's controls. Every preset case of the course lies on the grid: the seed (400 GPUs
 # held, 25 min, $2-4) and the exercise (480, 40 min, $3).
@@ -98,3 +104,55 @@ def gang_race_table() -> dict:
              for p in RACE_POLICIES for n in RACE_NODES for d in RACE_DELAY_MIN}
     return {"policies": RACE_POLICIES, "nodes": RACE_NODES, "gpus_per_node": RACE_GPUS_PER_NODE,
             "delay_min": RACE_DELAY_MIN, "horizon": RACE_HORIZON_S, "default": RACE_DEFAULT, "cases": cases}
+
+
+# The barrier playground's runs (notebooks/barrier-playground.ipynb): 512 ranks, rank 37 hung at 3 h
+# (a checkpoint every hour, PyTorch's 10-minute NCCL timeout, a 5-minute restart); and for the ladder,
+# rank 37 of 512 lost at 3.5 h with an error the transport reports, its node busy for 10 minutes.
+BARRIER_RUN = barrier.BarrierScenario(ranks=512, losses=(barrier.RankLoss(37, 3 * 3600),),
+                                      checkpoint_every_s=3600, timeout_s=600, restart_s=300)
+BARRIER_RUN_TITLE = "512 ranks, rank 37 lost at 3 h"
+
+
+def ladder_scenario(rung: str) -> barrier.BarrierScenario:
+    """The ladder's loss recovered on ``rung`` (one of ``courselib.model.recovery.RUNGS``)."""
+    return barrier.BarrierScenario(ranks=512, losses=(barrier.RankLoss(37, 3.5 * 3600, "error"),),
+                                   recovery=rung, ladder={"replacement_wait_s": 600})
+
+
+def barrier_step_row(step) -> dict:
+    """One state of a barrier stepper: its time, its line, and the ranks in each state (``barrier.STATES`` order)."""
+    return {"t": step.t, "text": step.text, "states": [step.states[s] for s in barrier.STATES]}
+
+
+def barrier_case(result, title: str) -> dict:
+    """What the barrier view draws for one run: ranks per state over time, and the run's steps."""
+    times = sorted({t for rows in result.segments.values() for seg in rows for t in seg[:2]}
+                   | {0.0, result.ended_at_s})
+    times = [t for t in times if t < result.ended_at_s] + [result.ended_at_s]
+    counts = [[rank_states(result, t)[s] for s in barrier.STATES] for t in times]
+    summary = (f"{title}: " + (f"finished at {result.finished_at_s / 3600:.2f} h" if result.finished
+                               else "never finished")
+               + f"; {result.restarts} restart{'s' if result.restarts != 1 else ''}, "
+               f"{result.lost_gpu_hours:.2f} GPU-hours lost.")
+    return {"title": title, "summary": summary, "ranks": result.scenario.ranks, "end": result.ended_at_s,
+            "usage": {"t": times, "counts": counts},
+            "steps": [barrier_step_row(s) for s in barrier_steps(result)]}
+
+
+def _barrier_table(cases: dict, default: str) -> dict:
+    hours = max(c["end"] for c in cases.values()) / 3600
+    return {"states": list(barrier.STATES), "labels": [BARRIER_LABELS[s] for s in barrier.STATES],
+            "colours": [BARRIER_COLOURS[s] for s in barrier.STATES], "choices": list(cases),
+            "default": default, "horizon": float(-(-hours // 1)) * 3600, "cases": cases}
+
+
+def barrier_run_table() -> dict:
+    """The barrier playground's 512-rank run, stepped (one case, ``cases["run"]``)."""
+    return _barrier_table({"run": barrier_case(barrier.simulate(BARRIER_RUN), BARRIER_RUN_TITLE)}, "run")
+
+
+def recovery_ladder_table() -> dict:
+    """The ladder's loss recovered on each rung, stepped: ``cases[rung]``."""
+    return _barrier_table({r: barrier_case(barrier.simulate(ladder_scenario(r)), f"{r}: rank 37 of 512 lost at 3.5 h")
+                           for r in recovery.RUNGS}, recovery.RUNGS[0])
