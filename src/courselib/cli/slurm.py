@@ -1,6 +1,7 @@
 """``courselib slurm``: a real Slurm on this machine (up/down/status) and replays against the model.
 
     courselib slurm up [--nodes N] [--gpus-per-node G] [--features nvlink:2,ib] [--port P]
+                       [--topology rack:8,block:4 [--slurm-topology tree|block] [--block-sizes 4,8]]
     courselib slurm status [--json]
     courselib slurm replay WORKLOAD.yaml [--compare] [--json] [--seconds-per-minute S]
     courselib slurm down
@@ -23,11 +24,30 @@ def _say(msg: str) -> None:
 def _up(args) -> int:
     from courselib.live import slurm
     shape = slurm.ClusterShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                               features=slurm.parse_features(args.features), base_port=args.port)
+                               features=slurm.parse_features(args.features), base_port=args.port,
+                               topology=_levels(args.topology, "--topology"),
+                               topology_plugin=args.slurm_topology,
+                               block_sizes=tuple(n for _, n in _levels(args.block_sizes, "--block-sizes",
+                                                                       bare=True)))
     cluster = slurm.up(shape, say=_say)
     print(f"local Slurm up: {cluster.shape.describe()}")
     print(f"use it with:    export SLURM_CONF={cluster.conf}")
     return 0
+
+
+def _levels(text: str | None, field: str, bare: bool = False) -> tuple:
+    """``rack:8,block:4`` -> (("rack", 8), ("block", 4)); with ``bare``, ``4,8`` -> (("", 4), ("", 8))."""
+    from courselib.errors import InputError
+    out = []
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, _, size = part.strip().rpartition(":") if not bare else ("", "", part.strip())
+        if (not bare and not name) or not size.isdigit():
+            raise InputError(f"{part!r} is not {'a node count' if bare else 'LEVEL:SIZE'}", field=field,
+                             hint="write --block-sizes 4,8" if bare else "write --topology rack:8,block:4")
+        out.append((name, int(size)))
+    return tuple(out)
 
 
 def _down(args) -> int:
@@ -171,6 +191,12 @@ def register(subparsers) -> None:
                          "(default nvlink:2)")
     up.add_argument("--port", type=int, default=17800,
                     help="slurmctld port; node K listens on PORT+K (default 17800)")
+    up.add_argument("--topology", default=None,
+                    help="a tree of LEVEL:SIZE, outermost first (rack:8,block:4): writes topology.conf")
+    up.add_argument("--slurm-topology", choices=("tree", "block"), default="tree",
+                    help="TopologyPlugin: topology/tree (switches) or topology/block (default tree)")
+    up.add_argument("--block-sizes", default=None, help="BlockSizes in nodes (block only; default: "
+                    "the levels' sizes that are the base block times a power of two)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="stop every process of the local cluster, by PID")

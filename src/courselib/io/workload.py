@@ -8,7 +8,10 @@ Format::
                                              #   features: [nvlink] (every node) or
                                              #   {nvlink: "1-40", h100: "41-75"} (1-based node ranges),
                                              #   topology: [{level: rack, size: 8}, {level: block, size: 4}]
-                                             #   (outermost first; size = consecutive nodes per domain)
+                                             #   (outermost first; size = consecutive nodes per domain),
+                                             #   slurm_topology: tree (default) or block, and for block
+                                             #   block_sizes: [4, 8] (BlockSizes in nodes; default: the
+                                             #   levels' sizes that are the base block x a power of 2)
     queues:                                  # optional (Kueue ClusterQueues / Volcano queues)
       - {name: team-a, nominal_quota: 256, cohort: all, borrowing_limit: 64, lending_limit: 64}
         # optional: within_cluster_queue: LowerPriority (Kueue preemption.withinClusterQueue)
@@ -16,7 +19,8 @@ Format::
       - {name: a, pods: 512, gpus_per_pod: 1, submit: 0, duration: 2h}
         # optional: min_member, priority, queue, constraint, exclusive, time_limit, memory_per_pod,
         #   kind: jobset (with max_restarts: N), disruption_mode: all (a v1.37 PodGroup's),
-        #   topology: {required: rack} or {preferred: block} (a level of cluster.topology)
+        #   topology: {required: rack} or {preferred: block} (a level of cluster.topology),
+        #   segment: 2 (Slurm's --segment, nodes per segment; needs slurm_topology: block)
     events:                                  # optional: what happens to running jobs
       - {at: 30m, preempt: {job: a, by: {name: urgent, pods: 1, gpus_per_pod: 8, duration: 10m,
                                          priority: 1000}}}
@@ -42,14 +46,15 @@ from courselib.io.policy import check_count
 from courselib.io.yamlfile import Fields, load_one
 from courselib.model.cluster import parse_constraint
 from courselib.model.workload import (DISRUPTION_MODES, JOB_KINDS, ClusterSpec, Fail, Job, Preempt,
-                                      Queue, Workload)
+                                      Queue, Workload, slurm_topology_problem)
 from courselib.units import parse_duration, parse_memory
 
 JOB_FIELDS = {"name", "pods", "gpus_per_pod", "submit", "duration", "min_member", "priority", "queue",
               "constraint", "exclusive", "time_limit", "memory_per_pod", "kind", "max_restarts",
-              "disruption_mode", "topology"}
+              "disruption_mode", "topology", "segment"}
 EVENT_FIELDS = {"at", "preempt", "fail"}
-CLUSTER_FIELDS = {"nodes", "gpus_per_node", "memory_per_node", "features", "island_size", "topology"}
+CLUSTER_FIELDS = {"nodes", "gpus_per_node", "memory_per_node", "features", "island_size", "topology",
+                  "slurm_topology", "block_sizes"}
 QUEUE_FIELDS = {"name", "nominal_quota", "cohort", "borrowing_limit", "lending_limit",
                 "within_cluster_queue"}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
@@ -101,7 +106,17 @@ def parse_cluster(doc, file: str | None) -> ClusterSpec:
         features = tuple(frozenset(p) for p in per)
     elif feats is not None:
         raise f.error("features", f"expected a list of features or a mapping feature: node range, got {feats!r}")
-    return ClusterSpec(nodes, gpn, mem, features, island, _topology(f, file, nodes))
+    topology = _topology(f, file, nodes)
+    plugin = f.opt("slurm_topology", str, "tree")
+    sizes = f.opt("block_sizes", None, [])
+    if not isinstance(sizes, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in sizes):
+        raise f.error("block_sizes", f"expected a list of node counts, got {sizes!r}",
+                      hint="write block_sizes: [4, 8] (the base block, then aggregates of 2, 4, ... blocks)")
+    problem = slurm_topology_problem(nodes, topology, plugin, tuple(sizes))
+    if problem:
+        key = "block_sizes" if problem.startswith("block_sizes") else "slurm_topology"
+        raise f.error(key, problem, hint="see topology.conf(5): BlockName, BlockSizes")
+    return ClusterSpec(nodes, gpn, mem, features, island, topology, plugin, tuple(sizes))
 
 
 def _topology(f: Fields, file: str | None, nodes: int) -> tuple:
@@ -191,7 +206,8 @@ def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
                exclusive=f.opt("exclusive", bool, False), time_limit=time_limit,
                memory_per_pod=f.opt("memory_per_pod", lambda v: parse_memory(v, field="memory_per_pod"), 0),
                kind=kind, max_restarts=max_restarts, preemption_policy=preemption_policy,
-               disruption_mode=disruption, topology=topology)
+               disruption_mode=disruption, topology=topology,
+               segment=_positive(f, "segment", f.req("segment", int)) if f.has("segment") else None)
 
 
 def parse_queue(doc, file: str | None, index: int) -> Queue:
@@ -274,6 +290,10 @@ def parse_workload(doc, file: str | None = None) -> Workload:
                              file=file, line=jd["topology"].line_of(job.topology[0]),
                              field=f"jobs[{i}].topology.{job.topology[0]}",
                              hint=f"name one of: {levels}" if levels else "add cluster.topology")
+        if job.segment is not None and cluster.slurm_topology != "block":
+            raise InputError("segment is Slurm's --segment, read by topology/block only",
+                             file=file, line=jd.line_of("segment"), field=f"jobs[{i}].segment",
+                             hint="add slurm_topology: block to cluster, or remove segment")
         jobs.append(job)
     queues_doc = top.opt("queues", None, [])
     if not isinstance(queues_doc, list):

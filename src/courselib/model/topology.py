@@ -302,6 +302,146 @@ def _dist(chosen: list[int], j: int, ups: list[int]) -> int:
     return total
 
 
+# ---- Slurm topology/block ----------------------------------------------------------------------
+#: What ``eval_nodes_block`` returns when it finds no place (``slurm_errno.c`` L964-975).
+BLOCK_NO_FIT = "No suitable topology unit found"
+BLOCK_SEGMENT_NO_FIT = "No suitable topology unit found for segment"
+BLOCK_CONFIG = "Requested topology configuration is not available"
+BLOCK_INSUFFICIENT = "Insufficient resources available for topology"
+
+
+def slurm_block_sizes(spec: ClusterSpec) -> tuple[int, ...]:
+    """topology/block's BlockSizes on ``spec``: ``spec.block_sizes``, or else the sizes of the
+    topology's levels that are the base block (the innermost level) times a power of two."""
+    if spec.block_sizes:
+        return tuple(sorted(spec.block_sizes))
+    base = spec.topology[-1][1]
+    ratios = {size // base for _, size in spec.topology}
+    return tuple(sorted(base * r for r in ratios if not r & (r - 1)))
+
+
+def _block_levels(spec: ClusterSpec) -> tuple[int, list[int]]:
+    base = spec.topology[-1][1]
+    return base, sorted((b // base).bit_length() - 1 for b in slurm_block_sizes(spec))
+
+
+def _level_for(rem_nodes: int, base: int, levels: list[int]) -> tuple[int, int]:
+    """``_get_block_level`` (L226-244): the block level for ``rem_nodes`` (the first BlockSizes
+    level that holds them, -1: none, the whole topology) and the level below it (``llblock``)."""
+    need = -(-rem_nodes // base)
+    lvl = (need - 1).bit_length()               # ceil(log2(need)), 0 for one base block
+    below = [x for x in levels if x <= lvl - 1] if lvl > 0 else []
+    llblock = max(below) if below else 0
+    above = [x for x in levels if x >= lvl]
+    return (min(above) if above else -1), llblock
+
+
+def _block_one(rem_nodes: int, usable: list[bool], base: int, levels: list[int]) -> list[int] | None:
+    """One pass of ``eval_nodes_block`` (L344-1087) for ``rem_nodes`` nodes among ``usable``:
+    the block of the chosen size with the fewest usable nodes that holds them (ties to the last,
+    L668-679), then its base blocks one by one (``_choose_best_bblock`` L65-172), nodes in index
+    order. The node indexes, or None (no block holds them, or the llblock limit stops it)."""
+    nb = len(usable) // base
+    level, ll = _level_for(rem_nodes, base, levels)
+    bpb, block_cnt = (nb, 1) if level < 0 else (1 << level, -(-nb // (1 << level)))
+    bpl = 1 << ll
+    max_ll = -(-rem_nodes // (bpl * base))
+    use_ll = bpb != bpl * max_ll                              # L547-551
+    on_bb = [sum(usable[b * base:(b + 1) * base]) for b in range(nb)]
+    on_ll = [sum(on_bb[x:x + bpl]) for x in range(0, nb, bpl)]
+    block_inx, block_nodes = -1, 0
+    for j in range(block_cnt):                                # L612-681
+        bbs = range(j * bpb, min((j + 1) * bpb, nb))
+        bnc = sum(on_bb[b] for b in bbs)
+        if use_ll:
+            lls = sorted(on_ll[j * bpb // bpl: j * bpb // bpl + max(bpb // bpl, 1)], reverse=True)
+            avail = sum(lls[:max_ll])
+        else:
+            avail = bnc
+        if avail < rem_nodes:
+            continue
+        if block_inx == -1 or bnc <= block_nodes:
+            block_inx, block_nodes = j, bnc
+    if block_inx == -1:
+        return None
+    bbs = list(range(block_inx * bpb, min((block_inx + 1) * bpb, nb)))
+    on_ll = {}
+    for b in bbs:
+        on_ll[b // bpl] = on_ll.get(b // bpl, 0) + on_bb[b]
+    required: list[int] = []
+    taken: list[int] = []
+    rem, prev = rem_nodes, rem_nodes + 1
+    while prev != rem:                                        # L1013-1077
+        prev = rem
+        best, best_fit, best_same = -1, False, True
+        for i in bbs:
+            if i in required:
+                continue
+            fit = on_bb[i] >= rem
+            if use_ll and (best == -1 or best // bpl != i // bpl):
+                same = any(r // bpl == i // bpl for r in required)
+                if best == -1 or (same and not best_same):
+                    best, best_fit, best_same = i, fit, same
+                    continue
+                if not same and best_same:
+                    continue
+                cnt, best_cnt = on_ll[i // bpl], on_ll[best // bpl]
+                if (cnt >= rem) != (best_cnt >= rem):
+                    if cnt >= rem:
+                        best, best_fit, best_same = i, fit, same
+                    continue
+                if cnt != best_cnt:
+                    if (cnt < best_cnt) == (cnt >= rem):      # both fit: fewer; neither: more
+                        best, best_fit, best_same = i, fit, same
+                    continue
+            if (best == -1 or (fit and not best_fit) or (not fit and not best_fit and on_bb[i] >= on_bb[best])
+                    or (fit and on_bb[i] <= on_bb[best])):
+                best, best_fit = i, fit
+        if best == -1 or (max_ll <= 0 and not best_same):
+            break
+        required.append(best)
+        for n in range(best * base, (best + 1) * base):
+            if usable[n] and rem > 0:
+                taken.append(n)
+                rem -= 1
+        if rem <= 0:
+            return taken
+        if not best_same:
+            max_ll -= 1
+    return None
+
+
+def slurm_block(spec: ClusterSpec, k, pods: int, per_node: int, segment: int | None = None,
+                ) -> tuple[list | None, str | None]:
+    """Slurm's block plugin (``src/plugins/topology/block/eval_nodes_block.c`` at slurm-26-05-3-1)
+    for a job of ``pods`` pods, ``per_node`` of them on a whole node: its nodes (``--nodes``,
+    ``ceil(pods / per_node)``) all inside one block of the smallest BlockSizes that holds them
+    (the whole cluster if none does), the block with the fewest usable nodes; with ``segment``
+    (``--segment``) each segment of that many nodes so, one after the other (L463-1132). Every job
+    goes through it, with or without a request. ``(plan, None)`` or ``(None, Slurm's words)``."""
+    base, levels = _block_levels(spec)
+    need = -(-pods // max(per_node, 1))
+    seg = segment if segment and segment <= need else None    # L322-326: larger than the job
+    if seg and need % seg:                                    # L328-333
+        return None, BLOCK_CONFIG
+    usable = [x > 0 for x in k]
+    nodes: list[int] = []
+    for _ in range(need // seg if seg else 1):
+        got = _block_one(seg or need, usable, base, levels)
+        if got is None:
+            return None, BLOCK_SEGMENT_NO_FIT if seg and need > seg else BLOCK_NO_FIT
+        for n in got:
+            usable[n] = False
+        nodes += got
+    plan, rem = [], pods
+    for n in sorted(nodes):
+        take = min(k[n], rem)
+        if take:
+            plan.append((n, take))
+            rem -= take
+    return (plan, None) if rem == 0 else (None, BLOCK_INSUFFICIENT)
+
+
 # ---- Volcano HyperNodes (hard and soft mode) -----------------------------------------------------
 def volcano_tier_sizes(spec: ClusterSpec) -> list[int]:
     """Nodes in one HyperNode of each tier, tier 1 (the innermost level) first, and last the

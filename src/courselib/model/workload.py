@@ -27,6 +27,11 @@ Public API (stable; the Slurm replay of issue 7 builds on it):
   pod in one domain of that level or none placed; ``preferred`` = as few domains of that level as
   the scheduler's algorithm manages, spanning if it must (Kueue's
   ``kueue.x-k8s.io/podset-required-topology`` / ``…-preferred-topology``).
+- Slurm on a topology: ``ClusterSpec.slurm_topology`` is ``tree`` (``topology/tree``: a switch per
+  domain, the innermost level's switches are the leaves) or ``block`` (``topology/block``: the
+  innermost level's domains are the base blocks, ``block_sizes`` the BlockSizes, by default the
+  levels' sizes that are the base times a power of two); ``Job.segment`` is ``--segment=N`` (nodes
+  per segment, block only). See :func:`courselib.model.topology.slurm_block`.
 - :class:`Queue` — a Kueue ClusterQueue / Volcano queue: ``nominal_quota`` in GPUs (None =
   the whole cluster), ``cohort``, ``borrowing_limit``, ``lending_limit`` (FACTS §3.2).
 - :class:`Workload` — ``Workload(cluster, jobs, queues=(), events=())``.
@@ -73,6 +78,31 @@ def topology_problem(nodes: int, topology) -> str | None:
     return None
 
 
+SLURM_TOPOLOGIES = ("tree", "block")
+
+
+def slurm_topology_problem(nodes: int, topology, plugin: str, block_sizes) -> str | None:
+    """What is wrong with Slurm's plugin choice on a topology, or None. ``block``: the innermost
+    level's domains are the base blocks (``BlockName``); every BlockSizes value is the base size
+    times a power of two (``block_record.c`` L117-135), the smallest is the base size."""
+    if plugin not in SLURM_TOPOLOGIES:
+        return f"slurm_topology {plugin!r}: write tree or block"
+    if block_sizes and plugin != "block":
+        return "block_sizes needs slurm_topology: block"
+    if plugin == "block" and not topology:
+        return "slurm_topology: block needs cluster.topology (its innermost level is the base block)"
+    if block_sizes:
+        base = topology[-1][1]
+        if min(block_sizes) != base:
+            return f"block_sizes {list(block_sizes)}: the smallest must be the base block, {base} nodes"
+        for b in block_sizes:
+            ratio = b // base
+            if b % base or ratio & (ratio - 1) or b > nodes:
+                return (f"block_sizes: {b} is not the base block ({base} nodes) times a power of two "
+                        f"within the cluster's {nodes} nodes")
+    return None
+
+
 @dataclass(frozen=True)
 class Node:
     """One machine: its GPUs, memory (bytes; 0 = not modelled), feature labels and island."""
@@ -95,6 +125,8 @@ class ClusterSpec:
     features: tuple = ()
     island_size: int = 0
     topology: tuple = ()   # ((level, size), ...), outermost first
+    slurm_topology: str = "tree"   # Slurm's TopologyPlugin on this tree: topology/tree or topology/block
+    block_sizes: tuple = ()        # topology/block's BlockSizes in nodes (): the levels' sizes
 
     def __post_init__(self):
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -106,6 +138,10 @@ class ClusterSpec:
         if problem:
             raise ValueError(problem)
         object.__setattr__(self, "topology", topo)
+        object.__setattr__(self, "block_sizes", tuple(int(b) for b in self.block_sizes))
+        problem = slurm_topology_problem(self.nodes, topo, self.slurm_topology, self.block_sizes)
+        if problem:
+            raise ValueError(problem)
         feats = tuple(self.features)
         if feats and all(isinstance(f, str) for f in feats):
             feats = tuple(frozenset(feats) for _ in range(self.nodes))
@@ -181,6 +217,7 @@ class Job:
     preemption_policy: str | None = None    # PriorityClass preemptionPolicy; None: the policy's
     disruption_mode: str = "single"         # v1.37 PodGroup disruptionMode: single or all
     topology: tuple | None = None           # (mode, level): ("required", "rack") / ("preferred", …)
+    segment: int | None = None              # Slurm's --segment=N (nodes), under topology/block
 
     def __post_init__(self):
         if self.topology is not None:
@@ -188,6 +225,8 @@ class Job:
             if mode not in TOPOLOGY_MODES or not level:
                 raise ValueError(f"job {self.name!r}: topology is (required|preferred, level)")
             object.__setattr__(self, "topology", (str(mode), str(level)))
+        if self.segment is not None and self.segment < 1:
+            raise ValueError(f"job {self.name!r}: segment must be at least 1 node")
         if self.kind not in JOB_KINDS:
             raise ValueError(f"job {self.name!r}: kind must be one of {', '.join(JOB_KINDS)}")
         if self.max_restarts is not None and (self.kind != "jobset" or self.max_restarts < 0):

@@ -43,6 +43,8 @@ from courselib.live.daemons import marked_pids as daemon_marked_pids
 from courselib.live.nodes import NodesShape, parse_features  # noqa: F401 (slurm.parse_features)
 from courselib.live.slurm.root import RootLauncher, built, pinned_version, root_dir
 from courselib.live.state import StateFile
+from courselib.model import topology
+from courselib.model.workload import ClusterSpec, slurm_topology_problem, topology_problem
 from courselib.versions import pinned
 
 #: Debian packages that provide what this module runs (in the root ``make setup-slurm`` builds).
@@ -97,11 +99,41 @@ class ClusterShape(NodesShape):
     features: tuple = ()
     cpus_per_node: int = 64
     base_port: int = BASE_PORT
+    #: the model's tree ((level, size), ...), outermost first; () = no TopologyPlugin
+    topology: tuple = ()
+    #: ``tree`` (topology.conf SwitchName lines) or ``block`` (BlockName lines and BlockSizes)
+    topology_plugin: str = "tree"
+    block_sizes: tuple = ()   # BlockSizes in nodes (block only)
 
     def __post_init__(self):
         self.check_nodes(max_nodes=64, node_hint="each node is one slurmd process on this machine",
                          ports=65, name_pattern=r"[A-Za-z][A-Za-z0-9_.-]*",
                          what="a feature name (letters, digits, _ . -)")
+        topo = tuple((str(level), int(size)) for level, size in self.topology)
+        object.__setattr__(self, "topology", topo)
+        object.__setattr__(self, "block_sizes", tuple(int(b) for b in self.block_sizes))
+        problem = (topology_problem(self.nodes, topo) or
+                   slurm_topology_problem(self.nodes, topo, self.topology_plugin, self.block_sizes)
+                   if topo or self.topology_plugin != "tree" else None)
+        if problem:
+            raise InputError(problem, field="--topology",
+                             hint="write --topology rack:8,block:4 (outermost first, sizes in nodes)")
+
+    def spec(self) -> ClusterSpec:
+        """The model's cluster for this shape's nodes and topology (features aside)."""
+        return ClusterSpec(self.nodes, max(self.gpus_per_node, 1), topology=self.topology,
+                           slurm_topology=self.topology_plugin, block_sizes=self.block_sizes)
+
+    def topology_args(self) -> str:
+        """`` --topology rack:8,block:4 --slurm-topology block`` (empty without a topology)."""
+        if not self.topology:
+            return ""
+        out = " --topology " + ",".join(f"{level}:{size}" for level, size in self.topology)
+        if self.topology_plugin != "tree":
+            out += f" --slurm-topology {self.topology_plugin}"
+        if self.block_sizes:
+            out += " --block-sizes " + ",".join(map(str, self.block_sizes))
+        return out
 
     def node_shapes(self) -> list[NodeShape]:
         return [NodeShape(f"node{k}", self.base_port + k, self.gpus_per_node, self.features_of(k))
@@ -112,22 +144,67 @@ class ClusterShape(NodesShape):
         return self.base_port
 
     def describe(self) -> str:
-        return self.describe_nodes()
+        if not self.topology:
+            return self.describe_nodes()
+        tree = " > ".join(f"{level} of {size}" for level, size in self.topology)
+        return f"{self.describe_nodes()}, topology/{self.topology_plugin} ({tree})"
 
     def cli_args(self) -> str:
         """The ``courselib slurm up`` arguments that build this shape (where expressible)."""
-        return self.nodes_args() + self.port_arg(BASE_PORT)
+        return self.nodes_args() + self.topology_args() + self.port_arg(BASE_PORT)
 
     def to_json(self) -> dict:
-        return self.nodes_json()
+        out = self.nodes_json()
+        if self.topology:
+            out.update(topology=[list(t) for t in self.topology], topology_plugin=self.topology_plugin,
+                       block_sizes=list(self.block_sizes))
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "ClusterShape":
-        return cls(**cls.nodes_from_json(d, BASE_PORT))
+        return cls(**cls.nodes_from_json(d, BASE_PORT),
+                   topology=tuple(tuple(t) for t in d.get("topology", ())),
+                   topology_plugin=d.get("topology_plugin", "tree"),
+                   block_sizes=tuple(d.get("block_sizes", ())))
 
     def same_nodes(self, other: "ClusterShape") -> bool:
-        """Same nodes, GPUs and per-node features (ports and how features are written aside)."""
-        return self.same_features(other)
+        """Same nodes, GPUs, per-node features and topology (ports and how features are written aside)."""
+        return self.same_features(other) and (self.topology, self.topology_plugin, self.block_sizes) == (
+            other.topology, other.topology_plugin, other.block_sizes)
+
+
+def render_topology_conf(shape: ClusterShape) -> str:
+    """``topology.conf`` for the shape's tree (``topology.conf.5``): for ``tree`` one switch per
+    domain (its name the model's, ``rack0``, ``block1``), the innermost level's switches listing
+    their nodes, the others their switches, and a root switch over the outermost level so that
+    any job may span; for ``block`` one ``BlockName`` per domain of the innermost level (the base
+    blocks) and ``BlockSizes`` (:func:`courselib.model.topology.slurm_block_sizes`)."""
+    spec = shape.spec()
+    lines = [f"# Written by `courselib slurm up`: topology/{shape.topology_plugin} over "
+             + ", ".join(f"{level} ({size} nodes)" for level, size in shape.topology)]
+
+    def nodes(r: range) -> str:
+        return f"node[{r.start + 1}-{r.stop}]" if len(r) > 1 else f"node{r.start + 1}"
+    if shape.topology_plugin == "block":
+        level = shape.topology[-1][0]
+        for d, r in enumerate(topology.domains_of(spec, level)):
+            lines.append(f"BlockName={level}{d} Nodes={nodes(r)}")
+        lines.append("BlockSizes=" + ",".join(map(str, topology.slurm_block_sizes(spec))))
+        return "\n".join(lines) + "\n"
+    levels = [level for level, _ in shape.topology]
+    for li in range(len(levels) - 1, -1, -1):             # leaves first, as topology.conf.5 shows
+        level = levels[li]
+        for d, r in enumerate(topology.domains_of(spec, level)):
+            if li == len(levels) - 1:
+                lines.append(f"SwitchName={level}{d} Nodes={nodes(r)}")
+            else:
+                child, ratio = levels[li + 1], shape.topology[li][1] // shape.topology[li + 1][1]
+                lines.append(f"SwitchName={level}{d} Switches={child}[{d * ratio}-{(d + 1) * ratio - 1}]"
+                             if ratio > 1 else f"SwitchName={level}{d} Switches={child}{d}")
+    top, count = levels[0], shape.nodes // shape.topology[0][1]
+    if count > 1:
+        lines.append(f"SwitchName=root Switches={top}[0-{count - 1}]")
+    return "\n".join(lines) + "\n"
 
 
 def render_slurm_conf(shape: ClusterShape, state_dir: Path) -> str:
@@ -157,6 +234,7 @@ def render_slurm_conf(shape: ClusterShape, state_dir: Path) -> str:
         "SchedulerType=sched/backfill",
         f"SchedulerParameters={SCHEDULER_PARAMETERS}",
         "PriorityType=priority/basic",
+        *([f"TopologyPlugin=topology/{shape.topology_plugin}"] if shape.topology else []),
         "GresTypes=gpu",
         "SlurmdParameters=config_overrides",
         "ProctrackType=proctrack/linuxproc",
@@ -455,6 +533,8 @@ def _start(cluster: Cluster, *, timeout: float, say) -> None:
     os.chmod(d, 0o755)  # munged refuses group/other-writable directories on its socket path
     (d / "slurm.conf").write_text(render_slurm_conf(shape, d))
     (d / "gres.conf").write_text(render_gres_conf(shape, d))
+    if shape.topology:  # slurmctld reads it beside slurm.conf
+        (d / "topology.conf").write_text(render_topology_conf(shape))
     make_gpu_files(shape, d)
     (d / "cgroup.conf").write_text(render_cgroup_conf(version(cluster.launcher)))
     key = d / "munge" / "munge.key"

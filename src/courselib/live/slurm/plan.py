@@ -57,8 +57,24 @@ class ReplayPlan:
 def shape_for(spec: ClusterSpec, base_port: int | None = None) -> ClusterShape:
     """The local cluster that emulates ``spec``: same nodes, GPUs and per-node features."""
     kw = {} if base_port is None else {"base_port": base_port}
+    topo = {"topology": spec.topology, "topology_plugin": spec.slurm_topology,
+            "block_sizes": spec.block_sizes} if spec.topology else {}
     return ClusterShape(nodes=spec.nodes, gpus_per_node=spec.gpus_per_node, features=features_for(spec),
-                        **kw)
+                        **kw, **topo)
+
+
+def topology_args(spec: ClusterSpec, job: Job, max_switch_wait: float = 300.0) -> list[str]:
+    """What a job asks of the topology plugin: ``--switches=1@WAIT`` for a job that requires the
+    innermost level under topology/tree (the model's ``max_switch_wait``, in whole minutes as
+    ``--switches`` takes it), ``--segment=N`` under topology/block. A request above the leaves
+    has no Slurm form under tree, nor any level under block: every job is placed by the plugin."""
+    if not spec.topology:
+        return []
+    if spec.slurm_topology == "block":
+        return [f"--segment={job.segment}"] if job.segment else []
+    if job.topology and job.topology[0] == "required" and job.topology[1] == spec.levels[-1]:
+        return [f"--switches=1@{int(max_switch_wait // 60)}"]
+    return []
 
 
 def model_order(jobs) -> list[Job]:
@@ -127,6 +143,7 @@ def plan_replay(workload: Workload, *, seconds_per_minute: float | None = None,
             args += [f"--constraint={j.constraint}"]
         if j.exclusive:
             args += ["--exclusive"]
+        args += topology_args(workload.cluster, j)
         if explicit:
             args += [f"--priority={prio[j.name]}"]
         subs.append(Submission(j.name, tuple(args), tmin, round(d * s, 3),

@@ -31,7 +31,12 @@ PENDING until all of it can be allocated (``quickstart.shtml`` L36–41, ``sbatc
   ``PartitionNodeLimit`` (larger than the partition), ``BadConstraints`` (no set of nodes
   with the requested features can ever hold it).
 
-Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index. A Slurm job
+Nodes are chosen best-fit (fewest free GPUs first), ties to the lowest node index. On a cluster
+with a topology every job, with a request or without, is placed by Slurm's topology plugin
+(``eval_nodes_tree`` L1464-1472 runs for every job unless ``TopologyParam=TopoOptional``):
+``topology/tree`` (:func:`~courselib.model.topology.slurm_tree`, ``--switches``) or
+``topology/block`` (:func:`~courselib.model.topology.slurm_block`, ``--segment``), as the
+cluster's ``slurm_topology`` says. A Slurm job
 is allocated all of its ``pods`` (tasks); ``min_member`` plays no part here. For a replay on a real
 ``slurmctld`` a job maps to ``sbatch -n PODS --gpus-per-task=GPUS_PER_POD [--time] [--constraint]
 [--exclusive]`` with priority order = (priority, submit time).
@@ -167,9 +172,8 @@ class Slurm(Policy):
             kk = k if alt is None else np.where(self._allowed_mask(state, alt), k, 0)
             if kk.sum() < job.pods:  # too few pods fit on these nodes
                 continue
-            if job.topology and spec.topology:   # topology/tree: leaf switches, tightest first
-                plan, _ = topology.slurm_tree(spec, [int(x) for x in kk], job.pods,
-                                              one_leaf=self.waits_for_switch(job, t))
+            if spec.topology:   # every job goes through the topology plugin, asked or not
+                plan = self._topology_plan(spec, job, [int(x) for x in kk], t)
                 if plan is None:
                     continue
                 return plan
@@ -182,10 +186,22 @@ class Slurm(Policy):
             return out
         return None
 
+    def _topology_plan(self, spec, job: Job, k: list[int], t: float) -> list | None:
+        """topology/tree (leaf switches, tightest first; ``--switches``) or topology/block (one
+        block of the smallest BlockSizes that holds the job; ``--segment``) on free pods ``k``."""
+        if spec.slurm_topology == "block":
+            per_node = spec.gpus_per_node // job.gpus_per_pod if job.gpus_per_pod else job.pods
+            plan, _ = topology.slurm_block(spec, k, job.pods, per_node, job.segment)
+            return plan
+        plan, _ = topology.slurm_tree(spec, k, job.pods, one_leaf=self.waits_for_switch(job, t))
+        return plan
+
     def switches(self, job: Job) -> int | None:
         """``--switches=1`` for a job that requires the innermost level (one leaf switch); None
         otherwise: a requirement above the leaf switches has no Slurm form (tree counts leaves)."""
         spec = self.workload.cluster
+        if spec.slurm_topology == "block":
+            return None
         if job.topology and job.topology[0] == "required" and job.topology[1] == spec.levels[-1]:
             return 1
         return None
@@ -197,6 +213,10 @@ class Slurm(Policy):
     def topology_note(self, job: Job) -> str | None:
         if not job.topology or not self.workload.cluster.topology:
             return None
+        if self.workload.cluster.slurm_topology == "block":
+            return (f"topology/block has no per-job level: {job.topology[0]} {job.topology[1]!r} was "
+                    "placed as every job is, in one block of the smallest BlockSizes that holds it "
+                    "(--segment splits it)")
         if job.topology[0] == "required" and self.switches(job) is None:
             return (f"Slurm's topology/tree counts leaf switches only (--switches): a required "
                     f"{job.topology[1]!r} above the leaves was placed as the tree places every job")

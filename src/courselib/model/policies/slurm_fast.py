@@ -100,9 +100,9 @@ class SlurmFast(Slurm):
         self._unclean_ends = 0
 
     def _plain(self, state: SchedState, job: Job) -> bool:
-        """A job the profile may plan: plain, and no topology request on a topology cluster (the
-        tree decides those: :meth:`Slurm.plan`)."""
-        return state.cluster.plain(job) and not (job.topology and self.workload.cluster.topology)
+        """A job the profile may plan: plain, on a cluster without a topology (the topology
+        plugin places every job there: :meth:`Slurm.plan`)."""
+        return state.cluster.plain(job) and not self.workload.cluster.topology
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         super().submit(state, runs)
@@ -113,7 +113,8 @@ class SlurmFast(Slurm):
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
         job = run.job  # the verdict depends only on the job's shape, not on its name
-        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint, job.topology)
+        shape = (job.pods, job.gpus_per_pod, job.memory_per_pod, job.exclusive, job.constraint, job.topology,
+                 job.segment)
         if shape not in self._shape_verdict:
             self._shape_verdict[shape] = self._why_infeasible(state, run)
         return self._shape_verdict[shape]
