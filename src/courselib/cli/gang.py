@@ -39,6 +39,10 @@ def register(subparsers) -> None:
     sim.add_argument("--nvlink-level", default=None,
                      help="with --tp: the topology level that is one NVLink domain (an NVL72 rack); "
                           "default: the node")
+    sim.add_argument("--stretch", action="store_true",
+                     help="with --tp: a started job trains (1-f)+f*r times as long when its TP groups are split "
+                          "over a slow link, so it ends later and holds its GPUs longer (default: durations as "
+                          "written)")
     sim.add_argument("--trace", action="store_true", help="also print the allocation sequence")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
@@ -80,8 +84,16 @@ def cmd_simulate(args) -> int:
         import sys
         print(f"courselib: note: overcommit_factor {factor:g} is below 1; Volcano's overcommit plugin logs "
               "it as invalid and uses 1.2, and so does this simulation", file=sys.stderr)
+    stretch = None
+    if args.stretch:
+        if args.tp is None:
+            raise InputError("--stretch stretches durations by a split TP group's slowdown: give --tp",
+                             field="--stretch", hint="e.g. --tp 8 --stretch")
+        _check_tp(args, workload)
+        from courselib.model.topology import Stretch
+        stretch = Stretch(args.tp, args.comm_fraction, args.nvlink_level)
     try:
-        result = simulate(workload, args.policy, horizon=horizon, seed=args.seed, **options)
+        result = simulate(workload, args.policy, horizon=horizon, seed=args.seed, stretch=stretch, **options)
     except (TypeError, ValueError) as err:
         raise InputError(str(err), field="--set") from None
     costs = _placement_costs(args, workload, result)
@@ -95,12 +107,13 @@ def cmd_simulate(args) -> int:
     extra = "".join(f" --set {o}" for o in args.set)
     if args.tp is not None:
         extra += f" --tp {args.tp} --comm-fraction {args.comm_fraction:g}" + \
-            (f" --nvlink-level {args.nvlink_level}" if args.nvlink_level else "")
+            (f" --nvlink-level {args.nvlink_level}" if args.nvlink_level else "") + \
+            (" --stretch" if args.stretch else "")
     print(f"ARG {args.workload} --policy {args.policy}"
           f"{' --horizon ' + args.horizon if args.horizon else ''} --seed {args.seed}{extra}")
     print(gang_table(result))
     if workload.cluster.topology:
-        print(placement_lines(workload, result, costs, args.tp))
+        print(placement_lines(workload, result, costs, args.tp, stretched=args.stretch))
     if args.trace:
         print("allocation sequence:")
         for e in result.trace:
@@ -123,6 +136,22 @@ def _placement_costs(args, workload, result) -> dict:
     from courselib.model.topology import split_cost
     if args.tp is None:
         return {}
+    _check_tp(args, workload)
+    spec = workload.cluster
+    out = {}
+    for j in result.jobs:
+        if j.placement is None:
+            continue
+        if j.gpus % args.tp:   # a job the TP size does not fit has no TP groups to price
+            out[j.name] = None
+            continue
+        out[j.name] = split_cost(spec, j.placement, args.tp, args.comm_fraction, args.nvlink_level)
+    return out
+
+
+def _check_tp(args, workload) -> None:
+    """``--tp``, ``--comm-fraction`` and ``--nvlink-level`` make sense for this workload, or one
+    located line."""
     spec = workload.cluster
     if not spec.topology:
         raise InputError("--tp prices a placement on a topology: the cluster has none", field="--tp",
@@ -133,21 +162,13 @@ def _placement_costs(args, workload, result) -> dict:
     if not 0 <= args.comm_fraction <= 1:
         raise InputError(f"{args.comm_fraction:g} is not a fraction", field="--comm-fraction",
                          hint="write a number from 0 to 1, e.g. 0.1")
-    out = {}
-    for j in result.jobs:
-        if j.placement is None:
-            continue
-        if args.tp < 1:
-            raise InputError(f"{args.tp} is not a tensor-parallel size", field="--tp", hint="write 1 or more")
-        if j.gpus % args.tp:   # a job the TP size does not fit has no TP groups to price
-            out[j.name] = None
-            continue
-        out[j.name] = split_cost(spec, j.placement, args.tp, args.comm_fraction, args.nvlink_level)
-    return out
+    if args.tp < 1:
+        raise InputError(f"{args.tp} is not a tensor-parallel size", field="--tp", hint="write 1 or more")
 
 
-def placement_lines(workload, result, costs: dict, tp: int | None = None) -> str:
-    """Where each started job landed (domains per level) and, with ``--tp``, what that costs."""
+def placement_lines(workload, result, costs: dict, tp: int | None = None, stretched: bool = False) -> str:
+    """Where each started job landed (domains per level) and, with ``--tp``, what that costs
+    (``stretched``: the run applied it, so a split job's end is already that much later)."""
     levels = workload.cluster.levels
     lines = [f"placement ({' / '.join(levels)}):"]
     for j in result.jobs:
@@ -161,6 +182,8 @@ def placement_lines(workload, result, costs: dict, tp: int | None = None) -> str
         elif c:
             line += (f"   TP {c['tp']}: {c['split']} of {c['groups']} groups cross a slow link "
                      f"({c['fast_GBps']:g} -> {c['slow_GBps']:g} GB/s): step x{c['slowdown']:.2f}")
+            if stretched and c["split"]:
+                line += " (applied: its duration stretched)"
         if j.topology_note:
             line += f"   note: {j.topology_note}"
         lines.append(line)

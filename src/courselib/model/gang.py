@@ -58,6 +58,9 @@ class JobRun:
     end_reason: str | None = None
     #: ((node, GPUs), ...) where it first started training (a topology cluster only)
     placed: tuple = ()
+    #: how much longer each step takes where it trains now (1: as the workload says; see
+    #: ``courselib.model.topology.Stretch``, opt-in)
+    slowdown: float = 1.0
 
     @property
     def name(self) -> str:

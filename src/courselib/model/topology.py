@@ -688,3 +688,39 @@ def split_cost(spec: ClusterSpec, placement, tp: int, comm_fraction: float,
     slowdown = collective.step_slowdown(comm_fraction, fast, slow_bps) if split else 1.0
     return {"tp": tp, "groups": groups, "split": split, "comm_fraction": comm_fraction,
             "fast_GBps": fast / collective.GB, "slow_GBps": slow_bps / collective.GB, "slowdown": slowdown}
+
+
+class Stretch:
+    """Opt-in: a started job trains ``(1 − f) + f·r`` times as long when its tensor-parallel
+    groups are split over a slow link (:func:`split_cost`'s ``slowdown``: every step waits for the
+    slowest group), so a split gang finishes later and holds its GPUs longer.
+
+    ``tp`` GPUs per TP group, ``comm_fraction`` f (exposed TP communication as a share of a step on
+    NVLink), ``nvlink_level`` the level that is one NVLink domain (None: the node). A job whose
+    GPUs ``tp`` does not divide has no TP groups to split: it is not stretched. Not on by default:
+    a workload's ``duration`` is what the job took where it ran, the real schedulers the course
+    compares against (Kueue, kube-scheduler, Slurm) run pods that sleep that long wherever they
+    land, and f is an assumption about the model the workload does not carry."""
+
+    def __init__(self, tp: int, comm_fraction: float = 0.1, nvlink_level: str | None = None):
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise ValueError(f"tp={tp!r}: a tensor-parallel size is a whole number, 1 or more")
+        if not 0 <= comm_fraction <= 1:
+            raise ValueError(f"comm_fraction={comm_fraction!r}: a fraction from 0 to 1")
+        self.tp, self.comm_fraction, self.nvlink_level = tp, float(comm_fraction), nvlink_level
+
+    def __repr__(self) -> str:
+        return f"Stretch(tp={self.tp}, comm_fraction={self.comm_fraction:g}, nvlink_level={self.nvlink_level!r})"
+
+    def check(self, spec: ClusterSpec) -> None:
+        """A ValueError if ``nvlink_level`` is not a level of ``spec``'s topology."""
+        if self.nvlink_level is not None and self.nvlink_level not in spec.levels:
+            raise ValueError(f"nvlink_level={self.nvlink_level!r} is not a level of cluster.topology "
+                             f"({', '.join(spec.levels) or 'the cluster has none'})")
+
+    def slowdown(self, spec: ClusterSpec, placement) -> float:
+        """The step slowdown of a job placed as ``placement`` (``[(node, GPUs)]``); 1 when
+        nothing is split or ``tp`` does not divide its GPUs."""
+        if sum(g for _, g in placement) % self.tp:
+            return 1.0
+        return split_cost(spec, placement, self.tp, self.comm_fraction, self.nvlink_level)["slowdown"]

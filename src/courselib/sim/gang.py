@@ -44,7 +44,7 @@ from courselib.model import jobset
 from courselib.model.gang import (COMPLETED, FAILED, HOLDING, PENDING, POD_FAILED, PREEMPTED, RUNNING,
                                   TIMEOUT, JobRun, SchedState, TraceEvent, integrate, percentile, verdict)
 from courselib.model.policies import Policy, make_policy
-from courselib.model.topology import placement_domains
+from courselib.model.topology import Stretch, placement_domains
 from courselib.model.workload import Workload
 
 
@@ -114,10 +114,12 @@ class Result:
 class Simulation:
     """Glue between simpy's clock and a policy's decisions."""
 
-    def __init__(self, workload: Workload, policy: Policy, check: bool = False, reference: bool = False):
+    def __init__(self, workload: Workload, policy: Policy, check: bool = False, reference: bool = False,
+                 stretch: Stretch | None = None):
         self.env = simpy.Environment()
         self.workload = workload
         self.policy = policy
+        self.stretch = stretch
         self.reference = reference
         self.state = SchedState(workload, reference=reference)
         self.check = check
@@ -173,8 +175,8 @@ class EventLoop(Simulation):
 
     ARRIVE, WAKE, CYCLE, TIMER, END = range(5)
 
-    def __init__(self, workload: Workload, policy: Policy, check: bool = False):
-        super().__init__(workload, policy, check=check, reference=False)
+    def __init__(self, workload: Workload, policy: Policy, check: bool = False, stretch: Stretch | None = None):
+        super().__init__(workload, policy, check=check, reference=False, stretch=stretch)
         self._now = 0.0
         self._heap: list[tuple] = []
         self._order = 0
@@ -411,14 +413,22 @@ def barrier_passed(sim: Simulation, run: JobRun) -> None:
     if run.recoveries and run.recoveries[-1][1] is None:
         run.recoveries[-1][1] = state.now
     state.log(run.name, f"barrier passed: training on {state.held(run)} GPUs")
+    if sim.stretch is not None:   # opt-in: a split TP group paces every step from now on
+        here = [(i, b.gpus) for i, b in sorted(state.cluster.alloc.get(run.name, {}).items())]
+        run.slowdown = sim.stretch.slowdown(state.workload.cluster, here)
+        if run.slowdown != 1.0:
+            state.log(run.name, f"TP {sim.stretch.tp} split over a slow link: every step x{run.slowdown:.3f}, "
+                                f"{run.remaining * run.slowdown:g} s of training left")
     state.note(run)
     sim.start_training(run)
 
 
 def training_span(sim: Simulation, run: JobRun) -> float:
-    """How long ``run`` trains from now: what remains, or up to its ``--time`` limit (Slurm)."""
+    """How long ``run`` trains from now: what remains (stretched by its ``slowdown``), or up to its
+    ``--time`` limit (Slurm)."""
     limit = run.job.time_limit if sim.policy.enforces_time_limit else None
-    return run.remaining if limit is None else min(run.remaining, limit - (sim.now - run.start))
+    wall = run.remaining if run.slowdown == 1.0 else run.remaining * run.slowdown
+    return wall if limit is None else min(wall, limit - (sim.now - run.start))
 
 
 def train(env: simpy.Environment, sim: Simulation, run: JobRun):
@@ -436,7 +446,7 @@ def end_training(sim: Simulation, run: JobRun, began: float) -> None:
     """The job trained to its end (COMPLETED) or to its time limit (TIMEOUT): release its GPUs."""
     state = sim.state
     sim.sync()
-    run.remaining -= sim.now - began
+    run.remaining -= (sim.now - began) if run.slowdown == 1.0 else (sim.now - began) / run.slowdown
     run.end = sim.now
     run.state = COMPLETED if run.remaining <= 1e-9 else TIMEOUT
     sim.training.pop(run.name, None)
@@ -455,13 +465,22 @@ def default_horizon(workload: Workload) -> float:
 
 
 def simulate(workload: Workload, policy: str, horizon: float | None = None, seed: int = 0,
-             check: bool = False, reference: bool = False, progress=None, **policy_options) -> Result:
+             check: bool = False, reference: bool = False, progress=None, stretch: Stretch | None = None,
+             **policy_options) -> Result:
     """Run ``workload`` under ``policy`` until nothing can change or ``horizon`` (seconds).
 
     ``reference=True`` runs the straightforward path (every cycle rescans every job and pod) that
     the default fast path (incremental indexes and counters) must reproduce exactly: same trace,
     same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
     ``progress``, if given, is called with 1 each time a job ends (the default path only).
+
+    ``stretch`` (opt-in, a :class:`courselib.model.topology.Stretch`, e.g. ``Stretch(tp=8,
+    comm_fraction=0.1, nvlink_level="block")``): each job that starts training trains
+    ``(1 − f) + f·r`` times as long where its tensor-parallel groups cross a slow link, so a split
+    gang ends later and holds its GPUs longer (the trace says so at its start). Off by default:
+    a workload's durations are what its jobs took where they ran, the real schedulers the course
+    replays against run pods that sleep that long wherever they land, and the communication
+    fraction is an assumption the workload does not carry.
 
     ``policy`` is one of :func:`courselib.model.policies.policy_names`, and ``policy_options`` are that
     policy's options (an unknown one is a ``ValueError`` that lists the right ones):
@@ -486,8 +505,10 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
                              f"not {policy}")
         reference = True   # small by nature; the policies' fast paths do not model losses
     pol = make_policy(policy, workload, seed=seed, reference=reference, **policy_options)
-    sim = Simulation(workload, pol, check=check, reference=True) if reference else \
-        EventLoop(workload, pol, check=check)
+    if stretch is not None:
+        stretch.check(workload.cluster)
+    sim = Simulation(workload, pol, check=check, reference=True, stretch=stretch) if reference else \
+        EventLoop(workload, pol, check=check, stretch=stretch)
     if not reference:
         sim.progress = progress
     h = default_horizon(workload) if horizon is None else float(horizon)

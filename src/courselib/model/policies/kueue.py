@@ -170,6 +170,7 @@ class Kueue(Policy):
         self._queue_names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
         self.recovering: dict[str, float] = {}  # admitted workloads that lost pods -> since when
         self.was_ready: set[str] = set()         # admitted workloads that have been ready since
+        self._unready: set[str] = set()          # fast path: admitted, not in was_ready since
         self._wake: list[float] = []             # timers asked for between cycles
         self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
         self._tas_refused: dict[str, int] = {}   # fast path: refused by TAS at this cluster.changes
@@ -226,11 +227,13 @@ class Kueue(Policy):
         """Admit ``run`` at time ``at`` (reserve its quota) or, with None, release its quota."""
         self.was_ready.discard(run.name)
         if at is None:
+            self._unready.discard(run.name)
             if self.admitted.pop(run.name, None) is None:
                 return
             sign = -1
         else:
             self.admitted[run.name] = at
+            self._unready.add(run.name)
             if self.wait_for_pods_ready:  # only then does anything read the deadlines
                 heapq.heappush(self._deadlines, (at + self.timeout, run.seq, run.name, at))
             sign = 1
@@ -300,7 +303,12 @@ class Kueue(Policy):
             elif now >= since + self.timeout:
                 del self.recovering[name]
                 wake += self._evict(state, run, "PodsReadyTimeout (WaitForRecovery)")
-        self.was_ready.update(n for n in self.admitted if state.runs[n].state == RUNNING)
+        if self.reference:
+            self.was_ready.update(n for n in self.admitted if state.runs[n].state == RUNNING)
+        else:   # the same set: only a workload admitted and not yet seen ready can join it
+            seen = [n for n in self._unready if state.runs[n].state == RUNNING]
+            self.was_ready.update(seen)
+            self._unready.difference_update(seen)
         if self.wait_for_pods_ready:
             for run in (list(self.workloads) if self.reference else self._timed_out(state)):
                 t0 = self.admitted.get(run.name)
