@@ -1,5 +1,5 @@
 """Kernel-free interactive views on the website: ``{course-view} cost-calculator``, ``gang-race``,
-``barrier-run`` and ``recovery-ladder``.
+``barrier-run``, ``recovery-ladder`` and ``topology-placement``.
 
 At build time the data come from courselib (:mod:`courselib.static.views`, the same model and
 simulation a kernel runs) and are written once per build to ``_static/course-views/<view>.js``; the
@@ -19,14 +19,15 @@ from docutils.parsers.rst import Directive
 from courselib.units import format_usd
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("cost-calculator", "gang-race", "barrier-run", "recovery-ladder")
+VIEWS = ("cost-calculator", "gang-race", "barrier-run", "recovery-ladder", "topology-placement")
 
 
 def _data(view: str) -> dict:
     from courselib.static import views
 
     return {"cost-calculator": views.cost_table, "gang-race": views.gang_race_table,
-            "barrier-run": views.barrier_run_table, "recovery-ladder": views.recovery_ladder_table}[view]()
+            "barrier-run": views.barrier_run_table, "recovery-ladder": views.recovery_ladder_table,
+            "topology-placement": views.topology_table}[view]()
 
 
 def _compact(obj):
@@ -98,19 +99,21 @@ def _race_html(d: dict) -> str:
 </div>"""
 
 
-def _stepper_html(steps: list, what: str) -> str:
-    """The stepper's controls and its line, showing the last state (the whole run) until a reader moves."""
+def _stepper_html(steps: list, what: str, at: int | None = None) -> str:
+    """The stepper's controls and its line, showing state ``at`` (default: the last, the whole run) until a
+    reader moves."""
     last = len(steps) - 1
+    k = last if at is None else at
     return f"""
   <div class="course-view__controls course-view__stepper">
     <button type="button" data-step="reset">reset</button>
     <button type="button" data-step="back">◀ back</button>
     <button type="button" data-step="play" aria-pressed="false">play</button>
     <button type="button" data-step="next">step ▶</button>
-    <label>{what} <input type="range" name="step" min="0" max="{last}" step="1" value="{last}"
-      aria-valuetext="{what} {last} of {last}"> <output data-for="step">{last} of {last}</output></label>
+    <label>{what} <input type="range" name="step" min="0" max="{last}" step="1" value="{k}"
+      aria-valuetext="{what} {k} of {last}"> <output data-for="step">{k} of {last}</output></label>
   </div>
-  <p class="course-view__step" data-out="step" aria-live="polite">{html.escape(steps[-1]['text'])}</p>"""
+  <p class="course-view__step" data-out="step" aria-live="polite">{html.escape(steps[k]['text'])}</p>"""
 
 
 def _barrier_html(d: dict, view: str) -> str:
@@ -130,6 +133,40 @@ def _barrier_html(d: dict, view: str) -> str:
 </div>"""
 
 
+def topology_lines(d: dict, name: str, k: int) -> list[str]:
+    """Each policy's line at event ``k`` of workload ``name``: what happened last and who waits, and why."""
+    case = d["cases"][name]
+    t = case["steps"][k]["t"]
+    out = []
+    for p in d["policies"]:
+        state = [s for s in case["runs"][p] if s["t"] <= t][-1]
+        waits = "; ".join(f"{job} waits: {why}" for job, why in state["waiting"]) or "no job waits"
+        out.append(f"{p}: {state['text']} | {waits}")
+    return out
+
+
+def _topology_html(d: dict) -> str:
+    name = d["default"]["workload"]
+    case = d["cases"][name]
+    k = d["default"]["step"]
+    options = "".join(f'<option value="{n}"{" selected" if n == name else ""}>{n}</option>' for n in d["examples"])
+    lines = "".join(f"<li>{html.escape(line)}</li>" for line in topology_lines(d, name, k))
+    stepper = _stepper_html(case["steps"], "event", at=k)
+    return f"""
+<div class="course-view course-view--topology" data-view="topology-placement">
+  <div class="course-view__controls">
+    <label>workload (<code>examples/topology</code>) <select name="workload">{options}</select></label>
+  </div>{stepper}
+  <ul class="course-view__lines" data-out="lines" aria-live="polite">{lines}</ul>
+  <div class="course-view__chart" data-out="chart"></div>
+  <p class="course-view__note">One row per scheduler: the outermost level of the topology as solid boxes, the
+  next as dashed boxes, each node a cell whose GPUs are coloured by the job on them (grey: free). Step through
+  the run's events; a waiting job's line is its scheduler's pending message. Computed by
+  <code>courselib.sim.gang</code> and <code>courselib.plots.topology</code> when this page was built, for every
+  workload and event; no kernel needed.</p>
+</div>"""
+
+
 class CourseView(Directive):
     required_arguments = 1
     has_content = False
@@ -143,7 +180,7 @@ class CourseView(Directive):
         src = "../" * depth + f"_static/course-views/{view}.js"
         data = _cached(env.app, view)
         body = (_cost_html(data) if view == "cost-calculator" else _race_html(data) if view == "gang-race"
-                else _barrier_html(data, view))
+                else _topology_html(data) if view == "topology-placement" else _barrier_html(data, view))
         return [nodes.raw("", f'<script src="{src}"></script>{body}', format="html")]
 
 

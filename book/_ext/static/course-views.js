@@ -228,8 +228,91 @@
     redrawOnResize(chart, steps.draw);
   }
 
+  // The topology view: per policy, the levels as nested boxes and each node's GPUs by job, at one event
+  // (courselib.plots.topology's drawing and colours; the states were computed at build time).
+  const JOB_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442", "#D55E00", "#999933"];
+  function topologyChart(c, policies, t, width) {
+    const W = Math.max(300, Math.min(900, width || 720)), left = 8, right = 8, rowH = 74, legendH = 26;
+    const gaps = (i) => c.levels.reduce((g, lv) => g + Math.floor(i / lv[1]), 0);
+    const units = c.nodes + 0.25 * gaps(c.nodes - 1) + 1;
+    const u = (W - left - right) / units, x = (i) => left + u * (0.5 + i + 0.25 * gaps(i));
+    const H = policies.length * rowH + legendH;
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img",
+                            "aria-label": `where each pod landed at t = ${t} s under ${policies.join(", ")}` });
+    const colour = {};
+    c.jobs.forEach((j, i) => { colour[j] = JOB_COLOURS[i % JOB_COLOURS.length]; });
+    policies.forEach((p, r) => {
+      const run = c.runs[p], state = run.filter((s) => s.t <= t).pop();
+      const y0 = r * rowH + 16, cellH = 30;
+      const waits = state.waiting.map((w) => w[0]).join(", ");
+      el("text", { x: left, y: y0 - 4, "font-size": 12, "data-policy": p }, svg,
+         `${p}: ${waits ? waits + " waits" : "no job waits"}`);
+      c.levels.forEach(([level, size], depth) => {
+        const pad = 3 * (c.levels.length - depth);
+        for (let d = 0, s0 = 0; s0 < c.nodes; d++, s0 += size) {
+          const x0 = x(s0) - pad, x1 = x(s0 + size - 1) + u * 0.9 + pad;
+          el("rect", { x: x0, y: y0 + 6 - pad, width: x1 - x0, height: cellH + 2 * pad, fill: "none",
+                       stroke: depth === 0 ? "#333" : "#888", "stroke-dasharray": depth === 0 ? "" : "4 3",
+                       "data-domain": `${level}${d}` }, svg);
+        }
+      });
+      state.nodes.forEach((on, i) => {
+        let y = y0 + 6 + cellH;
+        let used = 0;
+        on.forEach(([job, gpus]) => {
+          const h = (cellH * gpus) / c.gpus_per_node;
+          y -= h;
+          used += gpus;
+          el("rect", { x: x(i), y, width: u * 0.9, height: h, fill: colour[job], "data-node": i, "data-job": job }, svg);
+        });
+        if (used < c.gpus_per_node) {
+          el("rect", { x: x(i), y: y0 + 6, width: u * 0.9, height: (cellH * (c.gpus_per_node - used)) / c.gpus_per_node,
+                       fill: FREE, "data-node": i }, svg);
+        }
+      });
+    });
+    let lx = left;
+    [...c.jobs, "free GPUs"].forEach((j) => {
+      el("rect", { x: lx, y: H - 18, width: 12, height: 12, fill: colour[j] || FREE }, svg);
+      el("text", { x: lx + 16, y: H - 8, "font-size": 12 }, svg, j);
+      lx += 24 + 7 * j.length;
+    });
+    return svg;
+  }
+
+  function topologyView(root, d) {
+    const chart = root.querySelector('[data-out="chart"]');
+    const list = root.querySelector('[data-out="lines"]');
+    const pick = root.querySelector('select[name="workload"]');
+    const slider = root.querySelector('input[name="step"]');
+    let c = null;
+    function lines(t) {
+      list.replaceChildren(...d.policies.map((p) => {
+        const state = c.runs[p].filter((s) => s.t <= t).pop();
+        const waits = state.waiting.map(([job, why]) => `${job} waits: ${why}`).join("; ") || "no job waits";
+        const li = document.createElement("li");
+        li.textContent = `${p}: ${state.text} | ${waits}`;
+        return li;
+      }));
+    }
+    const steps = stepper(root, () => {
+      const t = c.steps[+slider.value].t;     // the last event too: its state is what the chart shows
+      chart.replaceChildren(topologyChart(c, d.policies, t, chart.clientWidth));
+      lines(t);
+    });
+    function show(k) {
+      c = d.cases[pick.value];
+      steps.load(c.steps);
+      if (k !== undefined) { slider.value = `${k}`; steps.draw(); }
+      root.dataset.setting = JSON.stringify({ workload: pick.value });
+    }
+    pick.addEventListener("change", () => show(Math.min(1, d.cases[pick.value].steps.length - 1)));
+    show(d.default.step);
+    redrawOnResize(chart, steps.draw);
+  }
+
   const VIEWS = { "cost-calculator": costCalculator, "gang-race": gangRace, "barrier-run": barrierView,
-                  "recovery-ladder": barrierView };
+                  "recovery-ladder": barrierView, "topology-placement": topologyView };
   function start() {
     document.querySelectorAll(".course-view[data-view]").forEach((root) => {
       const data = (window.COURSE_VIEWS || {})[root.dataset.view];

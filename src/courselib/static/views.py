@@ -5,7 +5,9 @@ setting of the calculator's three controls; ``gang_race_table()`` runs
 :func:`courselib.sim.gang.simulate` on the seed's race (two 512-GPU jobs, see
 ``examples/workloads/seed-600-free-deadlock.yaml``) for every policy, cluster size and arrival gap
 the race view offers, keeping what the page draws, and the run's steps (:func:`courselib.sim.steps.gang_steps`:
-the state after each event and its one-line story) so the page's stepper needs no kernel.
+the state after each event and its one-line story) so the page's stepper needs no kernel. ``topology_table()`` runs every
+``examples/topology`` workload under every policy and keeps each event's placements and pending
+messages (:func:`courselib.plots.topology.states`) for the topology view.
 ``barrier_run_table()`` and ``recovery_ladder_table()`` do the same for the barrier playground: the
 512-rank run that loses rank 37 (:func:`courselib.sim.barrier.simulate`, stepped by
 :func:`courselib.sim.steps.barrier_steps`) and that loss recovered on each rung of the recovery
@@ -18,6 +20,7 @@ from courselib.model.generate import default_workload
 from courselib.plots.barrier import COLOURS as BARRIER_COLOURS
 from courselib.plots.barrier import LABELS as BARRIER_LABELS
 from courselib.plots.gang import segments, usage
+from courselib.plots.topology import EXAMPLES, POLICIES, example, states
 from courselib.sim import barrier
 from courselib.sim.steps import barrier_steps, gang_steps, rank_states
 
@@ -156,3 +159,30 @@ def recovery_ladder_table() -> dict:
     """The ladder's loss recovered on each rung, stepped: ``cases[rung]``."""
     return _barrier_table({r: barrier_case(barrier.simulate(ladder_scenario(r)), f"{r}: rank 37 of 512 lost at 3.5 h")
                            for r in recovery.RUNGS}, recovery.RUNGS[0])
+
+
+# The topology view: every examples/topology workload under every policy, each run's state at each of
+# its events (courselib.plots.topology.states: who is on which node, who waits and why).
+TOPOLOGY_DEFAULT = {"workload": "fragmentation", "step": 1}     # the first moment after t = 0: who waits?
+
+
+def topology_case(name: str) -> dict:
+    """One workload: its tree, its jobs, and per policy the states the page steps through."""
+    w = example(name)
+    runs = {p: states(w, p) for p in POLICIES}
+    return {
+        "nodes": w.cluster.nodes, "gpus_per_node": w.cluster.gpus_per_node,
+        "levels": [[level, size] for level, size in w.cluster.topology],
+        "jobs": [j.name for j in w.jobs],
+        "steps": [{"t": t, "text": f"event at t = {t / 60:g} min" if t < 3600 else f"event at t = {t / 3600:g} h"}
+                  for t in sorted({s.t for run in runs.values() for s in run})],
+        "runs": {p: [{"t": s.t, "text": s.text, "nodes": [[[job, gpus] for job, gpus in on] for on in s.nodes],
+                      "waiting": [[job, why] for job, why in s.waiting]} for s in run]
+                 for p, run in runs.items()},
+    }
+
+
+def topology_table() -> dict:
+    """Every topology workload of the course: ``cases[name]`` (see :func:`topology_case`)."""
+    return {"examples": list(EXAMPLES), "policies": list(POLICIES), "default": TOPOLOGY_DEFAULT,
+            "cases": {name: topology_case(name) for name in EXAMPLES}}
