@@ -25,6 +25,8 @@ seed's story, keep Kubernetes' default (20 requests/s).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from pathlib import Path
 
@@ -178,7 +180,7 @@ class LiveSlurm:
 
     def up(self, shape):
         slurm = self.slurm
-        shape = slurm.ClusterShape(shape.nodes, shape.gpus_per_node, shape.features, base_port=SLURM_PORT)
+        shape = dataclasses.replace(shape, base_port=SLURM_PORT)   # (its topology too)
         if self.cluster is not None and not self.cluster.shape.same_nodes(shape):
             self.down()
         self.cluster = slurm.up(shape)

@@ -186,3 +186,23 @@ def test_the_live_slurm_writes_the_tree_and_the_block_form_and_the_jobs_ask_as_t
     assert again == block.shape and "topology/block" in again.describe()
     sizes = plan_replay(load_workload(EX / "block-sizes.yaml")).shape
     assert "BlockSizes=4,16" in render_topology_conf(sizes) and "--block-sizes 4,16" in sizes.cli_args()
+
+
+def test_slurm_up_topology_flags_are_read_and_a_bad_tree_is_one_line():
+    from courselib.cli.slurm import _levels
+    assert _levels("rack:8,block:4", "--topology") == (("rack", 8), ("block", 4))
+    assert _levels("4,16", "--block-sizes", bare=True) == (("", 4), ("", 16))
+    with pytest.raises(InputError) as err:
+        _levels("rack8", "--topology")
+    assert err.value.field == "--topology"
+    with pytest.raises(InputError) as err:
+        ClusterShape(nodes=16, gpus_per_node=4, topology=(("rack", 3),))
+    assert err.value.field == "--topology" and "does not divide" in str(err.value)
+    shape = ClusterShape(nodes=16, gpus_per_node=4, topology=TREE, topology_plugin="block")
+    assert shape.spec().slurm_topology == "block" and "--slurm-topology block" in shape.cli_args()
+
+
+def test_squeue_node_lists_map_to_the_models_domains():
+    from courselib.live.slurm.result import node_indexes
+    assert node_indexes("node[1-3,7],node9") == [0, 1, 2, 6, 8] and node_indexes("") == []
+    assert topology.domains_spanned(block_spec(), node_indexes("node[13-14]"), "block") == ["block3"]

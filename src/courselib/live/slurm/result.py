@@ -9,6 +9,7 @@ shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recor
 from __future__ import annotations
 
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from courselib.live.slurm import cluster as slurm
 from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
 from courselib.live.slurm.plan import plan_replay
 from courselib.live.slurm.replay import RealJob, ReplayResult, run_replay
+from courselib.model.topology import domains_spanned
 from courselib.model.workload import Workload
 
 
@@ -34,6 +36,10 @@ class JobComparison:
     real_state: str
     started_agrees: bool
     reason_agrees: bool | None  # None: not compared (the model has no reason for it)
+    real_nodes: str = ""        # squeue's node list (a topology cluster: where it landed)
+    real_domains: list | None = None    # the innermost level's domains of those nodes
+    model_domains: list | None = None   # the model's, on the same workload
+    placement_agrees: bool | None = None  # None: not compared (no topology, or not started in both)
 
 
 @dataclass
@@ -45,14 +51,17 @@ class Comparison(Agreement):
     reason_agree: int
     max_start_error: float | None  # s, over jobs both started
     as_written_order: list[str] = field(default_factory=list)
+    placement_checks: int = 0   # jobs started in both on a topology cluster: same domains?
+    placement_agree: int = 0
+    level: str = ""             # the level placements are compared at (the innermost)
 
     @property
     def checks(self) -> int:
-        return self.started_checks + self.order_pairs + self.reason_checks
+        return self.started_checks + self.order_pairs + self.reason_checks + self.placement_checks
 
     @property
     def agreed(self) -> int:
-        return self.started_agree + self.order_agree + self.reason_agree
+        return self.started_agree + self.order_agree + self.reason_agree + self.placement_agree
 
 
 def model_run(workload: Workload):
@@ -100,15 +109,39 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
         reason_ok = None if m_reason is None and real_reason is None else (m_reason == real_reason)
         rows.append(JobComparison(sub.name, rj.start, mj.start, real_reason, m_reason, rj.state,
                                   started_ok, reason_ok))
+    spec = submitted.cluster
+    level = spec.levels[-1] if spec.topology else ""
+    for row in rows:
+        row.real_nodes = result.job(row.name).nodes
+        if level and row.real_start is not None and row.model_start is not None:
+            row.real_domains = domains_spanned(spec, node_indexes(row.real_nodes), level)
+            row.model_domains = list((model.job(row.name).domains or {}).get(level, []))
+            row.placement_agrees = row.real_domains == row.model_domains
     pairs, agree, bad = order_pairs(rows, tolerance)
     reason_rows = [r for r in rows if r.reason_agrees is not None]
+    placed = [r for r in rows if r.placement_agrees is not None]
     return Comparison(
         workload=name, jobs=rows, real_order=result.start_order(), model_order=model_start_order(model),
         order_pairs=pairs, order_agree=agree, order_disagreements=bad,
         started_checks=len(rows), started_agree=sum(r.started_agrees for r in rows),
         reason_checks=len(reason_rows), reason_agree=sum(bool(r.reason_agrees) for r in reason_rows),
         max_start_error=max_start_error(rows, 2),
-        as_written_order=model_start_order(model_run(plan.workload)))
+        as_written_order=model_start_order(model_run(plan.workload)),
+        placement_checks=len(placed), placement_agree=sum(bool(r.placement_agrees) for r in placed),
+        level=level)
+
+
+def node_indexes(hostlist: str) -> list[int]:
+    """``node[1-3,7],node9`` (squeue's %N) -> 0-based indexes [0, 1, 2, 6, 8]."""
+    out = []
+    for m in re.finditer(r"node(?:\[([^\]]*)\]|(\d+))", hostlist):
+        if m.group(2):
+            out.append(int(m.group(2)) - 1)
+            continue
+        for part in m.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            out.extend(range(int(lo) - 1, int(hi or lo)))
+    return out
 
 
 def format_comparison(c: Comparison) -> str:
@@ -123,9 +156,16 @@ def format_comparison(c: Comparison) -> str:
                      f"{(r.real_reason or '-')[:20]:<20} {(r.model_reason or '-'):<20} "
                      f"{'yes' if ok else 'NO'}")
     lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
+    if c.level:
+        lines.append(f"where each job landed ({c.level} domains):")
+        for r in c.jobs:
+            if r.placement_agrees is not None:
+                lines.append(f"  {r.name:<12} real {r.real_nodes} -> {' '.join(r.real_domains)}; "
+                             f"model {' '.join(r.model_domains)}  {'yes' if r.placement_agrees else 'NO'}")
+    placement = f", placement {c.placement_agree}/{c.placement_checks}" if c.level else ""
     lines.append(f"agreement: {c.agreed}/{c.checks} checks = {100 * c.agreement:.0f}% "
                  f"(started {c.started_agree}/{c.started_checks}, order {c.order_agree}/{c.order_pairs}, "
-                 f"reasons {c.reason_agree}/{c.reason_checks}); largest start-time gap "
+                 f"reasons {c.reason_agree}/{c.reason_checks}{placement}); largest start-time gap "
                  f"{t(c.max_start_error)}")
     return "\n".join(lines)
 
