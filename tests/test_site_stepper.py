@@ -41,9 +41,8 @@ def browser(tmp_path_factory):
     body = ""
     for view in ("gang-race", "barrier-run", "recovery-ladder"):
         data = course_views._data(view)
-        (site / f"{view}.js").write_text(course_views.data_script(view, data))
-        body += f'<script src="{view}.js"></script>' + (course_views._race_html(data) if view == "gang-race"
-                                                         else course_views._barrier_html(data, view))
+        course_views.write_view(site, view, data)     # as a build writes them (the race: one file per setting)
+        body += course_views.view_html(view, data, f"{view}.js")
     (site / "course-views.js").write_text((EXT / "static" / "course-views.js").read_text())
     (site / "index.html").write_text(
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>steppers</title>'
@@ -77,6 +76,11 @@ def fresh(browser) -> None:
     browser.goto(browser.base + "index.html")
     for sel in (ROOT_SEL, RUN_SEL, LADDER_SEL):
         assert browser.wait_for(f"document.querySelector('{sel}').dataset.ready === 'true'")
+
+
+def loaded(browser) -> None:
+    """The race's current setting has its steps (each setting's are a file of their own, fetched when picked)."""
+    assert browser.wait_for(f"document.querySelector('{ROOT_SEL}').dataset.loading === undefined")
 
 
 def step_text(browser, sel=ROOT_SEL) -> str:
@@ -114,15 +118,20 @@ def walk(browser, sel, steps) -> None:
 
 
 def test_the_race_steps_through_courselibs_states(browser):
-    steps = gang_steps(simulate(default_workload(), "kube-default", horizon=views.RACE_HORIZON_S))
+    """The seed's deadlock pod by pod: 600 binds, a's and b's alternating, each line courselib's."""
+    steps = gang_steps(simulate(default_workload(), "kube-default", horizon=views.RACE_HORIZON_S, binds=True))
+    assert len(steps) == 605 and steps[3].text.startswith("t=0:00 job a: bound 1 pod on node1: 1/512 placed")
+    assert steps[4].text.startswith("t=0:00 job b: bound 1 pod on node2: 1/512 placed")
     fresh(browser)
     walk(browser, ROOT_SEL, steps)
 
 
 def test_a_new_setting_steps_through_its_own_run(browser):
-    steps = gang_steps(simulate(default_workload(minutes_b=10), "kube-default", horizon=views.RACE_HORIZON_S))
+    steps = gang_steps(simulate(default_workload(minutes_b=10), "kube-default", horizon=views.RACE_HORIZON_S,
+                                binds=True))
     fresh(browser)
     browser.press(f"{ROOT_SEL} select[name=delay]", "ArrowDown", 40)   # job b 10 min later
+    loaded(browser)
     assert step_index(browser) == len(steps) - 1 and step_text(browser) == steps[-1].text
     k = next(i for i, s in enumerate(steps) if s.t > 0)      # the first event after t=0: job b arrives
     browser.click(f"{ROOT_SEL} button[data-step=reset]")
@@ -135,7 +144,9 @@ def test_play_runs_to_the_end_and_pause_stops(browser):
     fresh(browser)
     browser.click(f"{ROOT_SEL} input[value=volcano]")
     browser.press(f"{ROOT_SEL} select[name=delay]", "ArrowDown", 40)   # job b 10 min later
-    steps = gang_steps(simulate(default_workload(minutes_b=10), "volcano", horizon=views.RACE_HORIZON_S))
+    loaded(browser)
+    steps = gang_steps(simulate(default_workload(minutes_b=10), "volcano", horizon=views.RACE_HORIZON_S,
+                                binds=True))
     play = f"{ROOT_SEL} button[data-step=play]"
     browser.click(play)                                       # at the end: play starts again from 0
     assert browser.js(f"document.querySelector('{play}').getAttribute('aria-pressed')") == "true"
@@ -192,4 +203,4 @@ def test_every_rung_of_the_ladder_steps_through_its_own_run(browser):
         walk(browser, LADDER_SEL, steps)
     # the views are independent: the race and the run were not moved
     assert step_index(browser) == len(gang_steps(simulate(default_workload(), "kube-default",
-                                                          horizon=views.RACE_HORIZON_S))) - 1
+                                                          horizon=views.RACE_HORIZON_S, binds=True))) - 1

@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workloads"
 
 def assert_final(result, steps):
     last = steps[-1]
-    assert len(steps) == len(result.trace) + 1
+    assert len(steps) == len(result.trace) + 1 + sum(len(g.binds) - g.lines for g in result.binds)
     for job in result.jobs:
         assert last.held[job.name] == job.gpus_held, (result.policy, job.name)
         history = result.histories[job.name]
@@ -201,7 +201,8 @@ def test_the_static_race_embeds_the_models_steps():
     for policy, nodes, delay in [("kube-default", 75, 0), ("volcano", 75, 0), ("kube-default", 80, 10),
                                  ("slurm", 64, 30)]:
         case = views.race_case(policy, nodes, delay)
-        result = simulate(default_workload(nodes=nodes, minutes_b=delay), policy, horizon=views.RACE_HORIZON_S)
+        result = simulate(default_workload(nodes=nodes, minutes_b=delay), policy, horizon=views.RACE_HORIZON_S,
+                          binds=True)
         steps = gang_steps(result)
         assert case["steps"] == [views.step_row(s) for s in steps]
         assert [row["text"] for row in case["steps"]] == [s.text for s in steps]
@@ -250,3 +251,70 @@ def test_the_notebook_steps_the_run_the_site_shows():
             '                                 ladder={"replacement_wait_s": 600})') in src
     mds = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "```{course-view} barrier-run" in mds and "```{course-view} recovery-ladder" in mds
+
+
+def assert_binds_sum_to_lines(result):
+    """Each cycle's recorded binds add up to its 'bound k pods' lines: pods per job, and the GPUs held after."""
+    for g in result.binds:
+        lines = result.trace[g.first:g.first + g.lines]
+        assert all(e.what.startswith("bound ") for e in lines)
+        for e in lines:
+            mine = [b for b in g.binds if b.job == e.job]
+            assert sum(b.pods for b in mine) == int(e.what.split()[1]), (result.policy, e)
+            assert mine[-1].held == e.held and mine[-1].placed == int(e.what.split(": ")[1].split("/")[0])
+        assert {b.job for b in g.binds} == {e.job for e in lines}
+    bound_lines = sum(1 for e in result.trace if e.what.startswith("bound "))
+    assert sum(g.lines for g in result.binds) == bound_lines
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", [{}, {"nodes": 128}, {"minutes_b": 10}, {"pods_a": 96, "pods_b": 700}])
+def test_steps_per_bind_are_the_simulators_binds(policy, case):
+    """With the binds recorded, the steps go bind by bind; the run itself is the same, its last step final."""
+    plain = simulate(default_workload(**case), policy, horizon=6 * 3600)
+    result = simulate(default_workload(**case), policy, horizon=6 * 3600, binds=True)
+    assert result.trace == plain.trace and result.jobs == plain.jobs and not plain.binds
+    assert_binds_sum_to_lines(result)
+    steps = gang_steps(result)
+    assert_final(result, steps)
+    # one step per bind instead of each cycle's lines
+    extra = sum(len(g.binds) - g.lines for g in result.binds)
+    assert len(steps) == len(result.trace) + 1 + extra
+    for s in steps:
+        assert s.free_gpus >= 0 and s.training_gpus + s.idle_gpus + s.free_gpus == result.total_gpus
+
+
+def test_the_seeds_deadlock_pod_by_pod():
+    """kube-default binds the seed's pods one at a time, a's and b's alternating, until 600 GPUs are held."""
+    steps = gang_steps(simulate(default_workload(), "kube-default", horizon=6 * 3600, binds=True))
+    binds = [s for s in steps if s.what.startswith("bound ")]
+    assert len(binds) == 600 and len(steps) == 605
+    assert [s.job for s in binds] == ["a", "b"] * 300
+    assert [s.held[s.job] for s in binds] == [k // 2 + 1 for k in range(600)]
+    assert binds[0].text.startswith("t=0:00 job a: bound 1 pod on node1: 1/512 placed (min_member 512).")
+    assert binds[-1].idle_gpus == 600 and binds[-1].free_gpus == 0
+    # a gang policy places the whole gang in one go: its step is the trace's own line
+    volcano = simulate(default_workload(), "volcano", horizon=6 * 3600, binds=True)
+    assert gang_steps(volcano) == gang_steps(simulate(default_workload(), "volcano", horizon=6 * 3600))
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(POLICIES))
+def test_the_fast_and_reference_engines_record_the_same_binds(seed, policy):
+    w = mixed_workload(seed, jobs=8)
+    fast = simulate(w, policy, binds=True)
+    ref = simulate(w, policy, binds=True, reference=True)
+    assert fast.binds == ref.binds
+    assert_binds_sum_to_lines(fast)
+    assert_final(fast, gang_steps(fast))
+
+
+def test_events_that_stop_training_are_stepped_through_bind_by_bind():
+    from courselib.sim.gang import EVENT_POLICIES
+
+    for name in ("gang-preempt-whole-group.yaml", "jobset-preempt-one-pod.yaml"):
+        workload = load_workload(EXAMPLES / name)
+        for policy in EVENT_POLICIES:
+            result = simulate(workload, policy, binds=True)
+            assert_binds_sum_to_lines(result)
+            assert_final(result, gang_steps(result))

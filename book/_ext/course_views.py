@@ -167,6 +167,15 @@ def _topology_html(d: dict) -> str:
 </div>"""
 
 
+def view_html(view: str, data: dict, src: str) -> str:
+    """What the directive writes: the data script at ``src`` (``<view>.js``), then the view's markup."""
+    body = (_cost_html(data) if view == "cost-calculator" else _race_html(data) if view == "gang-race"
+            else _topology_html(data) if view == "topology-placement" else _barrier_html(data, view))
+    if view in STEPS_APART:   # where the page finds each setting's steps
+        body = body.replace(f'data-view="{view}"', f'data-view="{view}" data-steps="{src.removesuffix(".js")}/"', 1)
+    return f'<script src="{src}"></script>{body}'
+
+
 class CourseView(Directive):
     required_arguments = 1
     has_content = False
@@ -178,10 +187,7 @@ class CourseView(Directive):
         env = self.state.document.settings.env
         depth = env.docname.count("/")
         src = "../" * depth + f"_static/course-views/{view}.js"
-        data = _cached(env.app, view)
-        body = (_cost_html(data) if view == "cost-calculator" else _race_html(data) if view == "gang-race"
-                else _topology_html(data) if view == "topology-placement" else _barrier_html(data, view))
-        return [nodes.raw("", f'<script src="{src}"></script>{body}', format="html")]
+        return [nodes.raw("", view_html(view, _cached(env.app, view), src), format="html")]
 
 
 _CACHE: dict[str, dict] = {}
@@ -197,9 +203,41 @@ def _write_data(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir) / "_static" / "course-views"
-    out.mkdir(parents=True, exist_ok=True)
     for view in VIEWS:
-        (out / f"{view}.js").write_text(data_script(view, _cached(app, view)))
+        write_view(out, view, _cached(app, view))
+
+
+#: views whose steps are too many for one file (the race steps pod by pod: 60,072 states, 13 MB of
+#: JSON): each setting's steps go to a file of their own, loaded when a reader picks the setting
+STEPS_APART = ("gang-race",)
+
+
+def steps_file(key: str) -> str:
+    """The file (under ``<view>/``) that holds the steps of the setting ``key`` ("kube-default|75|0")."""
+    return key.replace("|", "-") + ".js"
+
+
+def write_view(out: Path, view: str, data: dict) -> list[Path]:
+    """Write ``<view>.js`` (the view's table) into ``out``, and for a view in ``STEPS_APART`` one
+    ``<view>/<setting>.js`` per setting with that setting's steps; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if view in STEPS_APART:
+        folder = out / view
+        folder.mkdir(exist_ok=True)
+        cases = {}
+        for key, case in data["cases"].items():
+            path = folder / steps_file(key)
+            payload = json.dumps(_compact(case["steps"]), separators=(",", ":"))
+            path.write_text("// Generated at build time from courselib (book/_ext/course_views.py); do not edit.\n"
+                            f"(window.COURSE_VIEWS_STEPS = window.COURSE_VIEWS_STEPS || {{}})"
+                            f"[{json.dumps(view + '/' + steps_file(key))}] = {payload};\n")
+            written.append(path)
+            cases[key] = {**{k: v for k, v in case.items() if k != "steps"}, "steps_file": steps_file(key)}
+        data = {**data, "cases": cases}
+    path = out / f"{view}.js"
+    path.write_text(data_script(view, data))
+    return [path] + written
 
 
 def data_script(view: str, data: dict) -> str:

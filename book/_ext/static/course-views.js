@@ -102,6 +102,7 @@
       playButton.setAttribute("aria-pressed", "false");
     }
     function draw() {
+      if (!steps.length) return; // a setting whose steps are still loading
       const k = +step.value, last = steps.length - 1, s = steps[k];
       said(root, "step", `${k} of ${last}`);
       step.setAttribute("aria-valuetext", `event ${k} of ${last}`);
@@ -110,6 +111,7 @@
       root.dataset.step = `${k}`;
     }
     function go(k) {
+      if (!steps.length) return;
       step.value = `${Math.max(0, Math.min(steps.length - 1, k))}`;
       draw();
     }
@@ -123,13 +125,14 @@
       playButton.setAttribute("aria-pressed", "true");
       timer = setInterval(() => {
         if (+step.value >= steps.length - 1) pause(); else go(+step.value + 1);
-      }, 1000);
+      }, Math.max(40, Math.min(1000, 30000 / steps.length))); // a run of 600 binds plays in 30 s
     });
     step.addEventListener("input", () => { pause(); draw(); });
     return {
-      load(newSteps) { // a new setting shows its whole run
+      load(newSteps) { // a new setting shows its whole run ([]: its steps are on their way)
         pause();
         steps = newSteps;
+        if (!steps.length) return;
         step.max = `${steps.length - 1}`;
         go(steps.length - 1);
       },
@@ -144,6 +147,20 @@
     });
   }
 
+  // A setting's steps in a file of their own (book/_ext/course_views.py STEPS_APART), loaded once.
+  function stepsOf(root, c) {
+    if (c.steps) return Promise.resolve(c.steps);
+    const name = `${root.dataset.view}/${c.steps_file}`, have = window.COURSE_VIEWS_STEPS || {};
+    if (have[name]) return Promise.resolve(have[name]);
+    return new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = root.dataset.steps + c.steps_file;
+      s.onload = () => resolve(window.COURSE_VIEWS_STEPS[name]);
+      s.onerror = reject;
+      document.head.appendChild(s);
+    });
+  }
+
   function gangRace(root, d) {
     const nodes = root.querySelector('input[name="nodes"]');
     const delay = root.querySelector('select[name="delay"]');
@@ -153,20 +170,29 @@
     function show() {
       const policy = root.querySelector('input[name="policy"]:checked').value;
       const n = d.nodes[+nodes.value], m = +delay.value;
+      const setting = JSON.stringify({ policy, nodes: n, delay_min: m });
       c = d.cases[`${policy}|${n}|${m}`];
       total = n * d.gpus_per_node;
       said(root, "nodes", `${n} nodes × ${d.gpus_per_node} = ${total} GPUs`);
       nodes.setAttribute("aria-valuetext", `${n} nodes`);
       put(root, "verdict", c.verdict);
       root.classList.toggle("course-view--deadlock", c.deadlock);
-      steps.load(c.steps);
-      root.dataset.setting = JSON.stringify({ policy, nodes: n, delay_min: m });
+      root.dataset.setting = setting;
+      chart.replaceChildren(raceChart(c, total, d.horizon, chart.clientWidth)); // the whole run, at once
+      steps.load([]);
+      root.dataset.loading = "true";
+      const mine = c;
+      return stepsOf(root, c).then((s) => {
+        if (mine !== c) return; // the reader has moved on
+        steps.load(s);
+        delete root.dataset.loading;
+      });
     }
     root.querySelectorAll('input[name="policy"]').forEach((r) => r.addEventListener("change", show));
     nodes.addEventListener("input", show);
     delay.addEventListener("change", show);
-    show();
     redrawOnResize(chart, steps.draw);
+    return show();
   }
 
   function barrierChart(d, c, width, at) {
@@ -318,8 +344,7 @@
       const data = (window.COURSE_VIEWS || {})[root.dataset.view];
       const view = VIEWS[root.dataset.view];
       if (!data || !view) return; // the numbers printed at build time stay as they are
-      view(root, data);
-      root.dataset.ready = "true";
+      Promise.resolve(view(root, data)).then(() => { root.dataset.ready = "true"; });
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

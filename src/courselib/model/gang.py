@@ -33,6 +33,30 @@ class TraceEvent:
     held: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """One bind as the policy made it: at ``time``, ``pods`` pods of ``job`` (on ``node``, when the
+    policy bound one pod to a chosen node; ``None`` for a placement the model makes in one go),
+    after which the job has ``placed`` pods bound and holds ``held`` GPUs."""
+
+    time: float
+    job: str
+    pods: int
+    node: str | None
+    placed: int
+    held: int
+
+
+@dataclass(frozen=True)
+class BindGroup:
+    """The binds behind the trace's ``bound k pods`` lines ``first`` to ``first + lines - 1`` (one
+    line per job per scheduling cycle, :meth:`SchedState.flush_binds`), in the order they were made."""
+
+    first: int
+    lines: int
+    binds: tuple
+
+
 @dataclass
 class JobRun:
     """The scheduler's view of one job while the simulation runs."""
@@ -94,6 +118,10 @@ class SchedState:
         self.last_fit = 0
         #: runs whose pending_reason changed, for a policy that asked (set it to a list)
         self.reason_changes: list[JobRun] | None = None
+        #: every bind, in order, grouped by the trace lines that sum them up (the steppers ask for
+        #: them: ``simulate(..., binds=True)``; None: not recorded, a run of 100,000 jobs stays small)
+        self.bind_groups: list[BindGroup] | None = None
+        self._binds: list[Bind] = []
 
     # ---- jobs ----------------------------------------------------------------------------
     def submit(self, job: Job) -> JobRun:
@@ -123,7 +151,7 @@ class SchedState:
     # ---- changes -------------------------------------------------------------------------
     def bind(self, run: JobRun, node: int) -> None:
         self.cluster.bind(run.job, node)
-        self._after_bind(run, 1)
+        self._after_bind(run, 1, node)
 
     def bind_plan(self, run: JobRun, plan) -> None:
         """Bind ``k`` pods of ``run`` to node ``i`` for each ``(i, k)`` of ``plan``: what
@@ -150,7 +178,10 @@ class SchedState:
             self._after_bind(run, count)
         return ok
 
-    def _after_bind(self, run: JobRun, n: int) -> None:
+    def _after_bind(self, run: JobRun, n: int, node: int | None = None) -> None:
+        if self.bind_groups is not None:
+            self._binds.append(Bind(self.now, run.name, n, None if node is None else self.cluster.nodes[node].name,
+                                    self.bound(run), self.held(run)))
         if run.first_bound is None:
             run.first_bound = self.now
         self._bound_this_cycle[run.name] = self._bound_this_cycle.get(run.name, 0) + n
@@ -234,6 +265,9 @@ class SchedState:
     def flush_binds(self) -> None:
         """One trace line per job per scheduling cycle: how many pods it bound, how many it holds."""
         bound, self._bound_this_cycle = self._bound_this_cycle, {}
+        if self.bind_groups is not None and bound:
+            self.bind_groups.append(BindGroup(len(self.trace), len(bound), tuple(self._binds)))
+            self._binds = []
         for name, n in bound.items():
             run = self.runs[name]
             self.log(name, f"bound {n} pod{'s' if n != 1 else ''}: {self.bound(run)}/{run.job.pods} "

@@ -94,6 +94,9 @@ class Result:
     verdict: str = ""
     #: one entry per workload event: what it did (``preempt``: the victims the scheduler chose)
     events: tuple = ()
+    #: every bind behind the trace's ``bound k pods`` lines (:class:`~courselib.model.gang.BindGroup`),
+    #: when ``simulate(..., binds=True)`` asked for them (the steppers); () otherwise
+    binds: tuple = field(repr=False, default=())
 
     def job(self, name: str) -> JobResult:
         return next(j for j in self.jobs if j.name == name)
@@ -466,6 +469,7 @@ def default_horizon(workload: Workload) -> float:
 
 def simulate(workload: Workload, policy: str, horizon: float | None = None, seed: int = 0,
              check: bool = False, reference: bool = False, progress=None, stretch: Stretch | None = None,
+             binds: bool = False,
              **policy_options) -> Result:
     """Run ``workload`` under ``policy`` until nothing can change or ``horizon`` (seconds).
 
@@ -473,6 +477,8 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
     the default fast path (incremental indexes and counters) must reproduce exactly: same trace,
     same per-job results (``tests/test_gang_fastpath.py``). It is slower, never different.
     ``progress``, if given, is called with 1 each time a job ends (the default path only).
+    ``binds=True`` also records every bind the policy made, in order (``Result.binds``: a pod at a
+    time where the policy binds pod by pod), for :func:`courselib.sim.steps.gang_steps`.
 
     ``stretch`` (opt-in, a :class:`courselib.model.topology.Stretch`, e.g. ``Stretch(tp=8,
     comm_fraction=0.1, nvlink_level="block")``): each job that starts training trains
@@ -509,6 +515,8 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
         stretch.check(workload.cluster)
     sim = Simulation(workload, pol, check=check, reference=True, stretch=stretch) if reference else \
         EventLoop(workload, pol, check=check, stretch=stretch)
+    if binds:
+        sim.state.bind_groups = []
     if not reference:
         sim.progress = progress
     h = default_horizon(workload) if horizon is None else float(horizon)
@@ -567,5 +575,6 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
                   sum(waits) / len(waits) if waits else None, percentile(waits, 95),
                   sum(jcts) / len(jcts) if jcts else None, percentile(jcts, 95),
                   tuple(jobs), tuple(state.trace), {r.name: list(r.history) for r in runs},
-                  verdict(policy, rows, deadlock, wasted), events)
+                  verdict(policy, rows, deadlock, wasted), events,
+                  tuple(state.bind_groups) if state.bind_groups is not None else ())
 

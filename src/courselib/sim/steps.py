@@ -11,6 +11,7 @@ over the list (pause, step, back, reset), as eduWRENCH's simulated clusters let 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from courselib.sim import barrier
@@ -66,23 +67,55 @@ class GangStep:
 
 
 def gang_steps(result) -> tuple[GangStep, ...]:
-    """One :class:`GangStep` per line of ``result.trace`` (a :class:`courselib.sim.gang.Result`), after step 0.
+    """One :class:`GangStep` per event of ``result`` (a :class:`courselib.sim.gang.Result`), after step 0.
 
-    A trace line carries the GPUs its job holds afterwards; a job trains from its ``barrier passed``
-    line until ``training stopped`` or until it holds nothing (completed, evicted, failed).
+    An event is a line of ``result.trace``; where the result also holds its binds
+    (``simulate(..., binds=True)``), a cycle's ``bound k pods`` lines become one step per bind, in the
+    order the policy made them: a pod at a time for a policy that binds pod by pod (kube-default,
+    Kueue's pods), the whole placement for one that places a gang in one go. A trace line carries the
+    GPUs its job holds afterwards; a job trains from its ``barrier passed`` line until ``training
+    stopped`` or until it holds nothing (completed, evicted, failed).
     """
     names = [j.name for j in result.jobs]
     held = {n: 0 for n in names}
     training = {n: False for n in names}
     steps = [GangStep(0, 0.0, None, "", dict(held), dict(training), result.total_gpus)]
-    for i, e in enumerate(result.trace, start=1):
-        held[e.job] = e.held
-        if e.what.startswith("barrier passed"):
-            training[e.job] = True
-        elif e.what.startswith("training stopped") or e.held == 0:
-            training[e.job] = False
-        steps.append(GangStep(i, e.time, e.job, e.what, dict(held), dict(training), result.total_gpus))
+
+    def add(t, job, what, now_held):
+        held[job] = now_held
+        if what.startswith("barrier passed"):
+            training[job] = True
+        elif what.startswith("training stopped") or now_held == 0:
+            training[job] = False
+        steps.append(GangStep(len(steps), t, job, what, dict(held), dict(training), result.total_gpus))
+
+    groups = {g.first: g for g in getattr(result, "binds", ())}
+    trace, i = result.trace, 0
+    while i < len(trace):
+        group = groups.get(i)
+        lines = trace[i:i + group.lines] if group else ()
+        if group and not _one_bind_per_line(group, lines):
+            of = {e.job: _PLACED.sub("", e.what, count=1) for e in lines}   # "/512 placed (min_member 512)"
+            for b in group.binds:
+                what = (f"bound {b.pods} pod{'s' if b.pods != 1 else ''}" + (f" on {b.node}" if b.node else "")
+                        + f": {b.placed}{of[b.job]}")
+                add(b.time, b.job, what, b.held)
+            i += group.lines
+            continue
+        e = trace[i]
+        add(e.time, e.job, e.what, e.held)
+        i += 1
     return tuple(steps)
+
+
+_PLACED = re.compile(r"^bound \d+ pods?: \d+")
+
+
+def _one_bind_per_line(group, lines) -> bool:
+    """The cycle's binds are its lines already: one bind per job, of all the line's pods."""
+    return (len(group.binds) == len(lines)
+            and all(b.job == e.job and b.held == e.held and e.what.startswith(f"bound {b.pods} pod")
+                    for b, e in zip(group.binds, lines)))
 
 
 @dataclass(frozen=True)

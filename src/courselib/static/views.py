@@ -77,7 +77,7 @@ def race_case(policy: str, nodes: int, delay_min: int) -> dict:
     from courselib.sim.gang import simulate
 
     result = simulate(default_workload(nodes=nodes, gpus_per_node=RACE_GPUS_PER_NODE, minutes_b=delay_min),
-                      policy, horizon=RACE_HORIZON_S)
+                      policy, horizon=RACE_HORIZON_S, binds=True)
     times, train, idle, free = usage(result)
     return {
         "deadlock": result.deadlock,

@@ -21,7 +21,7 @@ def show(policy: str = "kube-default", horizon: float = 6 * 3600, **sizes):
     """Simulate ``default_workload(**sizes)`` under ``policy``; returns (Result, Figure)."""
     from courselib.sim.gang import simulate
 
-    result = simulate(default_workload(**sizes), policy, horizon=horizon)
+    result = simulate(default_workload(**sizes), policy, horizon=horizon, binds=True)
     return result, gantt(result)
 
 
@@ -45,7 +45,7 @@ def playground():
 
             result = simulate(default_workload(nodes=nodes.value, gpus_per_node=gpn.value, pods_a=a.value,
                                                pods_b=b.value, minutes_b=delay.value), policy.value,
-                              horizon=6 * 3600)
+                              horizon=6 * 3600, binds=True)
             print(gang_table(result))
             print(gang_summary(result))
             display(stepper.gang(result))

@@ -24,6 +24,7 @@ def stepper(steps, draw, start: int = -1, interval_ms: int = 1200):
 
     cursor = Cursor(steps)
     last = len(steps) - 1
+    interval_ms = max(40, min(interval_ms, 30_000 // max(1, last)))   # a run of 600 binds plays in 30 s
     first = cursor.seek(start % len(steps)).index
     play = w.Play(value=first, min=0, max=last, step=1, interval=interval_ms, description="play")
     slider = w.IntSlider(value=first, min=0, max=last, description="event", continuous_update=False)
