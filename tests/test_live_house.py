@@ -4,6 +4,7 @@
   ``live/replays.py``, ``live/nodes.py``): what two systems share lives there once, so no block of
   six or more lines is repeated between ``live/kube`` and ``live/slurm``.
 - The storey names no system: it imports no package of ``live/`` built on it.
+- ``live_or_recorded`` is defined once (``recorded.py``); each system gives it a ``Source``.
 """
 from __future__ import annotations
 
@@ -65,3 +66,17 @@ def test_the_storey_imports_no_system_built_on_it():
     bad = [f"{name} imports {m}" for name in STOREY for m in _imports(LIVE / name)
            if any(m == f"courselib.live.{s}" or m.startswith(f"courselib.live.{s}.") for s in SYSTEMS)]
     assert not bad, bad
+
+
+def definitions(root: Path, name: str) -> list[str]:
+    """Every module under ``root`` that defines a function or class called ``name``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                  if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
+                         for n in ast.walk(ast.parse(p.read_text()))))
+
+
+def test_live_or_recorded_is_defined_once(tmp_path):
+    """One call shape, one definition (recorded.py); a system gives it a ``Source``, it does not wrap it."""
+    assert definitions(LIVE.parent, "live_or_recorded") == ["live/recorded.py"]
+    (tmp_path / "memcg.py").write_text("def live_or_recorded():\n    pass\n")
+    assert definitions(tmp_path, "live_or_recorded") == ["memcg.py"]  # the check sees a planted wrapper

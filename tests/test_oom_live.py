@@ -71,9 +71,10 @@ def test_recorded_runs_stand_in_without_privilege(monkeypatch):
         raise PrivilegeError("no memory cgroup here; nothing was touched")
 
     monkeypatch.setattr(memcg, "find_place", refuse)
-    runs = memcg.live_or_recorded(("largest", "adj-shifts"))
+    from courselib.live import recorded
+    runs, why = recorded.live_or_recorded(memcg.source(("largest", "adj-shifts")))
     assert [r["scenario"] for r in runs] == ["largest", "adj-shifts"]
-    assert all(r["recorded"] and "nothing was touched" in r["why_recorded"] for r in runs)
+    assert all(r["recorded"] for r in runs) and why.startswith("RECORDED run (") and "nothing was touched" in why
     # the recorded runs are real kernel runs where prediction and kernel agreed
     assert all(r["match"] and r["kernel"]["killed"] == r["prediction"]["killed"] for r in runs)
     assert runs[0]["kernel"]["killed"] == ["b"] and runs[1]["kernel"]["killed"] == ["a"]

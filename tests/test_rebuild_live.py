@@ -181,15 +181,16 @@ def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_i
 
 def test_a_live_run_out_of_time_gives_the_recorded_run_and_says_why(monkeypatch):
     """A page's cell has a time limit: real builds that would pass it stop and the recording is shown."""
+    from courselib.live import recorded
     from courselib.live.container import runtime as container
     monkeypatch.setattr(container, "unavailable_reason", lambda builder=False: None)
 
     def too_slow():
         rb._left(time.monotonic() - 1, "first build (cold cache)")
 
-    d = container.live_or_recorded("seed", too_slow)
-    assert d["recorded"] and "did not finish in time" in d["why_recorded"]
-    assert "first build (cold cache)" in d["why_recorded"] and "deps_first" in d
+    d, why = recorded.live_or_recorded(container.source("seed", too_slow))
+    assert d["recorded"] and "did not finish in time" in why
+    assert "first build (cold cache)" in why and "deps_first" in d
     assert rb._left(time.monotonic() + 30, "x") > 28
     with pytest.raises(container.OutOfTime):
         rb._left(time.monotonic(), "y")
@@ -197,4 +198,4 @@ def test_a_live_run_out_of_time_gives_the_recorded_run_and_says_why(monkeypatch)
     def broken():
         raise container.CourseError("the real build failed (first build): no space left")
     with pytest.raises(container.CourseError, match="no space left"):
-        container.live_or_recorded("seed", broken)
+        recorded.live_or_recorded(container.source("seed", broken))

@@ -191,9 +191,3 @@ def source(milli_cpu: int = 250, **kw) -> recorded.Source[ThrottleRun]:
         run = recorded_run()
         return recorded.Recording(run, run.recorded_on)
     return recorded.Source(lambda: run_throttle(milli_cpu, **kw), recording)
-
-
-def live_or_recorded(milli_cpu: int = 250, **kw) -> tuple[ThrottleRun, str | None]:
-    """Until the chapter and the lab call :func:`courselib.live.recorded.live_or_recorded` with
-    :func:`source`: the same (the run, the label of a recorded one)."""
-    return tuple(recorded.live_or_recorded(source(milli_cpu, **kw)))

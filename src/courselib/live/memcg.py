@@ -515,12 +515,3 @@ def source(scenarios=("largest", "adj-shifts", "trigger-dies"), *,
             r["recorded"] = True
         return recorded.Recording(runs, data["recorded_on"])
     return recorded.Source(run, recording)
-
-
-def live_or_recorded(scenarios=("largest", "adj-shifts", "trigger-dies"), *, limit: int = 64 * MiB) -> list[dict]:
-    """Until the chapter and the lab call :func:`courselib.live.recorded.live_or_recorded` with
-    :func:`source`: the runs, each recorded one with its label as ``why_recorded``."""
-    runs, label = recorded.live_or_recorded(source(scenarios, limit=limit))
-    for r in runs if label else ():
-        r["why_recorded"] = label
-    return runs

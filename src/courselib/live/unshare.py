@@ -125,12 +125,3 @@ def source() -> recorded.Source[dict]:
         data = recorded_run()
         return recorded.Recording(data, data.get("recorded_on") or "the course's CI machine")
     return recorded.Source(run_in_new_pid_namespace, recording)
-
-
-def live_or_recorded() -> dict:
-    """Until the chapters call :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
-    the run, ``run["recorded"]`` and ``run["why_recorded"]`` (the label) as before."""
-    run, label = recorded.live_or_recorded(source())
-    if label:
-        run["why_recorded"] = label
-    return run

@@ -7,7 +7,7 @@ from courselib import plots
 def two_views(run: dict, *, host_hostname: str = "host"):
     """Draw the namespace's PID 1 as the host sees it and as it sees itself, on one shared kernel.
 
-    ``run`` is a result of :func:`courselib.live.unshare.live_or_recorded`.
+    ``run`` is a result of ``courselib.live.recorded.live_or_recorded(unshare.source())``.
     Returns the matplotlib Figure.
     """
     import matplotlib.pyplot as plt

@@ -787,17 +787,6 @@ def source(kind: str, make) -> _recorded.Source[dict]:
     return _recorded.Source(run, recording, lambda: unavailable_reason(builder=kind in ("rebuild", "seed")))
 
 
-def live_or_recorded(kind: str, make) -> dict:
-    """Until the chapters call :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
-    the run's dict, a recorded one with its label as ``why_recorded``."""
-    data, label = _recorded.live_or_recorded(source(kind, make))
-    if label:
-        data["why_recorded"] = label
-    return data
-
-
-
-
 #: Chapter 1's (and 4's) command: the hostname, then what the image lacks — GPU device files and the
 #: driver's user-space library, which the NVIDIA Container Toolkit adds at run time.
 SHOW_COMMAND = ["sh", "-c", "hostname; ls -d /dev/nvidia0 /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>&1; exit 0"]

@@ -387,11 +387,3 @@ def source(name: str, workload_path, *, gang: bool = False, policy: str | None =
                 f"{plan.shape.cli_args()}` starts one)")
     return _recorded.Source(lambda: run_replay(up[0], plan), lambda: load_recorded(name).recording(),
                             unavailable)
-
-
-def live_or_recorded(name: str, workload_path, *, gang: bool = False, policy: str | None = None,
-                     options: dict | None = None) -> tuple[ReplayResult, str | None]:
-    """Until the chapter calls :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
-    the same (the result, the label of a recorded one)."""
-    return tuple(_recorded.live_or_recorded(source(name, workload_path, gang=gang, policy=policy,
-                                                   options=options)))

@@ -268,9 +268,3 @@ def source(name: str, files: list[str]) -> recorded.Source[list[Finding]]:
         return recorded.Recording(findings, f"Kubernetes {data['versions'].get('kubernetes')}, "
                                             f"{data['recorded_on']}", data["recorded_at"])
     return recorded.Source(lambda: validate_files(up[0], files), recording, unavailable)
-
-
-def live_or_recorded(name: str, files: list[str]) -> tuple[list[Finding], str | None]:
-    """Until the chapter calls :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
-    the same (the findings, the label of a recorded one)."""
-    return tuple(recorded.live_or_recorded(source(name, files)))

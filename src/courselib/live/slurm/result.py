@@ -259,12 +259,6 @@ def source(name: str, workload_path) -> _recorded.Source[ReplayResult]:
                             unavailable)
 
 
-def live_or_recorded(name: str, workload_path) -> tuple[ReplayResult, str | None]:
-    """Until the chapter calls :func:`courselib.live.recorded.live_or_recorded` with :func:`source`:
-    the same (the result, the label of a recorded one)."""
-    return tuple(_recorded.live_or_recorded(source(name, workload_path)))
-
-
 def slurm_port_base() -> int:
     """The first port a local cluster uses (slurmctld; node K listens on this + K)."""
     return BASE_PORT
