@@ -112,17 +112,78 @@ def test_a_student_variant_shows_their_numbers_and_records_the_seed(course, tmp_
     assert "def variant" not in json.dumps(nb)
 
 
-@pytest.mark.parametrize("seeds", [pytest.param(range(1, 2), id="1-seed"),
-                                   pytest.param(range(2, 21), id="19-more-seeds", marks=pytest.mark.slow)])
-def test_every_seeds_solution_scores_full_marks_and_its_untouched_lab_zero(course, tmp_path, seeds):
+def covering_seeds(solution, pool=range(1, 1001), few: int = 6, band: float = 0.05) -> tuple[list[int], set]:
+    """Few seeds that between them draw every number of the lab's ``variant(rng)`` that matters: each
+    value of a parameter that takes at most ``few`` values over ``pool`` (the gang, the nodes, the delay
+    price), and for every other parameter a value in the lowest and one in the highest ``band`` of its
+    range (the shortest and the longest wait, the cheapest and the dearest GPU-hour). A greedy set
+    cover over ``pool``: deterministic for a given lab, it changes when the lab's variant cell does.
+    Returns the seeds and the (parameter, value or end) pairs they cover."""
+    cells = {tag: next(c for c in solution.cells if tag in markers.tags(c)).source
+             for tag in (variant.PARAMETERS_TAG, variant.VARIANT_TAG)}
+    ns: dict = {}
+    exec(cells[variant.VARIANT_TAG], ns)  # noqa: S102 (the course's own lab)
+    base = variant.defaults(cells[variant.PARAMETERS_TAG], LAB)
+    values = {s: {**base, **ns["variant"](variant.Rng(s))} for s in pool}
+    features: dict[str, callable] = {}
+    for name in base:
+        seen = sorted({v[name] for v in values.values()})
+        if len(seen) <= few:
+            for x in seen:
+                features[f"{name}={x}"] = lambda v, name=name, x=x: v[name] == x
+        else:
+            lo, hi = seen[0], seen[-1]
+            width = band * (hi - lo)
+            features[f"{name} low"] = lambda v, name=name, t=lo + width: v[name] <= t
+            features[f"{name} high"] = lambda v, name=name, t=hi - width: v[name] >= t
+    covers = {s: {f for f, hit in features.items() if hit(v)} for s, v in values.items()}
+    left, chosen = set(features), []
+    while left:
+        best = max(pool, key=lambda s: (len(covers[s] & left), -s))
+        chosen.append(best)
+        left -= covers[best]
+    return chosen, set(features)
+
+
+def test_the_covering_seeds_cover_every_value_and_both_ends():
+    nb = lab_with_variants()
+    seeds, wanted = covering_seeds(nb)
+    again, _ = covering_seeds(nb)
+    assert seeds == again and len(seeds) < 19
+    assert {"GANG_GPUS=256", "GANG_GPUS=1024", "WAIT_MINUTES low", "WAIT_MINUTES high",
+            "USD_PER_GPU_HOUR low", "DELAY_USD_PER_HOUR=4000.0"} <= wanted
+    # seeds 2-20 (the list this replaced) never drew a wait in the lowest 5 % of its range
+    waits = [variant.values_for(*_cells(), s, LAB)["WAIT_MINUTES"] for s in range(2, 21)]
+    assert min(waits) > 24 + 0.05 * (95 - 24)
+    chosen = [variant.values_for(*_cells(), s, LAB)["WAIT_MINUTES"] for s in seeds]
+    assert min(chosen) <= 24 + 0.05 * (95 - 24) and max(chosen) >= 95 - 0.05 * (95 - 24)
+
+
+def _cells():
+    nb = lab_with_variants()
+    return tuple(next(c for c in nb.cells if tag in markers.tags(c)).source
+                 for tag in (variant.PARAMETERS_TAG, variant.VARIANT_TAG))
+
+
+@pytest.mark.parametrize("which", [pytest.param("1-seed", id="1-seed"),
+                                   pytest.param("covering", id="covering-seeds", marks=pytest.mark.slow)])
+def test_every_seeds_solution_scores_full_marks_and_its_untouched_lab_zero(course, tmp_path, which):
+    """Seed 1, and the seeds that between them draw every value and both ends of every range of the lab's
+    variant (:func:`covering_seeds`: 6 seeds where seeds 2-20 ran before, and those never drew a wait in the
+    lowest 5 % of its range).
+    The notebooks are made in-process by the function ``courselib labs variant`` calls (the command
+    itself is tested above and below); each is graded as a class's would be."""
+    solution = nbformat.read(course / "solutions" / f"{LAB}.ipynb", 4)
+    seeds = [1] if which == "1-seed" else covering_seeds(solution)[0]
     for seed in seeds:
         (tmp_path / str(seed)).mkdir()
         solved = tmp_path / str(seed) / f"{LAB}.ipynb"
-        _variant(course, seed, solved, solved=True)
+        solved.write_text(build.variant_text(solution, f"solutions/{LAB}.ipynb", seed, solved=True)[0])
         report = grade(solved, source=course / "solutions")
         assert (report.seed, report.total, report.max_points) == (seed, 12, 12), report
         untouched = tmp_path / f"{LAB}.ipynb"
-        _variant(course, seed, untouched)
+        untouched.write_text(build.variant_text(solution, f"solutions/{LAB}.ipynb", seed)[0])
+        assert json.loads(untouched.read_text())["metadata"]["course"]["seed"] == seed
         assert grade(untouched, source=course / "solutions").total == 0
 
 
