@@ -56,19 +56,39 @@ def _default_mode(app, config):
     config.html_context.setdefault("default_mode", "auto")
 
 
-def redirect_page(old: str, new: str) -> str:
-    """The HTML written at ``old``.html that sends the reader (and search engines) to ``new``.html."""
-    target = os.path.relpath(new + ".html", os.path.dirname(old) or ".").replace(os.sep, "/")
+def _relative(old: str, new: str) -> str:
+    page, _, anchor = new.partition("#")
+    url = os.path.relpath(page + ".html", os.path.dirname(old) or ".").replace(os.sep, "/")
+    return url + (f"#{anchor}" if anchor else "")
+
+
+def anchor_targets(old: str, anchors: dict | None) -> dict:
+    """Where each moved section of ``old`` is now: anchor -> URL relative to ``old`` ("page.html#anchor")."""
+    out = {}
+    for anchor, to in (anchors or {}).items():
+        out[anchor] = _relative(old, to if "#" in to else f"{to}#{anchor}")
+    return out
+
+
+def redirect_page(old: str, new: str, anchors: dict | None = None) -> str:
+    """The HTML written at ``old``.html that sends the reader (and search engines) to ``new``.html.
+
+    ``anchors``: the old page's sections that are now on another page (anchor -> ``page`` or
+    ``page#new-anchor``, as in ``course_redirect_anchors``): a link to one of them goes there."""
+    target = _relative(old, new)
     t = html.escape(target, quote=True)
-    # a link to a section (#anchor) of the old page keeps its anchor; the meta refresh is the fallback
-    keep_anchor = f"<script>location.replace({json.dumps(target)} + location.hash)</script>"
+    # a link to a section (#anchor) of the old page goes to the page that holds it now, with its anchor;
+    # the meta refresh is the fallback without JavaScript
+    moved = json.dumps(anchor_targets(old, anchors), sort_keys=True).replace("</", "<\\/")
+    keep_anchor = (f"<script>(function () {{ const moved = {moved}, h = decodeURIComponent(location.hash.slice(1)); "
+                   f"location.replace(Object.hasOwn(moved, h) ? moved[h] : {json.dumps(target)} + location.hash); }})()</script>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Moved to {t}</title><link rel=\"canonical\" href=\"{t}\">{keep_anchor}"
             f"<meta http-equiv=\"refresh\" content=\"0; url={t}\"><meta name=\"robots\" content=\"noindex\">"
             f"</head><body><p>This page moved to <a href=\"{t}\">{t}</a>.</p></body></html>\n")
 
 
-def write_redirects(outdir, redirects: dict, pages=None) -> list[Path]:
+def write_redirects(outdir, redirects: dict, pages=None, anchors: dict | None = None) -> list[Path]:
     """Write one redirect page per moved page into the built site; never over a real page.
 
     ``pages``: the book's documents in this build. A moved page's HTML left in the output folder
@@ -86,21 +106,26 @@ def write_redirects(outdir, redirects: dict, pages=None) -> list[Path]:
         if real:
             raise RuntimeError(f"course_redirects: {old} is a page of the book; it cannot also redirect to {new}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(redirect_page(old, new), encoding="utf-8")
+        path.write_text(redirect_page(old, new, (anchors or {}).get(old)), encoding="utf-8")
         written.append(path)
     return written
 
 
 def _redirects(app, exception):
     if exception is None and app.builder.format == "html":
+        anchors = app.config.course_redirect_anchors
         missing = [new for new in app.config.course_redirects.values() if new not in app.env.all_docs]
+        missing += [to for moved in anchors.values() for to in moved.values()
+                    if to.partition("#")[0] not in app.env.all_docs]
+        missing += [old for old in anchors if old not in app.config.course_redirects]
         if missing:
             raise RuntimeError(f"course_redirects: no such page {missing}")
-        write_redirects(app.outdir, app.config.course_redirects, pages=set(app.env.all_docs))
+        write_redirects(app.outdir, app.config.course_redirects, pages=set(app.env.all_docs), anchors=anchors)
 
 
 def setup(app):
     app.add_config_value("course_redirects", {}, "html")
+    app.add_config_value("course_redirect_anchors", {}, "html")
     app.connect("build-finished", _redirects)
     app.setup_extension("course_views")
     app.setup_extension("course_checks")
