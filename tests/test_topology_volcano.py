@@ -140,3 +140,4 @@ def test_in_a_simulation_the_soft_job_spans_at_once_and_the_hard_one_waits_for_a
     assert soft.start == 60 and soft.domains["rack"] == ["rack0", "rack1"] and soft.topology_note is None
     assert sorted(n for n, _ in soft.placement) == [5, 6, 7, 13, 14, 15]
     assert hard.start == 7200 and len(hard.domains["rack"]) == 1
+

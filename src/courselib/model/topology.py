@@ -224,6 +224,34 @@ def slurm_tree(spec: ClusterSpec, k, pods: int, one_leaf: bool = False) -> tuple
     ``one_leaf``: ``--switches=1`` still waiting (its wait not over): only one leaf will do."""
     levels = [(name, size) for name, size in spec.topology]
     leaf_size = levels[-1][1]
+    kk = np.asarray(k, dtype=np.int64)
+    per_leaf = kk.reshape(-1, leaf_size).sum(axis=1)
+    total = int(per_leaf.sum())
+    if total < pods:
+        return None, total
+    fitting = np.nonzero(per_leaf >= pods)[0]
+    if len(fitting):
+        # one leaf holds the job: the plugin's loop (slurm_tree_reference) takes the tightest
+        # such leaf first (the lowest index among equals, _topo_compare_switches) and finishes
+        # the job in its nodes, in index order; computed at once, since most jobs are this one
+        # (every job goes through the plugin)
+        j = int(fitting[np.argmin(per_leaf[fitting])])
+        plan, rem = [], pods
+        for i in range(j * leaf_size, (j + 1) * leaf_size):
+            take = min(int(kk[i]), rem)
+            if take:
+                plan.append((i, take))
+                rem -= take
+            if rem == 0:
+                break
+        return plan, pods
+    return slurm_tree_reference(spec, kk.tolist(), pods, one_leaf)
+
+
+def slurm_tree_reference(spec: ClusterSpec, k, pods: int, one_leaf: bool = False) -> tuple[list | None, int]:
+    """:func:`slurm_tree` as the plugin's loop reads, leaf switch by leaf switch, for every job."""
+    levels = [(name, size) for name, size in spec.topology]
+    leaf_size = levels[-1][1]
     leaves = [range(s, s + leaf_size) for s in range(0, spec.nodes, leaf_size)]
     free = [sum(k[i] for i in r) for r in leaves]
     total = sum(free)

@@ -173,7 +173,7 @@ class Slurm(Policy):
             if kk.sum() < job.pods:  # too few pods fit on these nodes
                 continue
             if spec.topology:   # every job goes through the topology plugin, asked or not
-                plan = self._topology_plan(spec, job, [int(x) for x in kk], t)
+                plan = self._topology_plan(spec, job, kk, t)
                 if plan is None:
                     continue
                 return plan
@@ -186,14 +186,16 @@ class Slurm(Policy):
             return out
         return None
 
-    def _topology_plan(self, spec, job: Job, k: list[int], t: float) -> list | None:
+    def _topology_plan(self, spec, job: Job, k, t: float) -> list | None:
         """topology/tree (leaf switches, tightest first; ``--switches``) or topology/block (one
         block of the smallest BlockSizes that holds the job; ``--segment``) on free pods ``k``."""
         if spec.slurm_topology == "block":
             per_node = spec.gpus_per_node // job.gpus_per_pod if job.gpus_per_pod else job.pods
-            plan, _ = topology.slurm_block(spec, k, job.pods, per_node, job.segment)
+            plan, _ = topology.slurm_block(spec, [int(x) for x in k], job.pods, per_node, job.segment)
             return plan
-        plan, _ = topology.slurm_tree(spec, k, job.pods, one_leaf=self.waits_for_switch(job, t))
+        tree = topology.slurm_tree_reference if self.reference else topology.slurm_tree
+        plan, _ = tree(spec, [int(x) for x in k] if self.reference else k, job.pods,
+                       one_leaf=self.waits_for_switch(job, t))
         return plan
 
     def switches(self, job: Job) -> int | None:

@@ -73,6 +73,10 @@ class SlurmFast(Slurm):
         self._avail: Availability | None = None
         #: running job -> its nodes, and whether it holds every GPU of each (for on_finish)
         self._last_nodes: dict[str, tuple[list[int], bool]] = {}
+        #: the cluster's free GPUs and memory per node as arrays, kept up to date from the nodes
+        #: a start or an end touched (``_dirty``), instead of copied from its lists every cycle
+        self._mirror: tuple | None = None
+        self._dirty: set[int] = set()
         self._times_done: list[float] = []  # times > now whose free arrays are in _free_cache
         #: the runs and names of the queue's first entries, in order (at most bf_max_job_test
         #: after a pass), kept as the queue changes
@@ -123,7 +127,21 @@ class SlurmFast(Slurm):
         key = (state.now, t)
         if key not in self._free_cache and t > state.now:
             self._free_cache[key] = self._free_at_from_nearest(state, t)
+        elif key not in self._free_cache and t == state.now:
+            self._free_cache[key] = tuple(a.copy() for a in self._free_now(state))
         return super()._free_at(state, t)
+
+    def _free_now(self, state: SchedState):
+        """The cluster's free GPUs and memory per node now, as arrays (:attr:`_mirror`)."""
+        cluster = state.cluster
+        if self._mirror is None:
+            self._mirror = (np.array(cluster.free, dtype=np.int64), np.array(cluster.free_mem, dtype=np.int64))
+        elif self._dirty:
+            g, m = self._mirror
+            for i in self._dirty:
+                g[i], m[i] = cluster.free[i], cluster.free_mem[i]
+        self._dirty.clear()
+        return self._mirror
 
     def _free_at_from_nearest(self, state: SchedState, t: float):
         """Fast path of :meth:`Slurm._free_at`: start from the nearest earlier time already computed in
@@ -140,8 +158,7 @@ class SlurmFast(Slurm):
             free_g, free_m = (a.copy() for a in self._free_cache[(state.now, t0)])
             lo = bisect_right(self._end_times, t0)
         else:
-            free_g = np.array(state.cluster.free, dtype=np.int64)
-            free_m = np.array(state.cluster.free_mem, dtype=np.int64)
+            free_g, free_m = (a.copy() for a in self._free_now(state))
             lo = 0
         for _, name in self._ends[lo:bisect_right(self._end_times, t)]:
             for i, b in state.cluster.alloc[name].items():
@@ -182,6 +199,7 @@ class SlurmFast(Slurm):
         nodes = [i for i, _ in plan]
         whole = all(k * run.job.gpus_per_pod == state.cluster.capacity for _, k in plan)
         self._last_nodes[run.name] = (nodes, whole)
+        self._dirty.update(nodes)
         if self._avail is not None:  # (on whole nodes: each holds this job alone, until e)
             self._avail.touch(nodes, e if whole else None)
 
@@ -823,6 +841,7 @@ class SlurmFast(Slurm):
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self._ends_seen += 1
+        self._dirty.update(self._last_nodes.get(run.name, ((), False))[0])
         e = self.expected_end.get(run.name)
         super().on_finish(state, run)
         if e != state.now:  # it ended before its time limit: GPUs free earlier than planned
