@@ -55,7 +55,7 @@ CHAPTERS = (
     Chapter("book/06-gang-deadlock", "the gang deadlock", PARTS[1], 40, 35, ("book/05-slurm",), practice=("gang",)),
     Chapter("book/06-native-gang-and-failures", "native gangs, failures", PARTS[1], 30, 25,
             ("book/06-gang-deadlock",), practice=("gang",)),
-    Chapter("book/07-nccl-barrier", "the NCCL barrier", PARTS[1], 50, 40,
+    Chapter("book/07-nccl-barrier", "the NCCL barrier", PARTS[1], 75, 40,
             ("book/03-oom-killer", "book/06-native-gang-and-failures"), practice=("barrier", "checkpoint")),
     Chapter("book/08-cost", "what it costs", PARTS[1], 40, 35, ("book/06-gang-deadlock", "book/07-nccl-barrier"),
             practice=("cost", "checkpoint")),
