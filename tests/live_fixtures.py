@@ -108,16 +108,17 @@ class LiveKube:
         with_ = tuple(dict.fromkeys(tuple(shape.with_) + (("kueue",) if kueue else ())))
         want = kube.KubeShape(shape.nodes, shape.gpus_per_node, shape.features, gang=shape.gang,
                               cpus_per_node=shape.cpus_per_node, memory_per_node=shape.memory_per_node,
-                              base_port=KUBE_PORT, with_=with_, api_qps=qps)
+                              base_port=KUBE_PORT, with_=with_, api_qps=qps,
+                              topology=getattr(shape, "topology", ()))
         cp = self.cp
         running = cp.shape.with_ if cp is not None else ()
         # an extension leaving (Kueue's webhooks would stay): every test gets exactly the extensions it asks for
         leaving = [w for w in running if w not in with_]
         # Kueue turns its JobSet integration on only if JobSet's CRD exists when it starts
         jobset_after_kueue = "kueue" in running and "jobset" in with_ and "jobset" not in running
-        if cp is not None and (cp.shape.gang != want.gang or leaving or jobset_after_kueue
+        if cp is not None and (cp.shape.core_gates() != want.core_gates() or leaving or jobset_after_kueue
                                or not cp.all_ours()):
-            self.down()  # a feature gate, an extension leaving, JobSet after Kueue, a broken plane
+            self.down()  # a feature gate (gang, topology-aware PodGroups), an extension leaving, JobSet after Kueue, a broken plane
             cp = None
         if cp is None:
             self.cp = kube.up(want)

@@ -101,7 +101,21 @@ def _replay(args) -> int:
                           f"plane runs it at {cp.shape.api_qps} requests/s, which changes how fast (and so "
                           "in which order) a Job's pods are created",
                           hint="`courselib kube down`, then `courselib kube up` without --api-qps")
-    result = kube_replay.run_replay(cp, plan, say=(lambda m: None) if args.json else _say)
+    say = (lambda m: None) if args.json else _say
+    if cp.shape.gang == plan.shape.gang and cp.shape.core_gates() != plan.shape.core_gates() and cp.all_ours():
+        # a topology workload under native gang scheduling needs TopologyAwareWorkloadScheduling, a
+        # feature gate of the running binaries: the control plane is restarted with it, on its ports
+        import dataclasses
+        say(f"the local control plane is {cp.shape.describe()}, the workload needs "
+            f"{plan.shape.describe()}: restarting it with that shape")
+        out = kube.down(say=say)
+        if out["left"]:
+            from courselib.errors import CourseError
+            raise CourseError(f"PIDs {out['left']} of the control plane did not stop",
+                              hint="run `courselib kube down`, then the replay again")
+        cp = kube.up(dataclasses.replace(plan.shape, base_port=cp.shape.base_port, with_=cp.shape.with_,
+                                         api_qps=cp.shape.api_qps), say=say)
+    result = kube_replay.run_replay(cp, plan, say=say)
     return report(args, result, kube_result)
 
 
@@ -196,7 +210,8 @@ def register(subparsers) -> None:
                     help="node feature labels: NAME (every node) or NAME:K (node1..nodeK), "
                          "comma-separated, e.g. nvlink:2")
     up.add_argument("--gang", action="store_true",
-                    help="turn on native gang scheduling (feature gate GenericWorkload, API scheduling.k8s.io/v1beta1)")
+                    help="turn on native gang scheduling (feature gate GenericWorkload, API scheduling.k8s.io/v1beta1); "
+                         "with --topology also TopologyAwareWorkloadScheduling (topology-aware PodGroups)")
     up.add_argument("--with", dest="with_", action="append", choices=extension.names(), default=None,
                     metavar="|".join(extension.names()),
                     help="also run an extension (built by `make setup-k8s`): kueue is Kueue's manager "

@@ -53,14 +53,19 @@ policies keep their own queues and pending messages; only the domain choice live
   topologyaware/topology_placement.go`` L60–100 makes one *placement* per domain of the PodGroup's
   single ``schedulingConstraints.topology`` key (a required level; there is no preferred form);
   each is tried with the PodGroup cycle and ``findBestPlacement`` (``schedule_one_podgroup.go``
-  L1196–1226) takes the best ``ScorePlacement`` — NodeResourcesFit's, over cpu and memory only by
-  default (``noderesources/resource_allocation.go`` L505–535) — ties by ``rand.Int()``. A pod
-  that asks only for GPUs scores the same everywhere: the choice among fitting domains is a
-  coin toss (here: a draw from the run's seed).
+  L1196–1226) takes the best total of the PlacementScore plugins — NodeResourcesFit's
+  ``ScorePlacement``, whose strategy is *MostAllocated* over cpu and memory
+  (``noderesources/fit.go`` L247–255; ``resource_allocation.go`` L505–535), and PodGroupPodsCount
+  (``podgrouppodscount/podgroup_pods_count.go`` L54–90) — ties by ``rand.Int()``. The course's
+  pods ask for cpu and memory in proportion to their GPUs, so the fullest domain that holds the
+  group wins (best fit, like Kueue's); equally full domains (empty ones) are a draw, a seeded
+  one here. (A first version of this model read the score as "GPUs are not scored, every fitting
+  domain ties", true only of pods that ask for nothing but GPUs.)
 """
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -667,22 +672,134 @@ def _volcano_tasks_fast(sizes, tier, lo, hi, k, pods, free_gpus) -> list:
 
 
 # ---- kube-scheduler TopologyAwareWorkloadScheduling ----------------------------------------------
+#: What the course's pods ask for beside GPUs, and what a fake node has
+#: (``courselib.live.kube.plan.job_manifest``, ``KubeShape``): one CPU and 16 GiB per GPU of a 64-CPU,
+#: 1 TiB node, so that kube-scheduler's cpu and memory scores rank nodes and domains by their GPUs.
+NODE_MILLICPU = 64_000
+NODE_MEMORY = 1024 * 2**30
+GPU_MILLICPU, GPU_MEMORY = 1000, 16 * 2**30
+NO_GPU_MILLICPU, NO_GPU_MEMORY = 100, 256 * 2**20
+
+
+def pod_requests(job, spec: ClusterSpec) -> tuple[int, int]:
+    """(millicores, bytes) one pod of ``job`` asks for in a replay (``plan.job_manifest``)."""
+    g = job.gpus_per_pod
+    cpu = g * GPU_MILLICPU if g else NO_GPU_MILLICPU
+    if job.memory_per_pod and spec.memory_per_node:
+        mem = job.memory_per_pod // 2**20 * 2**20
+    else:
+        mem = g * GPU_MEMORY if g else NO_GPU_MEMORY
+    return cpu, mem
+
+
+def node_allocatable(spec: ClusterSpec) -> tuple[int, int]:
+    """(millicores, bytes) of one fake node (``plan.shape_for``)."""
+    return NODE_MILLICPU, (spec.memory_per_node // 2**20 * 2**20 if spec.memory_per_node else NODE_MEMORY)
+
+
+def spread_fill(nodes, k, want: int, free_gpus, gpus_per_pod: int, prefer: dict | None = None,
+                ) -> tuple[list, bool]:
+    """Pod by pod, as the PodGroup cycle places them (``schedule_one_podgroup.go`` L600–640): each
+    to a node of ``nodes`` with the most free GPUs (NodeResourcesFit LeastAllocated over the cpu and
+    memory that go with them); equal nodes tie and kube-scheduler's ``selectHost`` draws one. The
+    model takes the lowest index, or, given ``prefer`` (node -> pods, where the real run put them),
+    a tied node the real run used. Returns ``(plan, followed)``: ``followed`` is false when the real
+    placement is not one the tie rule allows."""
+    kk = {i: k[i] for i in nodes if k[i] > 0}
+    free = {i: free_gpus[i] for i in kk}
+    left = dict(prefer) if prefer else {}
+    followed = True
+    placed: dict[int, int] = {}
+    for _ in range(want):
+        if not kk:
+            break
+        top = max(free[i] for i in kk)
+        tied = [i for i in kk if free[i] == top]
+        real = [i for i in tied if left.get(i, 0) > 0]
+        if prefer is not None and not real:
+            followed = False
+        i = min(real) if real else min(tied)
+        if real:
+            left[i] -= 1
+        placed[i] = placed.get(i, 0) + 1
+        free[i] -= gpus_per_pod
+        kk[i] -= 1
+        if not kk[i]:
+            del kk[i]
+    if prefer is not None and any(v > 0 for v in left.values()):
+        followed = False
+    return sorted(placed.items()), followed
+
+
+@dataclass(frozen=True)
+class GangPlacement:
+    """What kube-scheduler's placement search does with one PodGroup."""
+    plan: list | None           # [(node, pods)] in the chosen domain; None: no placement fits
+    domain: str | None          # the chosen domain ("rack1")
+    tied: tuple = ()            # the domains whose placements scored best: any of them may be chosen
+    scores: tuple = ()          # (domain, NodeResourcesFit, PodGroupPodsCount) of each feasible one
+    fit: int = 0                # the most pods any domain placed
+    statuses: tuple = ()        # no placement: each domain's "minCount (M) ...: S scheduled" S
+    followed: bool = True       # the real run's choice (if given) was one of the tied
+
+
+def placement_score(spec: ClusterSpec, nodes, used, pods: int, request) -> int:
+    """NodeResourcesFit's ``ScorePlacement`` (``noderesources/fit.go`` L247–255, L873–875: the
+    *MostAllocated* strategy over the plugin's resources, cpu and memory by default;
+    ``resource_allocation.go`` L505–535 sums requests and allocatable over the placement's nodes;
+    ``most_allocated.go`` L29–68): ``(allocated + the group's requests) × 100 / allocatable`` per
+    resource, integer division, averaged. The fuller domain scores higher."""
+    alloc = node_allocatable(spec)
+    total = 0
+    for r in range(2):
+        cap = alloc[r] * len(nodes)
+        req = sum(used[i][r] for i in nodes) + pods * request[r]
+        total += min(req, cap) * 100 // cap
+    return total // 2
+
+
 def kube_gang_topology(spec: ClusterSpec, k, need: int, want: int, level: str, free_gpus,
-                       rng: random.Random) -> tuple[list | None, int]:
-    """One placement per domain of ``level``; those where the group's quorum (``need`` pods)
-    fits score alike (GPU requests are not scored by default), so one is drawn with ``rng``;
-    inside it up to ``want`` pods go to the nodes with the most free GPUs first (LeastAllocated),
-    ties by index. ``(None, the most pods any domain fits)`` when none holds the quorum."""
-    fitting, best = [], 0
-    for r in domains_of(spec, level):
-        fit = sum(k[i] for i in r)
-        best = max(best, fit)
-        if fit >= need:
-            fitting.append(r)
-    if not fitting:
-        return None, best
-    r = fitting[rng.randrange(len(fitting))] if len(fitting) > 1 else fitting[0]
-    return fill(r, k, want, key=lambda i: (-free_gpus[i], i)), want
+                       rng: random.Random, *, gpus_per_pod: int = 1, used=None, request=(0, 0),
+                       follow_domain: str | None = None, follow_nodes: dict | None = None,
+                       ) -> GangPlacement:
+    """One placement per domain of ``level`` (``topology_placement.go`` L60–100; Go map order, so
+    no order between them); each is tried with the PodGroup cycle (pods placed by
+    :func:`spread_fill`), and it is feasible when the group's quorum (``need`` pods) is placed.
+    ``findBestPlacement`` (``schedule_one_podgroup.go`` L1196–1226) takes the highest total of the
+    PlacementScore plugins, ties by ``rand.Int()``: NodeResourcesFit's MostAllocated
+    (:func:`placement_score`) and PodGroupPodsCount (``podgrouppodscount/podgroup_pods_count.go``
+    L54–90: the pods placed × 100 / the most any placement placed), weight 1 each
+    (``apis/config/v1/default_plugins.go`` L42, L102–105). A domain is *forced* when it alone
+    scores best; among tied domains the model takes ``follow_domain`` (the real run's) if it is one
+    of them, else draws one with ``rng``. ``used[i]``: (millicores, bytes) allocated on node ``i``."""
+    used = used if used is not None else [(0, 0)] * spec.nodes
+    size = spec.level_size(level)
+    feasible, statuses = [], []
+    for d, r in enumerate(domains_of(spec, level)):
+        prefer = follow_nodes if follow_domain == f"{level}{d}" else None
+        plan, ok = spread_fill(r, k, want, free_gpus, gpus_per_pod, prefer)
+        placed = sum(n for _, n in plan)
+        if placed >= need:
+            feasible.append((d, plan, placed, ok))
+        else:
+            statuses.append(placed)
+    if not feasible:
+        return GangPlacement(None, None, fit=max(statuses, default=0), statuses=tuple(statuses))
+    most = max(p for _, _, p, _ in feasible)
+    scores = [(d, placement_score(spec, range(d * size, (d + 1) * size), used, p, request), p * 100 // most)
+              for d, _, p, _ in feasible]
+    best = max(f + c for _, f, c in scores)
+    tied = [d for d, f, c in scores if f + c == best]
+    names = tuple(f"{level}{d}" for d in tied)
+    by = {d: (plan, ok) for d, plan, _, ok in feasible}
+    if follow_domain in names:
+        d = tied[names.index(follow_domain)]
+        followed = by[d][1] if follow_nodes is not None else True
+    else:
+        d = tied[rng.randrange(len(tied))] if len(tied) > 1 else tied[0]
+        followed = follow_domain is None
+    return GangPlacement(by[d][0], f"{level}{d}", names,
+                         tuple((f"{level}{dd}", f, c) for dd, f, c in scores), most, (), followed)
 
 
 def fill(nodes, k, pods: int, key) -> list:

@@ -73,6 +73,10 @@ class JobResult:
     topology_note: str | None = None
     #: on a cluster with a topology: ((node index, GPUs), ...) when it started (the cost of a split)
     placement: tuple | None = None
+    #: what the policy could have chosen where its scheduler draws among equals (kube-gang: the
+    #: tied domains of a PodGroup's placement, the pending messages a failed search may show);
+    #: not compared: the fast path looks at a waiting gang less often than the reference
+    choices: dict | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -563,7 +567,8 @@ def _result(policy: str, state: SchedState, runs: list[JobRun], horizon: float, 
                               placement_domains(state.workload.cluster, [i for i, _ in r.placed])
                               if r.placed else None,
                               getattr(policy_obj, "topology_note", lambda job: None)(r.job),
-                              r.placed or None))
+                              r.placed or None,
+                              getattr(policy_obj, "choices", {}).get(r.name)))
     t0 = min((r.job.submit for r in runs), default=0.0)
     window = max(0.0, end_time - t0) * state.cluster.total_gpus
     waits = [r.start - r.job.submit for r in runs if r.start is not None]

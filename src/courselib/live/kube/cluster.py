@@ -47,6 +47,8 @@ from courselib.model.workload import topology_problem
 
 #: etcd client, etcd peer, kube-apiserver, kube-scheduler, kube-controller-manager, then extras.
 BASE_PORT = 18000
+#: The gate of native topology-aware PodGroup scheduling (KEP-5732): on with ``--gang`` on a topology.
+TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling"
 #: Where a node's feature labels live: ``feature.node.kubernetes.io/nvlink: "true"``.
 FEATURE_PREFIX = "feature.node.kubernetes.io/"
 GPU = "nvidia.com/gpu"
@@ -139,9 +141,20 @@ class KubeShape(NodesShape):
         named = [extension.get(name) for name in self.with_]
         return named + [ext for ext in extension.implied(self) if ext not in named]
 
+    def core_gates(self) -> dict[str, bool]:
+        """Native gang scheduling's gates, and on a topology also TopologyAwareWorkloadScheduling
+        (alpha, off by default, needs GenericWorkload: ``pkg/features/kube_features.go`` L2231–2233,
+        L2892): with it the scheduler tries one placement per topology domain for a PodGroup with
+        ``schedulingConstraints.topology``. Not on without a topology: it words every failed PodGroup
+        cycle as a placement search ("0/1 placements are available, ...")."""
+        gates = {g: True for g in GANG_FEATURE_GATES} if self.gang else {}
+        if self.gang and self.topology:
+            gates[TOPOLOGY_GATE] = True
+        return gates
+
     def feature_gates(self) -> dict[str, bool]:
         """The gates the core components run with: native gang scheduling's, and the extensions'."""
-        gates = {g: True for g in GANG_FEATURE_GATES} if self.gang else {}
+        gates = self.core_gates()
         for ext in self.extensions():
             gates.update(ext.feature_gates(self))
         return gates
@@ -156,6 +169,7 @@ class KubeShape(NodesShape):
         return (self.describe_nodes()
                 + (f"; topology {topology_arg(self.topology)}" if self.topology else "")
                 + ("; native gang scheduling on" if self.gang else "")
+                + (" with topology-aware PodGroups" if self.gang and self.topology else "")
                 + "".join(f"; with {w}" for w in self.with_))
 
     def cli_args(self) -> str:
@@ -526,6 +540,12 @@ def reshape(cp: ControlPlane, shape: KubeShape, *, say=lambda msg: None) -> Cont
     if shape.gang != cp.shape.gang:
         raise CourseError("the workload needs native gang scheduling " + ("on" if shape.gang else "off")
                           + ", the running control plane has it " + ("on" if cp.shape.gang else "off"),
+                          hint="run `courselib kube down`, then `courselib kube up " + shape.cli_args() + "`")
+    if shape.core_gates() != cp.shape.core_gates():
+        want = TOPOLOGY_GATE in shape.core_gates()
+        raise CourseError(f"the workload needs {TOPOLOGY_GATE} {'on' if want else 'off'} (native gang "
+                          f"scheduling {'on a topology' if want else 'without one'}), the running control "
+                          f"plane has it {'off' if want else 'on'}",
                           hint="run `courselib kube down`, then `courselib kube up " + shape.cli_args() + "`")
     if cp.shape.same_nodes(shape):
         return cp

@@ -29,6 +29,8 @@ returns (a :class:`ReplayHooks`):
 =================  ===========================================================================
 ``prepare``        before the first submission: its objects (queues, topology), its watches
 ``manifest``       a Job's body, just before it is created: labels, annotations, or another kind
+``pod_group``      with native gang scheduling, a job's PodGroup just before it is created (the
+                   topology set-up: ``schedulingConstraints.topology``)
 ``settled``        its part of "the control plane has settled": a fingerprint (any change
                    restarts the quiet period), whether it is calm, and the jobs that should have
                    no pods yet (suspended)
@@ -95,6 +97,10 @@ class ReplayHooks:
 
     def manifest(self, job, body: dict) -> dict:
         """``body``, the Job that stands for ``job``, just before it is created."""
+        return body
+
+    def pod_group(self, job, body: dict) -> dict:
+        """``body``, the PodGroup of ``job`` (native gang scheduling), just before it is created."""
         return body
 
     def settled(self, pods: dict[str, dict]) -> tuple[Any, bool, frozenset]:
@@ -234,6 +240,11 @@ class AllHooks(ReplayHooks):
     def manifest(self, job, body: dict) -> dict:
         for h in self.hooks:
             body = h.manifest(job, body)
+        return body
+
+    def pod_group(self, job, body: dict) -> dict:
+        for h in self.hooks:
+            body = h.pod_group(job, body)
         return body
 
     def settled(self, pods):

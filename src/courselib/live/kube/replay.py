@@ -42,7 +42,7 @@ from dataclasses import replace as _replace
 from courselib.errors import CourseError
 from courselib.live.kube.api import Api, ApiError
 from courselib.live.kube.cluster import ControlPlane, KUBERNETES_VERSION, NAMESPACE, reshape
-from courselib.live.kube.extension import REGISTRY, AllHooks, ReplayRun
+from courselib.live.kube.extension import AllHooks, ReplayRun
 from courselib.live.kube.plan import (IMAGE, REPLAY_LABEL, ReplayPlan, job_manifest, pod_group_manifest,
                                       preempts, priority_class_manifest)
 from courselib.live.kube.watch import job_of, metric, pending_message, phase
@@ -258,8 +258,8 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
 
     def hooks(replay_id: str) -> AllHooks:
         run = ReplayRun(cp, api, plan, replay_id, say)
-        return AllHooks(h for h in (REGISTRY[name].replay(run) for name in plan.shape.with_
-                                    if name in REGISTRY) if h is not None)
+        # the extensions the plan's shape names, and those it implies (the topology set-up)
+        return AllHooks(h for h in (ext.replay(run) for ext in plan.shape.extensions()) if h is not None)
     return drive(api, plan, hooks=hooks, say=say, timeout=timeout,
                  versions={"kubernetes": KUBERNETES_VERSION, **cp.versions})
 
@@ -398,7 +398,7 @@ class _Driver:
         for job in batch:
             if self.gang:
                 self.api.create(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups",
-                                pod_group_manifest(job, self.replay_id))
+                                self.hooks.pod_group(job, pod_group_manifest(job, self.replay_id)))
             body = self.hooks.manifest(job, job_manifest(job, self.plan.workload, self.replay_id,
                                                          gang=self.gang))
             group = "api/v1" if body["apiVersion"] == "v1" else f"apis/{body['apiVersion']}"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.io.workload import load_workload
@@ -86,6 +87,17 @@ class JobComparison:
 
 
 @dataclass
+class TopologyCheck:
+    """One check of a topology-aware PodGroup replay: what the real scheduler did and the set of
+    things the model says it may do (a random tie: any member is right)."""
+    job: str
+    what: str        # "start", "placement", "pending message"
+    real: str
+    model: str
+    ok: bool
+
+
+@dataclass
 class Comparison(Agreement):
     """Where the real kube-scheduler and courselib's policy agree, job by job."""
     policy: str
@@ -93,15 +105,18 @@ class Comparison(Agreement):
     model_deadlock: bool
     round_robin_deadlock: bool
     max_start_error: float | None
+    #: on a topology (kube-gang): each job's start, where it landed, why it waited
+    topology: list = field(default_factory=list)
 
     @property
     def checks(self) -> int:
         return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs) \
-            + 2 * sum(j.losses_compared for j in self.jobs)
+            + 2 * sum(j.losses_compared for j in self.jobs) + len(self.topology)
 
     @property
     def agreed(self) -> int:
-        return (sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
+        return (sum(t.ok for t in self.topology)
+                + sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
                 + self.order_agree + (self.real_deadlock == self.model_deadlock)
                 + sum(j.evictions_compared and j.evictions_agree for j in self.jobs)
                 + sum(j.losses_compared and j.restarts_agree for j in self.jobs)
@@ -136,6 +151,76 @@ def quorum_order(workload: Workload, pod_order: list[str], batches: list[list[st
     return out
 
 
+def real_nodes(rj) -> dict[int, int]:
+    """``{"node9": 1}`` -> ``{8: 1}``: a real job's pods per node index (0-based, as the model's)."""
+    return {int(name.removeprefix("node")) - 1: n for name, n in rj.nodes.items()}
+
+
+def real_domains(workload: Workload, rj, level: str) -> list[str]:
+    """The domains of ``level`` a real job's pods are in (the labels :func:`courselib.live.kube.topology.node_labels`
+    gave its nodes)."""
+    size = workload.cluster.level_size(level)
+    return sorted({f"{level}{i // size}" for i in real_nodes(rj)}, key=lambda d: int(d[len(level):]))
+
+
+def real_choices(workload: Workload, result) -> dict:
+    """What the real run chose where kube-scheduler draws among equals, for the model to follow
+    when its rule allows it: each job's nodes, and a topology job's domain."""
+    nodes = {j.name: real_nodes(result.job(j.name)) for j in workload.jobs if result.job(j.name).nodes}
+    domains = {}
+    for j in workload.jobs:
+        if j.topology and j.topology[0] == "required" and j.name in nodes:
+            found = real_domains(workload, result.job(j.name), j.topology[1])
+            domains[j.name] = found[0] if len(found) == 1 else ",".join(found)
+    return {"nodes": nodes, "domains": domains}
+
+
+_PLACEMENTS = re.compile(r"\d+/\d+ placements are available, first placement status: minCount \(\d+\) "
+                         r"cannot be satisfied: \d+ scheduled, -?\d+ remaining")
+
+
+def placement_message(text: str | None) -> str | None:
+    """The placement search's words in a pod's condition or event (``0/D placements ...``)."""
+    m = _PLACEMENTS.search(text or "")
+    return m.group(0) if m else None
+
+
+def topology_checks(workload: Workload, result, model, tolerance: float = 1.0) -> list[TopologyCheck]:
+    """Per job: its start (the same virtual time), where it landed (a required job in one domain of
+    its level, and that domain one of those the model's placement scores tie on — the scheduler's
+    ``rand.Int()`` picks among them —; every job's nodes a placement the per-pod rule allows: most
+    free GPUs, ties drawn), and a waiting job's placement message (one of the model's: the real
+    scheduler words it after whichever placement Go's map order tried first)."""
+    def t(x):
+        return "-" if x is None else _fmt(x)
+    out = []
+    for job in workload.jobs:
+        rj, mj = result.job(job.name), model.job(job.name)
+        ch = mj.choices or {}
+        same = (rj.start is None and mj.start is None) or (
+            rj.start is not None and mj.start is not None and abs(rj.start - mj.start) <= tolerance)
+        out.append(TopologyCheck(job.name, "start", t(rj.start), t(mj.start), same))
+        if rj.start is not None and mj.start is not None:
+            if job.topology and job.topology[0] == "required":
+                level = job.topology[1]
+                doms = real_domains(workload, rj, level)
+                tied = ch.get("tied", [])
+                kind = "forced" if len(tied) == 1 else f"tie of {len(tied)}, any"
+                ok = len(doms) == 1 and doms[0] in tied and ch.get("followed", False)
+                out.append(TopologyCheck(job.name, "placement", " ".join(doms),
+                                         f"{' '.join(tied)} ({kind})", ok))
+            elif "nodes_followed" in ch:
+                out.append(TopologyCheck(job.name, "placement", f"{len(rj.nodes)} nodes",
+                                         "most free GPUs first, ties drawn", ch["nodes_followed"]))
+        real_msg = placement_message(rj.reason) or next(
+            (m for e in (rj.describe or {}).get("events", []) if (m := placement_message(e.get("message")))), None)
+        model_msgs = [m for m in (placement_message(x) for x in ch.get("messages", [])) if m]
+        if real_msg or model_msgs:
+            out.append(TopologyCheck(job.name, "pending message", real_msg or "-",
+                                     " | ".join(model_msgs) or "-", real_msg in model_msgs))
+    return out
+
+
 def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False,
               batches=None, options=()):
     from courselib.sim.gang import simulate
@@ -160,6 +245,9 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     wl = plan.workload
     # what the real run drew where the model needs to be told (Kueue: its UID tie order)
     recorded = tuple((result.extra or {}).get("model_options", {}).items())
+    topo = plan.policy == "kube-gang" and bool(wl.cluster.topology) and plan.shape.gang
+    if topo:   # the real run's draws among equals, and the reference path (every retry's message)
+        recorded += tuple(real_choices(wl, result).items()) + (("reference", True),)
     model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches,
                       plan.options + recorded)
     rr = model_run(wl, plan.policy, None, plan.preemption, options=plan.options)
@@ -177,7 +265,8 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     pairs, agree, bad = order_pairs(rows, tolerance)
     return Comparison(name, rows, result.start_order(), model_start_order(model), pairs, agree, bad,
                       policy=plan.policy, real_deadlock=result.deadlock, model_deadlock=model.deadlock,
-                      round_robin_deadlock=rr.deadlock, max_start_error=max_start_error(rows, 3))
+                      round_robin_deadlock=rr.deadlock, max_start_error=max_start_error(rows, 3),
+                      topology=topology_checks(wl, result, model) if topo else [])
 
 
 def losses(result, job, mj) -> dict:
@@ -239,12 +328,21 @@ def format_comparison(c: Comparison) -> str:
     lines.append(f"verdict      real: {'DEADLOCK' if c.real_deadlock else 'no deadlock'}; model: "
                  f"{'DEADLOCK' if c.model_deadlock else 'no deadlock'} (round-robin: "
                  f"{'DEADLOCK' if c.round_robin_deadlock else 'no deadlock'})")
+    if c.topology:
+        lines.append("topology-aware PodGroups (TopologyAwareWorkloadScheduling): where each job landed; "
+                     "the real scheduler draws among equally scored domains (rand.Int) and nodes "
+                     "(selectHost), so the model names the tied set and the check accepts any member, "
+                     "then follows the real draw")
+        for tc in c.topology:
+            lines.append(f"  {tc.job:<12} {tc.what:<16} real: {tc.real:<24} model: {tc.model}  "
+                         f"{'yes' if tc.ok else 'NO'}")
     lines.append(f"agreement: {c.agreed}/{c.checks} checks = {100 * c.agreement:.0f}% "
                  f"(complete {sum(r.complete_agrees for r in c.jobs)}/{len(c.jobs)}, bound at end "
                  f"{sum(r.bound_agrees for r in c.jobs)}/{len(c.jobs)}, order {c.order_agree}/{c.order_pairs}, "
                  f"verdict {int(c.real_deadlock == c.model_deadlock)}/1"
                  + (f", evictions {sum(r.evictions_agree for r in c.jobs if r.evictions_compared)}"
-                    f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "") + ")")
+                    f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "")
+                 + (f", topology {sum(t.ok for t in c.topology)}/{len(c.topology)}" if c.topology else "") + ")")
     return "\n".join(lines)
 
 

@@ -121,9 +121,17 @@ class KubeGang(Policy):
 
     def __init__(self, workload: Workload, seed: int = 0, pod_group_cycle: bool = True,
                  permit_timeout: float = PERMIT_TIMEOUT, requeue_after: float = UNSCHEDULABLE_FLUSH,
-                 group_order=None):
+                 group_order=None, domains=None, nodes=None):
         super().__init__(workload, seed)
         self.group_order = _group_order(group_order, workload)
+        # what a real run chose where the scheduler draws among equals (a comparison gives them):
+        # job -> the domain its PodGroup's placement was, job -> {node index: pods}
+        self.follow_domains = dict(domains or {})
+        self.follow_nodes = {name: {int(i): int(n) for i, n in (v.items() if isinstance(v, dict) else v)}
+                             for name, v in dict(nodes or {}).items()}
+        #: per job, what the scheduler could have chosen: the tied domains, whether the real
+        #: choice (if given) was one of them, the pending messages a failed search may show
+        self.choices: dict[str, dict] = {}
         if not 0 < permit_timeout <= MAX_PERMIT_TIMEOUT:
             raise ValueError(f"permit_timeout must be in (0, {MAX_PERMIT_TIMEOUT:g}] seconds "
                              "(the framework caps any Permit wait at 15 minutes)")
@@ -305,7 +313,10 @@ class KubeGang(Policy):
                 and self._preempt_for_group(state, run, waiting):
             fit = self._fit(state, run, waiting)
         if bound + fit >= job.min_member and (fit or bound < job.min_member):
-            state.place(run, waiting, spread=True)  # the group's placed pods bind together
+            if bound == 0 and run.name in self.follow_nodes:
+                self._follow_nodes(state, run, waiting)
+            else:
+                state.place(run, waiting, spread=True)  # the group's placed pods bind together
             left = job.pods - state.bound(run)
             self.failed.pop(run.name, None)
             if left:  # requeued at once, timestamp kept (scheduling_queue.go L1215–1220)
@@ -319,8 +330,16 @@ class KubeGang(Policy):
             state.set_reason(run, _unschedulable(waiting, n))
         else:
             remaining = job.min_member - bound - fit - 1
-            state.set_reason(run, f"PodGroup Unschedulable: minCount ({job.min_member}) cannot be "
-                                  f"satisfied: {bound + fit} scheduled, {remaining} remaining", kind=MIN_COUNT)
+            status = (f"minCount ({job.min_member}) cannot be satisfied: {bound + fit} scheduled, "
+                      f"{remaining} remaining")
+            if self.workload.cluster.topology:
+                # on a topology the replay runs TopologyAwareWorkloadScheduling: a group without a
+                # constraint is one placement, the parent's (topology_placement.go L61-65), and its
+                # failure is worded as a search (schedule_one_podgroup.go L1038-1042)
+                status = f"0/1 placements are available, first placement status: {status}"
+                mine = self.choices.setdefault(run.name, {})
+                mine["messages"] = sorted(set(mine.get("messages", ())) | {f"PodGroup Unschedulable: {status}"})
+            state.set_reason(run, f"PodGroup Unschedulable: {status}", kind=MIN_COUNT)
         if run.name not in self.failed:
             self.failed[run.name] = (state.now, self._next())
         self.stamp[run.name] = (state.now, self._next())
@@ -342,17 +361,51 @@ class KubeGang(Policy):
                     "form: the request was ignored")
         return None
 
-    def _attempt_topology(self, state: SchedState, run: JobRun, n: int) -> str:
-        """The PodGroup cycle once per placement (one per domain of the level); the placements
-        that hold the quorum score alike, one is drawn (``rand.Int()`` ties; seeded here, per job
-        and instant, so the reference and the fast path draw alike)."""
+    def _follow_nodes(self, state: SchedState, run: JobRun, waiting: int) -> None:
+        """Place the group pod by pod as :meth:`_attempt` does (most free GPUs first), taking among
+        equal nodes — kube-scheduler draws one (``selectHost``) — those the real run used; notes
+        whether the real placement is one that rule allows."""
         job = run.job
+        plan, followed = topology.spread_fill(range(len(state.cluster.nodes)), state.cluster.rooms(job),
+                                              waiting, state.cluster.free, job.gpus_per_pod,
+                                              self.follow_nodes[run.name])
+        state.bind_plan(run, plan)
+        self.choices.setdefault(run.name, {})["nodes_followed"] = followed
+
+    def _used(self, state: SchedState) -> list[tuple[int, int]]:
+        """(millicores, bytes) allocated on each node: what kube-scheduler's cpu and memory scores see."""
+        spec = self.workload.cluster
+        used = [[0, 0] for _ in state.cluster.nodes]
+        for name, nodes in state.cluster.alloc.items():
+            cpu, mem = topology.pod_requests(state.runs[name].job, spec)
+            for i, b in nodes.items():
+                used[i][0] += b.pods * cpu
+                used[i][1] += b.pods * mem
+        return [tuple(u) for u in used]
+
+    def _attempt_topology(self, state: SchedState, run: JobRun, n: int) -> str:
+        """The PodGroup cycle once per placement (one per domain of the level); the feasible ones are
+        scored (:func:`courselib.model.topology.kube_gang_topology`: the fullest domain, then the
+        one placing the most pods) and the best taken; equal ones are a ``rand.Int()`` draw (seeded
+        here, per job and instant, so the reference and the fast path draw alike; a comparison gives
+        the real run's domain, taken when it is one of the tied)."""
+        job = run.job
+        spec = self.workload.cluster
         rng = random.Random(f"{self.seed}:{job.name}:{state.now!r}")
-        plan, fit = topology.kube_gang_topology(self.workload.cluster, state.cluster.rooms(job),
-                                                job.min_member, job.pods, job.topology[1],
-                                                state.cluster.free, rng)
-        if plan is not None:
-            state.bind_plan(run, plan)
+        level = job.topology[1]
+        got = topology.kube_gang_topology(spec, state.cluster.rooms(job), job.min_member, job.pods, level,
+                                          state.cluster.free, rng, gpus_per_pod=job.gpus_per_pod,
+                                          used=self._used(state), request=topology.pod_requests(job, spec),
+                                          follow_domain=self.follow_domains.get(job.name),
+                                          follow_nodes=self.follow_nodes.get(job.name))
+        domains = spec.nodes // spec.level_size(level)
+        if got.plan is not None:
+            self.choices[job.name] = {"level": level, "domain": got.domain, "tied": list(got.tied),
+                                      "forced": len(got.tied) == 1, "followed": got.followed,
+                                      "scores": [list(x) for x in got.scores],
+                                      **({"messages": self.choices[job.name]["messages"]}
+                                         if "messages" in self.choices.get(job.name, {}) else {})}
+            state.bind_plan(run, got.plan)
             self.failed.pop(run.name, None)
             left = job.pods - state.bound(run)
             if left:
@@ -362,12 +415,16 @@ class KubeGang(Policy):
             self.groups.pop(run.name, None)
             return "placed"
         # every placement (one per domain) failed: schedule_one_podgroup.go L1038-1042 reports
-        # "0/D placements are available, first placement status: ..." with an arbitrary placement's
-        # status (map order); the model reports the domain that fit the most pods
-        domains = self.workload.cluster.nodes // self.workload.cluster.level_size(job.topology[1])
-        state.set_reason(run, f"PodGroup Unschedulable: 0/{domains} placements are available, first placement "
-                              f"status: minCount ({job.min_member}) cannot be satisfied: {fit} scheduled, "
-                              f"{job.min_member - fit - 1} remaining", kind=MIN_COUNT)
+        # "0/D placements are available, first placement status: ..." with the status of the first
+        # placement tried, whichever Go's map order put first (topology_placement.go L89-97): any
+        # domain's. The model shows the domain that placed the most pods and keeps every possible one.
+        def message(fit: int) -> str:
+            return (f"PodGroup Unschedulable: 0/{domains} placements are available, first placement "
+                    f"status: minCount ({job.min_member}) cannot be satisfied: {fit} scheduled, "
+                    f"{job.min_member - fit - 1} remaining")
+        mine = self.choices.setdefault(job.name, {})
+        mine["messages"] = sorted(set(mine.get("messages", ())) | {message(f) for f in got.statuses})
+        state.set_reason(run, message(got.fit), kind=MIN_COUNT)
         if run.name not in self.failed:
             self.failed[run.name] = (state.now, self._next())
         self.stamp[run.name] = (state.now, self._next())

@@ -20,15 +20,17 @@ L48: "at least one nodeLabel is required when topology is set").
 What each scheduler makes of the labels is its own extension's business: Kueue's ``Topology``
 object lists them as its levels (:func:`kueue_topology`, used by :mod:`courselib.live.kube.kueue`);
 kube-scheduler's topology-aware PodGroup scheduling names one of them as its key
-(:func:`level_label`). This extension only labels the nodes: it starts no daemon, needs no feature
-gate, and joins any shape that has a topology by itself (:meth:`Topology.implied_by`).
+(:func:`level_label`; with ``--gang`` the core turns TopologyAwareWorkloadScheduling on and this
+extension's replay hook puts the key on each PodGroup, :class:`PodGroupTopology`). This extension
+labels the nodes: it starts no daemon, needs no feature gate of its own, and joins any shape that
+has a topology by itself (:meth:`Topology.implied_by`).
 """
 from __future__ import annotations
 
 import re
 
 from courselib.errors import InputError
-from courselib.live.kube.extension import Extension, register
+from courselib.live.kube.extension import Extension, ReplayHooks, register
 
 #: One label per topology level: ``courselib/topology-<level>``.
 LABEL_PREFIX = "courselib/topology-"
@@ -84,6 +86,19 @@ def domains_of_nodes(topology, nodes) -> dict[str, list[str]]:
     return out
 
 
+class PodGroupTopology(ReplayHooks):
+    """With native gang scheduling (and so TopologyAwareWorkloadScheduling, ``KubeShape.core_gates``):
+    a job that *requires* a level gets ``schedulingConstraints.topology: [{key: <its label>}]`` on its
+    PodGroup — "all pods within the PodGroup must be colocated within the same domain instance"
+    (``k8s.io/api`` v0.37.2 ``scheduling/v1beta1/types.go`` L633–643, L833–857: at most one
+    constraint, only with the gate). A *preferred* level has no PodGroup form: no constraint."""
+
+    def pod_group(self, job, body: dict) -> dict:
+        if job.topology and job.topology[0] == "required":
+            body["spec"]["schedulingConstraints"] = {"topology": [{"key": level_label(job.topology[1])}]}
+        return body
+
+
 @register
 class Topology(Extension):
     name = "topology"
@@ -95,3 +110,7 @@ class Topology(Extension):
 
     def node_labels(self, shape, k: int) -> dict[str, str]:
         return node_labels(getattr(shape, "topology", ()), k)
+
+    def replay(self, run):
+        shape = run.plan.shape
+        return PodGroupTopology(run) if shape.gang and shape.topology else None
