@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
-import re
+import re as _re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -175,7 +175,7 @@ def real_choices(workload: Workload, result) -> dict:
     return {"nodes": nodes, "domains": domains}
 
 
-_PLACEMENTS = re.compile(r"\d+/\d+ placements are available, first placement status: minCount \(\d+\) "
+_PLACEMENTS = _re.compile(r"\d+/\d+ placements are available, first placement status: minCount \(\d+\) "
                          r"cannot be satisfied: \d+ scheduled, -?\d+ remaining")
 
 
