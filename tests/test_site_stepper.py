@@ -76,6 +76,7 @@ def fresh(browser) -> None:
     browser.goto(browser.base + "index.html")
     for sel in (ROOT_SEL, RUN_SEL, LADDER_SEL):
         assert browser.wait_for(f"document.querySelector('{sel}').dataset.ready === 'true'")
+    loaded(browser)
 
 
 def loaded(browser) -> None:

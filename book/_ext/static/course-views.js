@@ -192,7 +192,7 @@
     nodes.addEventListener("input", show);
     delay.addEventListener("change", show);
     redrawOnResize(chart, steps.draw);
-    return show();
+    show(); // ready at once: the chart and the verdict are here; the steps follow (dataset.loading until then)
   }
 
   function barrierChart(d, c, width, at) {
