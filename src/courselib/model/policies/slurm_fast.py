@@ -20,6 +20,11 @@ have one, a job no smaller than one that still has none (75 overloaded nodes, 10
 before, 8 s after). Such a pass updates the last one's record in place and visits only the jobs
 whose outcome may change; the jobs with no start that it tries are answered from one capacity
 curve per time (:meth:`Availability.curve`; the figures are in benchmarks/README.md).
+A plain job's search in a pass is answered by the pass's
+:class:`~courselib.model.policies.slurm_profile.Timeline` (free GPUs and reserved nodes at every
+candidate time): on a busy cluster each job looks past most of the reservations made before it,
+and the rows that cannot hold it even alone are ruled out at once (issue 35: about one exact count
+a search, where the walk planned at ~18 times and stepped over ~70).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ import numpy as np
 
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies.slurm import Slurm
-from courselib.model.policies.slurm_profile import Availability
+from courselib.model.policies.slurm_profile import Availability, Timeline
 from courselib.model.workload import Job
 
 _job_name = attrgetter("job.name")
@@ -389,10 +394,31 @@ class SlurmFast(Slurm):
         names = list(map(_job_name, pending)) if names is None else names[: self.bf_max_job_test]
         node_gpus = state.cluster.capacity  # (every node's GPUs: a start uses all of its nodes', or not)
 
+        line_box: list = [None]
+
+        def timeline():
+            """The pass's :class:`Timeline`, up to date with its times and reservations (made again
+            after a start: the free GPUs changed), or None where it does not hold."""
+            line = line_box[0]
+            if line is None:
+                line = line_box[0] = Timeline(self._availability(state), now, state.cluster.free, reserved,
+                                              self._starts, times_all)
+            elif line.version != self._starts:
+                self._availability(state)  # (brought up to date: the rows' free GPUs are read again)
+            line.sync(times_all, state.cluster.free, self._starts)
+            return line if line.ok else None
+
         def search(job: Job, plain: bool, k: int):
             """The job's earliest start in the window from ``times_all[k]`` on, and its plan."""
             times = times_all
             runtime, pods, g = job.planned_runtime, job.pods, job.gpus_per_pod
+            if plain and direct and runtime > 0:  # the pass's timeline answers it in one go
+                line = timeline()
+                if line is not None:
+                    hit = line.earliest(g, pods, runtime, k, bisect_right(times, horizon))
+                    if hit is None:
+                        return None, None
+                    return times[hit[0]], line.plan(hit[0], hit[1], pods)
             if plain:  # from the first time at which enough pods fit, reservations aside
                 k = max(k, self._first_fit(times, state, avail, job))
             last, bound = None, -math.inf
