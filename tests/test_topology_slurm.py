@@ -206,3 +206,21 @@ def test_squeue_node_lists_map_to_the_models_domains():
     from courselib.live.slurm.result import node_indexes
     assert node_indexes("node[1-3,7],node9") == [0, 1, 2, 6, 8] and node_indexes("") == []
     assert topology.domains_spanned(block_spec(), node_indexes("node[13-14]"), "block") == ["block3"]
+
+
+def test_the_slurm_root_follows_its_own_absolute_symlinks(tmp_path):
+    """Debian links /usr/sbin/slurmctld -> /etc/alternatives/slurmctld -> /usr/sbin/slurmctld-wlm:
+    absolute links that name the root's files; a host without /etc/alternatives/slurmctld must
+    still find the root's slurmctld (it did not, and `slurm up` said Slurm was incomplete)."""
+    import os
+    from courselib.live.slurm.root import RootLauncher
+    (tmp_path / "usr/sbin").mkdir(parents=True)
+    (tmp_path / "etc/alternatives").mkdir(parents=True)
+    real = tmp_path / "usr/sbin/slurmctld-wlm"
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    os.symlink("/usr/sbin/slurmctld-wlm", tmp_path / "etc/alternatives/slurmctld-course-test")
+    os.symlink("/etc/alternatives/slurmctld-course-test", tmp_path / "usr/sbin/slurmctld")
+    launcher = RootLauncher(tmp_path)
+    assert launcher.which("slurmctld") == "/usr/sbin/slurmctld" and launcher.which("slurmd") is None
+    assert launcher.inside("/usr/sbin/slurmctld") == real

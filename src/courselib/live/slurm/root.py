@@ -101,9 +101,21 @@ class RootLauncher(Launcher):
 
     def which(self, cmd: str) -> str | None:
         for d in ("usr/sbin", "usr/bin", "sbin", "bin"):
-            if os.access(self.root / d / cmd, os.X_OK):
+            if os.access(self.inside(f"/{d}/{cmd}"), os.X_OK):
                 return f"/{d}/{cmd}"
         return None
+
+    def inside(self, path: str, hops: int = 16) -> Path:
+        """Where ``path`` (as the chroot sees it) is on the host, its symlinks followed *inside* the
+        root: Debian's ``/usr/sbin/slurmctld -> /etc/alternatives/slurmctld -> /usr/sbin/slurmctld-wlm``
+        names the root's own files, not the host's (a host without that alternative found no slurmctld)."""
+        here = self.root / path.lstrip("/")
+        for _ in range(hops):
+            if not here.is_symlink():
+                return here
+            target = os.readlink(here)
+            here = (self.root / target.lstrip("/")) if target.startswith("/") else here.parent / target
+        return here
 
     def command(self, argv: Sequence[str]) -> list[str]:
         unshare = shutil.which("unshare") or "/usr/bin/unshare"
