@@ -124,3 +124,29 @@ def test_pod_requests_are_what_the_manifest_asks_for():
         res = kplan.job_manifest(j, wl, "r")["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
         cpu, mem = topology.pod_requests(j, wl.cluster)
         assert int(res["cpu"]) * 1000 == cpu and int(res["memory"].removesuffix("Gi")) * 2**30 == mem
+
+
+# ---- the recorded real runs (courselib kube replay --record on Kubernetes v1.37.2) -------------------
+RECORDED = ["fragmentation", "larger-than-domain", "preferred-vs-required", "apart", "blocked-head", "mixed"]
+
+
+def test_every_recorded_real_run_agrees_with_kube_gang():
+    """The six topology workloads as the real kube-scheduler ran them: 100 % agreement, with the
+    topology checks (start, placement, pending message) among them."""
+    for name in RECORDED:
+        rec = kresult.load_recorded(f"topology-gang-{name}")
+        assert rec.result.plan.shape.topology and rec.result.plan.shape.gang
+        c = kresult.compare(rec.result, name=name)
+        assert c.agreement == 1.0 and c.topology, kresult.format_comparison(c)
+
+
+def test_a_spreading_placement_score_disagrees_with_the_real_run(monkeypatch):
+    """The check can fail: score placements the other way round (LeastAllocated, the emptiest domain
+    first) and the real blocked-head run, whose second group joined the first one's block, disagrees."""
+    real = kresult.load_recorded("topology-gang-blocked-head").result
+    score = topology.placement_score
+    monkeypatch.setattr(topology, "placement_score", lambda *a, **k: 100 - score(*a, **k))
+    c = kresult.compare(real, name="blocked-head")
+    assert c.agreement < 1.0
+    assert any(t.job == "long2" and t.what == "placement" and not t.ok for t in c.topology), \
+        kresult.format_comparison(c)

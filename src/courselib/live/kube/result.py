@@ -212,8 +212,12 @@ def topology_checks(workload: Workload, result, model, tolerance: float = 1.0) -
             elif "nodes_followed" in ch:
                 out.append(TopologyCheck(job.name, "placement", f"{len(rj.nodes)} nodes",
                                          "most free GPUs first, ties drawn", ch["nodes_followed"]))
+        # the pod's condition at the end, else what `kubectl describe` showed while it waited: the
+        # pod's events (its own view: "0/16 nodes are available" inside the placement tried) and
+        # the PodGroup's condition (the search: "0/D placements are available, ...")
+        seen = (rj.describe or {}).get("events", []) + (rj.describe or {}).get("podgroup", [])
         real_msg = placement_message(rj.reason) or next(
-            (m for e in (rj.describe or {}).get("events", []) if (m := placement_message(e.get("message")))), None)
+            (m for e in seen if (m := placement_message(e.get("message")))), None)
         model_msgs = [m for m in (placement_message(x) for x in ch.get("messages", [])) if m]
         if real_msg or model_msgs:
             out.append(TopologyCheck(job.name, "pending message", real_msg or "-",
