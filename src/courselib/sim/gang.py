@@ -504,7 +504,8 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
       ``bf_job_part_count_reserve`` (0), ``max_switch_wait`` (300 s: how long a ``--switches=1`` job waits for one leaf),
       ``bf_interval`` (0 s here: a backfill pass every cycle; slurm.conf's default is 30 s);
     - ``kube-gang``: ``pod_group_cycle`` (True), ``permit_timeout`` (300 s), ``requeue_after`` (300 s),
-      ``group_order``.
+      ``group_order``, ``domains`` and ``nodes`` (a replay's record of what a real run drew where the
+      scheduler picks among equal placements: job -> domain, job -> {node: pods}; None: a seeded draw).
 
     e.g. ``simulate(w, "kueue", timeout=300.0)``, ``simulate(w, "slurm", backfill=False)``.
     """
