@@ -59,6 +59,8 @@ def _build(out: Path, **config) -> Path:
                                "--config", str(conf)], capture_output=True, text=True, timeout=1800)
     finally:
         conf.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "build.log").write_text(done.stdout + done.stderr)
     assert done.returncode == 0, "book build failed with warnings as errors:\n" + "\n".join(
         line for line in (done.stdout + done.stderr).splitlines() if "WARNING" in line or "ERROR" in line)[-4000:]
     return out / "_build" / "html"
@@ -511,3 +513,34 @@ def test_student_edition_hides_every_solution(site, tmp_path):
         exercises += mine
         solutions += (site / page).read_text().count('class="solution')
     assert exercises >= 20 and solutions >= 20, (exercises, solutions)
+    # a gated solution's code cells are cut from the student's page after it is parsed
+    # (book/_ext/course_build.py), so its notebook is the instructor's: no page executes a second time
+    gated = _gated_code_cells()
+    for page in pages():
+        cells = [(html_dir / page).read_text().count(CELL), (site / page).read_text().count(CELL)]
+        assert cells[0] == cells[1] - gated.get(page, 0), (page, cells, gated.get(page, 0))
+    assert sum(gated.values()) >= 20, gated
+    if not given and not os.environ.get("COURSE_SITE_HTML"):
+        again = [line for line in (tmp_path / "build.log").read_text().splitlines() if "Executing notebook" in line]
+        assert again == [], "the student edition executed pages the instructor edition had executed:\n" + "\n".join(again)
+
+
+CELL = 'class="cell docutils container'
+
+
+def _gated_code_cells() -> dict[str, int]:
+    """page.html -> how many code cells its gated solutions hold (shown in the instructor's edition only)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import course_build
+    finally:
+        sys.path.pop(0)
+    out = {}
+    for page in pages():
+        source = page_path(page[:-len(".html")])
+        if source.suffix == ".md":
+            n = sum(len(re.findall(r"^`{3,}\{code-cell\}", m["body"], re.M))
+                    for m in course_build._GATED_SOLUTION.finditer(source.read_text()))
+            if n:
+                out[page] = n
+    return out

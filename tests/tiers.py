@@ -56,6 +56,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "test_site.py": ("site",),
     "test_site_links.py": ("site",),
     "test_lab_redirects.py": ("site",),
+    "test_student_edition.py": ("site",),
     "test_binder.py": ("site", "slow"),
     # every reader under thousands of generated hostile files, in child processes: about a minute even on
     # the dev budget; test_hostile_cases.py keeps the cases in the fast loop

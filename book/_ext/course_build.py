@@ -25,16 +25,68 @@ import os
 import re
 from pathlib import Path
 
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from sphinx.errors import ExtensionError
+
 # sphinx-exercise 1.2 drops a gated solution's start node under ``hide_solutions`` but keeps its end
 # node and everything between them (code cells included), and the HTML writer then fails on the
-# orphan end node. For the student edition we remove gated solutions from the source instead.
-_GATED_SOLUTION = re.compile(r"^(`{3,})\{solution-start\}.*?^\1\{solution-end\}[^\n]*\n\1[ \t]*$\n?",
+# orphan end node. For the student edition a gated solution is cut out of the page *after* it is
+# parsed: its start and end directives become our own marks (``course-cut-start``/``-end``), its
+# code cells stay in the page's notebook, and :func:`_cut_marked` removes everything from one mark to
+# the other from the doctree. The notebook is then the instructor edition's (jupyter-cache keys a page
+# on its code cells), so the student edition takes every page's outputs from the same execution cache
+# and runs no chapter a second time; its pages show the outputs the instructor edition shows.
+_GATED_SOLUTION = re.compile(r"^(?P<fence>`{3,})\{solution-start\}[^\n]*\n(?:(?!(?P=fence)[ \t]*\n)[^\n]*\n)*?"
+                             r"(?P=fence)[ \t]*\n(?P<body>.*?)^(?P=fence)\{solution-end\}[^\n]*\n(?P=fence)[ \t]*$\n?",
                              re.DOTALL | re.MULTILINE)
 
 
-def _strip_gated_solutions(app, docname, source):
+def _mark(match: re.Match) -> str:
+    fence = match["fence"]
+    return f"{fence}{{course-cut-start}}\n{fence}\n{match['body']}{fence}{{course-cut-end}}\n{fence}\n"
+
+
+def _mark_gated_solutions(app, docname, source):
     if app.config.hide_solutions:
-        source[0] = _GATED_SOLUTION.sub("", source[0])
+        source[0] = _GATED_SOLUTION.sub(_mark, source[0])
+
+
+class cut_start(nodes.Element):
+    """Where a gated solution began (removed with what follows it, up to its :class:`cut_end`)."""
+
+
+class cut_end(nodes.Element):
+    """Where a gated solution ended."""
+
+
+class _CutStart(Directive):
+    def run(self):
+        return [cut_start()]
+
+
+class _CutEnd(Directive):
+    def run(self):
+        return [cut_end()]
+
+
+def _cut_marked(app, doctree):
+    """Remove each marked solution — its text, its code cells and their outputs — from the page."""
+    docname = app.env.docname
+    for start in list(doctree.findall(cut_start)):
+        parent = start.parent
+        at = parent.index(start)
+        end = next((k for k in range(at + 1, len(parent)) if isinstance(parent[k], cut_end)), None)
+        if end is None:
+            raise ExtensionError(f"{docname}: a gated solution's start and end are not in one section")
+        del parent.children[at:end + 1]
+    left = next(iter(doctree.findall(cut_end)), None)
+    if left is not None:
+        raise ExtensionError(f"{docname}: a gated solution's end without its start")
+
+
+def _skip(self, node):
+    raise nodes.SkipNode
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -130,6 +182,11 @@ def setup(app):
     app.setup_extension("course_views")
     app.setup_extension("course_checks")
     app.connect("config-inited", _default_mode)
-    app.connect("source-read", _strip_gated_solutions)
+    app.connect("source-read", _mark_gated_solutions)
+    app.add_node(cut_start, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_node(cut_end, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_directive("course-cut-start", _CutStart)
+    app.add_directive("course-cut-end", _CutEnd)
+    app.connect("doctree-read", _cut_marked)
     app.connect("html-page-context", _dedupe_scripts, priority=1000)  # after every other handler
     return {"parallel_read_safe": True, "parallel_write_safe": True}
