@@ -4,8 +4,8 @@ courselib's `kueue` model, and a control plane that leaves nothing behind.
 Runs where the pinned Kubernetes, etcd and Kueue are built (`make setup-k8s`; .ci/run always builds
 them) and skips with the reason elsewhere. Kueue joins the session's control plane (its own ports,
 18100+, and private state directory: tests/live_fixtures.py).
-Kueue's timers run in real time in the manager (stand-ins of 20 s and 10 s, see
-courselib.live.kube.kueue.replay), so an eviction costs about half a minute.
+Kueue's timers run in real time in the manager (stand-ins of 10 s and 5 s here, 20 s and 10 s in
+`courselib kube replay`; see courselib.live.kube.kueue.replay), so an eviction costs about 15 s.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from courselib.io.workload import load_workload
 from courselib.live import kube
-from courselib.live.kube.kueue import manager as kueue
+from courselib.live.kube.kueue import manager as kueue, replay as kueue_replay
 from courselib.live.kube import api as kapi, plan as kplan, replay as kreplay, result as kresult
 from live_fixtures import KUBE_PORT
 
@@ -33,6 +33,19 @@ PORT = KUBE_PORT
 REASON = kueue.unavailable_reason()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=f"Kueue on a local control plane not runnable here: {REASON}"))
+
+
+#: Kueue's real-time stand-ins for these replays (seconds; courselib.live.kube.kueue.replay.stand_ins):
+#: half the defaults (20 s, 10 s), which `courselib kube replay` and the recorded runs keep. A stand-in
+#: only has to outlast one settle of a replay, a few seconds for these workloads; the model's timeout
+#: and backoff do not change, and every real interval is still checked against the manager's.
+TIMEOUT, BACKOFF = 10, 5
+
+
+@pytest.fixture(scope="module", autouse=True)
+def short_timers():
+    with kueue_replay.stand_ins(TIMEOUT, BACKOFF):
+        yield
 
 
 class _KueueLab:
@@ -106,7 +119,7 @@ def test_quota_admits_a_workload_whose_pods_cannot_all_be_placed(lab):
     evicted = next(e for e in events if e["what"] == "evicted")
     assert (evicted["t"], evicted["reason"], evicted["count"]) == (31 * 60.0, "PodsReadyTimeout", 1)
     assert [(t["timer"], t["configured"]) for t in result.extra["timers"]][:2] == \
-        [("timeout", 20.0), ("backoff", 10.0)]
+        [("timeout", float(TIMEOUT)), ("backoff", float(BACKOFF))]
 
 
 # Each must agree 100 % with courselib's kueue model (given the order Kueue drew among Workloads

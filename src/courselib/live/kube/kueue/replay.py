@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime
 
@@ -63,6 +64,25 @@ REAL_BACKOFF = kueue.PodsReady.backoff_base
 OPTIONS = ("wait_for_pods_ready", "config_api", "timeout", "block_admission", "backoff_base",
            "backoff_max", "backoff_limit")
 KAPI = f"/apis/{kueue.KUEUE_API}"
+
+
+@contextmanager
+def stand_ins(timeout: int, backoff: int):
+    """Replays inside the ``with`` run the manager with these real-time stand-ins (whole seconds)
+    instead of :data:`REAL_TIMEOUT` and :data:`REAL_BACKOFF`. Nothing the replay compares changes: the
+    virtual clock still puts each timer at the model's time, and each real interval is still checked
+    against what the manager was given. A stand-in only has to outlast one settle of the replay; a
+    shorter one saves real waiting (the live tests' agreement replays of a few pods use 10 s and 5 s),
+    a too short one stops the replay with an error, never a wrong order. ``courselib kube replay``
+    and the recorded runs keep the defaults."""
+    global REAL_TIMEOUT, REAL_BACKOFF
+    kueue.PodsReady(timeout=timeout, backoff_base=backoff)  # whole seconds >= 1, or a located error
+    old = REAL_TIMEOUT, REAL_BACKOFF
+    REAL_TIMEOUT, REAL_BACKOFF = timeout, backoff
+    try:
+        yield
+    finally:
+        REAL_TIMEOUT, REAL_BACKOFF = old
 
 
 def model_policy(workload: Workload, options: dict):
