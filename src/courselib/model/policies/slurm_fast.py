@@ -834,6 +834,8 @@ class SlurmFast(Slurm):
         nodes = state.cluster.nodes
         for run, t, plan in self._started_since:
             old = outcomes.get(run.name)
+            if old is None and run.name in carry.resv:
+                return None  # a job not carried (not plain) that held a reservation: where it was is free now
             if old is None or old[0] is None:  # it held nothing the later jobs met: GPUs taken
                 changes.append((t, t + run.job.planned_runtime))
                 continue
