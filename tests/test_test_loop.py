@@ -118,3 +118,13 @@ def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert "NBVAL_CHECK_OUTPUT" not in nb.read_text() and '"nbval' not in nb.read_text(), \
             f"{nb.name} marks an output for nbval: put notebooks/ back into make test's nbval paths"
+
+
+def test_every_run_leaves_its_times_per_test_and_per_tier():
+    from tiers import times_table
+    text = times_table({"a::x": 2.0, "b::y": 5.0, "c::z": 1.0},
+                       {"a::x": ("lab",), "b::y": ("real", "real_kube"), "c::z": ("fast",)})
+    lines = text.splitlines()
+    assert lines[0] == "# 3 tests, 8.0 s in tests (setup + call + teardown)"
+    assert [ln.split()[1] for ln in lines[2:6]] == ["real", "real_kube", "lab", "fast"]
+    assert [ln.split()[-1] for ln in lines[6:]] == ["b::y", "a::x", "c::z"]  # slowest first

@@ -23,6 +23,8 @@ test another helper adds to a file, or that asks for ``live_kube``, falls into i
 - a notebook collected by nbval: ``notebooks/`` is ``book``, ``solutions/`` is ``lab``;
 - a test marked ``real`` by hand gets its system from its file, else from its name.
 
+Every run writes its times, per test and per tier, to ``_build/test-times.txt`` (:data:`TIMES`).
+
 ``make test-fast`` runs ``-m "not (book or site or lab or real or scale or slow)"`` with
 ``COURSE_TEST_BUDGET=dev`` (tests/budget.py); ``make test-topic T=oom`` passes ``--topic oom`` (a
 chapter's module tests, its page, its lab and its solution; no site, no real system); ``make test-real
@@ -231,3 +233,47 @@ def pytest_collection_modifyitems(session, config, items):
         keep = [item for item in items if in_topic(item.nodeid, words)]
         config.hook.pytest_deselected(items=[item for item in items if not in_topic(item.nodeid, words)])
         items[:] = keep
+
+
+# ----------------------------------------------------------------------------- the run's times
+
+#: Every run leaves its times here (``COURSE_TEST_TIMES=FILE`` elsewhere): each test's setup + call +
+#: teardown, slowest first, with its tiers, and the total per tier, so the next cut starts from figures.
+TIMES = Path(__file__).resolve().parents[1] / "_build" / "test-times.txt"
+_times: dict[str, float] = {}
+_tiers: dict[str, tuple[str, ...]] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    for item in session.items:
+        _tiers[item.nodeid] = tuple(sorted({m.name for m in item.iter_markers()} & set(TIERS))) or ("fast",)
+
+
+def pytest_runtest_logreport(report):
+    _times[report.nodeid] = _times.get(report.nodeid, 0.0) + report.duration
+
+
+def times_table(times: dict[str, float], tiers: dict[str, tuple[str, ...]]) -> str:
+    """The run's times as text: the total per tier (a test counts in each of its tiers), then every test."""
+    per: dict[str, float] = {}
+    for nodeid, seconds in times.items():
+        for tier in tiers.get(nodeid, ("fast",)):
+            per[tier] = per.get(tier, 0.0) + seconds
+    lines = [f"# {len(times)} tests, {sum(times.values()):.1f} s in tests (setup + call + teardown)", "# per tier:"]
+    lines += [f"#   {tier:14s} {s:8.1f} s" for tier, s in sorted(per.items(), key=lambda kv: -kv[1])]
+    lines += [f"{s:8.2f}  {' '.join(tiers.get(n, ('fast',))):22s}  {n}"
+              for n, s in sorted(times.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines) + "\n"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _times or hasattr(session.config, "workerinput"):
+        return
+    import os
+    path = Path(os.environ.get("COURSE_TEST_TIMES") or TIMES)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(times_table(_times, _tiers))
+    except OSError:
+        pass
