@@ -67,3 +67,51 @@ def test_a_bad_topology_is_one_located_line(text, what):
 def test_a_level_name_no_label_can_hold_is_refused():
     with pytest.raises(InputError, match="node label"):
         topology.level_label("rack/1")
+
+
+# ---- the comparison: where each pod landed, and why a job waits --------------------------------
+
+def _as_if_real(path, *, move=None, message=None):
+    """A replay result that did what the model does (``move``: job -> other nodes; ``message``:
+    another pending message), built without a control plane."""
+    from courselib.live.kube.replay import RealJob, ReplayResult
+    from courselib.sim.gang import simulate
+    plan = plan_replay(load_workload(path), policy="kueue")
+    model = simulate(plan.workload, "kueue")
+    jobs, pending = [], {}
+    for j in plan.workload.jobs:
+        mj = model.job(j.name)
+        per = max(1, j.gpus_per_pod)
+        nodes = {f"node{i + 1}": g // per for i, g in (mj.placement or ())}
+        if move and j.name in move:
+            nodes = move[j.name]
+        rj = RealJob(j.name, j.pods, submitted=j.submit, start=mj.start, end=mj.end,
+                     bound_at_end=mj.gpus_held // per, nodes=nodes,
+                     state="COMPLETED" if mj.end is not None else "PENDING")
+        jobs.append(rj)
+        if mj.start is None:
+            pending[j.name] = [j.submit, message or mj.pending_reason.removeprefix("Pending: ")]
+    extra = {"compare_placement": True, "pending": pending, "evictions": {j.name: 0 for j in jobs},
+             "model_options": {"queue_order": [j.name for j in plan.workload.jobs]}}
+    return ReplayResult(plan, jobs, [], [], 0.0, 0, model.deadlock, {}, "", extra)
+
+
+def test_the_comparison_checks_every_job_s_nodes_and_a_waiting_job_s_message():
+    from courselib.live.kube import result as kresult
+    c = kresult.compare(_as_if_real("examples/topology/larger-than-domain.yaml"), name="t")
+    assert c.agreement == 1.0, kresult.format_comparison(c)
+    assert all(r.placement_compared for r in c.jobs)
+    (waiting,) = [r for r in c.jobs if r.pending_compared]
+    assert waiting.name == "big-required" and "allows to fit only 8 out of 12 pod(s)" in waiting.real_pending
+    text = kresult.format_comparison(c)
+    assert "rack0 rack1 | block0 block1 block2 | node1-12\n" in text and "pending messages 1/1" in text
+
+
+def test_the_comparison_fails_on_other_nodes_or_another_message():
+    from courselib.live.kube import result as kresult
+    moved = _as_if_real("examples/topology/fragmentation.yaml",
+                        move={"a": {f"node{k}": 1 for k in (1, 2, 3, 4, 9)}})
+    c = kresult.compare(moved, name="t")
+    assert c.agreement < 1.0 and not next(r for r in c.jobs if r.name == "a").placement_agrees
+    said = _as_if_real("examples/topology/larger-than-domain.yaml", message="something else")
+    assert kresult.compare(said, name="t").agreement < 1.0

@@ -73,7 +73,8 @@ def test_fragmentation_six_free_gpus_per_rack_but_no_rack_holds_the_job():
     c = r.job("c")
     assert c.start is None
     assert c.pending_reason == ('Pending: couldn\'t assign flavors to pod set main: topology "default" '
-                                'allows to fit only 3 out of 6 pod(s)')
+                                'allows to fit only 3 out of 6 pod(s). Total nodes: 16; excluded: '
+                                'resource "nvidia.com/gpu": 10')   # a and b's 10 full nodes (ExclusionStats)
     assert simulate(w, "kueue").job("c").start == 3600     # a rack frees when a and b end
     blind = simulate(w, "kube-default", horizon=120).job("c")
     assert blind.start == 60 and "topology-blind" in blind.topology_note   # placed, wherever

@@ -11,7 +11,10 @@ policies keep their own queues and pending messages; only the domain choice live
 
 - :func:`kueue_tas` — Kueue v0.17.1 Topology-Aware Scheduling, ``BestFit`` (the default profile:
   ``TASProfileMixed`` only changes *unconstrained* pod sets, ``TASBalancedPlacement`` is alpha
-  and off, ``pkg/features/kube_features.go`` L430–433, L469–471). In
+  and off, ``pkg/features/kube_features.go`` L430–433, L469–471). A job with no topology request
+  in a ClusterQueue whose flavors are all topology-aware (the course's set-up) is *implied* TAS
+  and unconstrained (``tas_flavorassigner.go`` L216–225): ``LeastFreeCapacity`` on the nodes
+  (:func:`_least_free_capacity`), seen on the real Kueue (``examples/topology/mixed.yaml``). In
   ``pkg/cache/scheduler/tas_flavor_snapshot.go``: ``findLevelWithFitDomains`` L1205–1296 sorts
   the domains of the requested level by free pods, most first, then by their label values
   (``sortedDomainsWithLeader`` L1486–1510); if the first fits, ``findBestFitDomain`` L1188–1203
@@ -170,14 +173,17 @@ def _to_minimum(order, state, count: int) -> list[tuple[int, int]]:
     return out
 
 
-def kueue_tas(spec: ClusterSpec, k, pods: int, mode: str, level: str) -> tuple[list | None, int]:
-    """Kueue TAS's assignment for a pod set of ``pods`` (``mode`` required/preferred at ``level``):
-    ``(plan, pods)`` or ``(None, pods the best domain could fit)`` for the not-fit message."""
+def kueue_tas(spec: ClusterSpec, k, pods: int, mode: str, level: str | None) -> tuple[list | None, int]:
+    """Kueue TAS's assignment for a pod set of ``pods`` (``mode`` required/preferred at ``level``,
+    or ``unconstrained``): ``(plan, pods)`` or ``(None, pods the best attempt could fit)`` for the
+    not-fit message."""
     required = mode == "required"
     levels = level_sizes(spec)
     kk = np.asarray(k, dtype=np.int64)
     states = [kk.reshape(-1, size).sum(axis=1) for _, size in levels]
     ranks = _ranks(spec)
+    if mode == "unconstrained":
+        return _least_free_capacity(states[-1], ranks[-1], pods)
     li = [name for name, _ in levels].index(level)
     while True:
         state = states[li]
@@ -211,15 +217,55 @@ def kueue_tas(spec: ClusterSpec, k, pods: int, mode: str, level: str) -> tuple[l
     return [(d, n) for d, n in chosen if n > 0], pods
 
 
-def tas_not_fit(fit: int, pods: int, pod_set: str = "main") -> str:
+def _least_free_capacity(state, rank, pods: int) -> tuple[list | None, int]:
+    """An *unconstrained* pod set under ``TASProfileMixed`` (beta and on in v0.17.1,
+    ``pkg/features/kube_features.go`` L430–433): ``LeastFreeCapacity`` at the lowest level, the
+    node (``levelKeyWithImpliedFallback`` L1084–1092). ``findLevelWithFitDomains`` L1235–1240
+    takes the first node, fewest free pods first (``sortedDomainsWithLeader`` L1495–1498, then
+    label values), that holds the whole pod set; if none does, L1253–1293 take nodes in the same
+    order, least free first, until the pods are placed, and ``updateCountsToMinimumGeneric``
+    L1423–1435 fills them in that order without BestFit's last-domain optimisation."""
+    order = np.lexsort((rank, state))
+    whole = np.nonzero(state[order] >= pods)[0]
+    if len(whole):
+        return [(int(order[whole[0]]), pods)], pods
+    plan, remaining = [], pods
+    for d in order:
+        if remaining <= 0:
+            break
+        take = int(min(state[d], remaining))
+        if take:
+            plan.append((int(d), take))
+            remaining -= take
+    if remaining > 0:
+        return None, pods - remaining
+    return plan, pods
+
+
+def tas_not_fit(fit: int, pods: int, pod_set: str = "main", *, nodes: int = 0,
+                excluded: dict | None = None) -> str:
     """Kueue's message for a pod set TAS cannot place (``flavorassigner.go`` L178 around
-    ``notFitMessage``, ``tas_flavor_snapshot.go`` L1698–1718)."""
+    ``notFitMessage``, ``tas_flavor_snapshot.go`` L1698–1718). ``excluded``: the nodes TAS left
+    out and why (``ExclusionStats``, L422–465: ``affinity``, ``resource "nvidia.com/gpu"`` for a
+    node where not one pod fits, L1612–1619), of ``nodes`` in all; the real message names them."""
     name = f'"{TAS_TOPOLOGY}"'
     if fit == 0:
         tail = f"topology {name} doesn't allow to fit any of {pods} pod(s)"
     else:
         tail = f"topology {name} allows to fit only {fit} out of {pods} pod(s)"
+    reasons = sorted(f"{why}: {n}" for why, n in (excluded or {}).items() if n)
+    if reasons:
+        tail += f". Total nodes: {nodes}; excluded: {', '.join(reasons)}"
     return f"couldn't assign flavors to pod set {pod_set}: {tail}"
+
+
+def tas_exclusions(k, allowed, short_of: str = "nvidia.com/gpu") -> dict:
+    """Why TAS leaves nodes out for a pod set (``fillInCounts`` L1563–1619): not matching its
+    required node affinity (``allowed``: the indexes that do; None: all), else not one pod fits
+    (counted under the resource that runs out, ``short_of``)."""
+    affinity = 0 if allowed is None else len(k) - len(allowed)
+    full = sum(1 for i, n in enumerate(k) if n == 0 and (allowed is None or i in allowed))
+    return {"affinity": affinity, f'resource "{short_of}"': full}
 
 
 # ---- Slurm topology/tree -----------------------------------------------------------------------

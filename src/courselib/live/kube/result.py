@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
-import re as _re
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult, run_r
 from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
+from courselib.model.topology import placement_domains
 from courselib.model.workload import Workload
 from courselib.units import format_duration as _fmt
 
@@ -55,6 +56,25 @@ class JobComparison:
     model_back: tuple | None = None
     real_failed: str | None = None
     model_failed: str | None = None
+    # on a cluster with a topology: where its pods landed when it started, ((node, pods), ...) in
+    # node order, and (a job waiting at the end in either run) its pending message in the words of
+    # the scheduler (Kueue: the Workload's QuotaReserved condition); None: not compared
+    real_placement: tuple | None = None
+    model_placement: tuple | None = None
+    placement_compared: bool = False
+    real_landed: str = ""       # the same, as domains per level and nodes (for the table)
+    model_landed: str = ""
+    real_pending: str | None = None
+    model_pending: str | None = None
+    pending_compared: bool = False
+
+    @property
+    def placement_agrees(self) -> bool:
+        return not self.placement_compared or self.real_placement == self.model_placement
+
+    @property
+    def pending_agrees(self) -> bool:
+        return not self.pending_compared or self.real_pending == self.model_pending
 
     @property
     def losses_compared(self) -> bool:
@@ -111,7 +131,8 @@ class Comparison(Agreement):
     @property
     def checks(self) -> int:
         return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs) \
-            + 2 * sum(j.losses_compared for j in self.jobs) + len(self.topology)
+            + 2 * sum(j.losses_compared for j in self.jobs) + len(self.topology) \
+            + sum(j.placement_compared for j in self.jobs) + sum(j.pending_compared for j in self.jobs)
 
     @property
     def agreed(self) -> int:
@@ -120,7 +141,9 @@ class Comparison(Agreement):
                 + self.order_agree + (self.real_deadlock == self.model_deadlock)
                 + sum(j.evictions_compared and j.evictions_agree for j in self.jobs)
                 + sum(j.losses_compared and j.restarts_agree for j in self.jobs)
-                + sum(j.losses_compared and j.recoveries_agree for j in self.jobs))
+                + sum(j.losses_compared and j.recoveries_agree for j in self.jobs)
+                + sum(j.placement_compared and j.placement_agrees for j in self.jobs)
+                + sum(j.pending_compared and j.pending_agrees for j in self.jobs))
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -130,6 +153,10 @@ class Comparison(Agreement):
                 row["evictions_agree"] = j.evictions_agree
             if j.losses_compared:
                 row["restarts_agree"], row["recoveries_agree"] = j.restarts_agree, j.recoveries_agree
+            if j.placement_compared:
+                row["placement_agrees"] = j.placement_agrees
+            if j.pending_compared:
+                row["pending_agrees"] = j.pending_agrees
         return d
 
 
@@ -175,7 +202,7 @@ def real_choices(workload: Workload, result) -> dict:
     return {"nodes": nodes, "domains": domains}
 
 
-_PLACEMENTS = _re.compile(r"\d+/\d+ placements are available, first placement status: minCount \(\d+\) "
+_PLACEMENTS = re.compile(r"\d+/\d+ placements are available, first placement status: minCount \(\d+\) "
                          r"cannot be satisfied: \d+ scheduled, -?\d+ remaining")
 
 
@@ -265,7 +292,9 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
                                   rj.start, mj.start, rrj.gpus_held // per if job.gpus_per_pod else 0,
                                   None if evicted is None else evicted.get(job.name, 0),
                                   None if evicted is None else mj.evictions,
-                                  **(losses(result, job, mj) if wl.events else {})))
+                                  **(losses(result, job, mj) if wl.events else {}),
+                                  **(placements(result, job, mj) if wl.cluster.topology and
+                                     (result.extra or {}).get("compare_placement") else {})))
     pairs, agree, bad = order_pairs(rows, tolerance)
     return Comparison(name, rows, result.start_order(), model_start_order(model), pairs, agree, bad,
                       policy=plan.policy, real_deadlock=result.deadlock, model_deadlock=model.deadlock,
@@ -299,6 +328,68 @@ def losses(result, job, mj) -> dict:
             "real_failed": failed, "model_failed": mj.end_reason}
 
 
+def node_index(name: str) -> int | None:
+    """``node5`` -> 4 (the fake nodes are ``node1 … nodeN``)."""
+    m = re.fullmatch(r"node(\d+)", name)
+    return int(m.group(1)) - 1 if m else None
+
+
+def placements(result, job, mj) -> dict:
+    """(Compared where an extension asks, ``extra["compare_placement"]``: Kueue's TAS assigns the
+    very nodes.) Where the job's pods landed in each run, ``((node, pods), ...)``; and for a job
+    that waited, its pending message the first time it waited (``extra["pending"]``: ``[t,
+    message]``, Kueue's Workload condition) beside the model's reason at that virtual time (without
+    its ``Pending: ``), or, for a job the model keeps waiting to the end, that reason."""
+    rj = result.job(job.name)
+    per = max(1, job.gpus_per_pod)
+    real = tuple(sorted(rj.nodes.items(), key=lambda kv: node_index(kv[0]) or 0)) if rj.start is not None else None
+    model = tuple((f"node{i + 1}", g // per) for i, g in mj.placement) if mj.placement else None
+    spec = result.plan.workload.cluster
+    out = {"real_placement": real, "model_placement": model, "placement_compared": True,
+           "real_landed": landed(spec, real), "model_landed": landed(spec, model)}
+    waits = (result.extra or {}).get("pending")
+    if waits is not None and (job.name in waits or mj.start is None):
+        if job.name in waits:       # the model's reason at the moment the real job first waited
+            t, real = waits[job.name]
+            at = model_at(result, t).job(job.name)
+            why = at.pending_reason if at.start is None else None
+        else:                       # the model's job waits to the end; the real one never did
+            real, why = None, mj.pending_reason
+        out.update(real_pending=real, model_pending=why.removeprefix("Pending: ") if why else None,
+                   pending_compared=True)
+    return out
+
+
+def model_at(result, t: float):
+    """The model given what the real run drew (:func:`compare`), stopped at virtual time ``t``
+    (kept on the result: a workload's jobs often first wait at the same instant)."""
+    runs = result.__dict__.setdefault("_model_at", {})
+    if t not in runs:
+        plan = result.plan
+        recorded = tuple((result.extra or {}).get("model_options", {}).items())
+        runs[t] = model_run(plan.workload, plan.policy, result.pod_order, plan.preemption, result.batches,
+                            plan.options + recorded + (("horizon", t),))
+    return runs[t]
+
+
+def landed(spec, placement) -> str:
+    """``rack1 | block2 block3 | node9 node10×2``: the domains per level, then the nodes."""
+    if not placement:
+        return "-"
+    idx = [node_index(n) for n, _ in placement]
+    doms = placement_domains(spec, [i for i in idx if i is not None])
+    runs: list[list] = []           # consecutive nodes with as many pods each: node1-12
+    for (name, k), i in zip(placement, idx):
+        if runs and i is not None and runs[-1][1] is not None and runs[-1][1] + runs[-1][3] == i \
+                and runs[-1][2] == k:
+            runs[-1][3] += 1
+        else:
+            runs.append([name, i, k, 1])
+    nodes = " ".join(name + (f"-{i + n}" if n > 1 else "") + (f"×{k}" if k != 1 else "")
+                     for name, i, k, n in runs)
+    return " | ".join([" ".join(v) for v in doms.values()] + [nodes])
+
+
 def format_comparison(c: Comparison) -> str:
     def t(x):
         return "-" if x is None else _fmt(x)
@@ -328,6 +419,19 @@ def format_comparison(c: Comparison) -> str:
                             if r.real_failed or r.model_failed else "")
                          + f"; back after (s): real {list(r.real_back)} model {list(r.model_back)}  "
                          f"{'yes' if r.restarts_agree and r.recoveries_agree else 'NO'}")
+    placed = [r for r in c.jobs if r.placement_compared]
+    if placed:
+        lines.append("where each job's pods landed (domains per level | nodes×pods), real and model:")
+        for r in placed:
+            lines.append(f"{r.name:<12} real:  {r.real_landed}")
+            lines.append(f"{'':<12} model: " + ("the same" if r.placement_agrees and r.real_placement
+                                                 else r.model_landed)
+                         + f"  {'yes' if r.placement_agrees else 'NO'}")
+    for r in c.jobs:
+        if r.pending_compared:
+            lines.append(f"{r.name:<12} pending: real  {r.real_pending or '(started)'}")
+            lines.append(f"{'':<12}          model {'the same' if r.pending_agrees else r.model_pending or '(started)'}"
+                         f"  {'yes' if r.pending_agrees else 'NO'}")
     lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
     lines.append(f"verdict      real: {'DEADLOCK' if c.real_deadlock else 'no deadlock'}; model: "
                  f"{'DEADLOCK' if c.model_deadlock else 'no deadlock'} (round-robin: "
@@ -346,7 +450,11 @@ def format_comparison(c: Comparison) -> str:
                  f"verdict {int(c.real_deadlock == c.model_deadlock)}/1"
                  + (f", evictions {sum(r.evictions_agree for r in c.jobs if r.evictions_compared)}"
                     f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "")
-                 + (f", topology {sum(t.ok for t in c.topology)}/{len(c.topology)}" if c.topology else "") + ")")
+                 + (f", topology {sum(t.ok for t in c.topology)}/{len(c.topology)}" if c.topology else "")
+                 + (f", placement {sum(r.placement_agrees for r in placed)}/{len(placed)}" if placed else "")
+                 + (f", pending messages {sum(r.pending_agrees for r in c.jobs if r.pending_compared)}"
+                    f"/{sum(r.pending_compared for r in c.jobs)}" if any(r.pending_compared for r in c.jobs)
+                    else "") + ")")
     return "\n".join(lines)
 
 

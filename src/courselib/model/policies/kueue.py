@@ -360,19 +360,24 @@ class Kueue(Policy):
             self._admit_one(state, run, wake)
 
     def _tas(self, state: SchedState, run: JobRun) -> bool:
-        """Topology-Aware Scheduling at admission (a pod set with a topology request on a cluster
-        with a topology, i.e. a TAS ResourceFlavor): Kueue finds the domains before it admits
+        """Topology-Aware Scheduling at admission (on a cluster with a topology, i.e. a TAS
+        ResourceFlavor; a job without a request is TAS *implied*, unconstrained, since every flavor
+        of the ClusterQueue is topology-aware): Kueue finds the domains before it admits
         (``tas_flavorassigner.go``); none found, the workload stays pending with TAS's message
         and is tried again next cycle. Found, the plan waits in ``_plans`` for :meth:`_admit_one`."""
         job = run.job
-        if not (job.topology and self.workload.cluster.topology):
+        if not self.workload.cluster.topology:
             return True
         if not self.reference and self._tas_refused.get(run.name) == state.cluster.changes:
             return False   # refused on this very free capacity: the same answer (the reference asks again)
-        mode, level = job.topology
-        plan, fit = topology.kueue_tas(self.workload.cluster, self._rooms(state, job), job.pods, mode, level)
+        # no request: implied TAS, unconstrained (every flavor of the ClusterQueue is topology-aware)
+        mode, level = job.topology or ("unconstrained", None)
+        rooms = self._rooms(state, job)
+        plan, fit = topology.kueue_tas(self.workload.cluster, rooms, job.pods, mode, level)
         if plan is None:
-            state.set_reason(run, f"Pending: {topology.tas_not_fit(fit, job.pods)}", kind=TAS)
+            why = topology.tas_not_fit(fit, job.pods, nodes=len(rooms), excluded=topology.tas_exclusions(
+                rooms, state.cluster.allowed(job.constraint)))
+            state.set_reason(run, f"Pending: {why}", kind=TAS)
             self._tas_refused[run.name] = state.cluster.changes
             return False
         self._tas_refused.pop(run.name, None)

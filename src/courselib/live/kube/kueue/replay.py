@@ -27,6 +27,22 @@ wrong order. The real intervals are recorded and checked against the manager's c
 (:meth:`KueueReplay.timer_checks`): eviction ``timeout`` after admission, requeue
 ``base·2^(n−1)`` (capped) after eviction — Kueue's formula, measured on Kueue.
 
+**Topology-Aware Scheduling.** On a cluster with a topology (``cluster.topology``) the fake
+nodes carry one label per level (:mod:`courselib.live.kube.topology`); the replay creates Kueue's
+``Topology`` named ``default`` with those labels as its levels, the ResourceFlavor names it
+(``topologyName``) and selects the nodes by ``nvidia.com/gpu.present``, and a job's
+``topology: {required|preferred: LEVEL}`` becomes the pod template's annotation
+``kueue.x-k8s.io/podset-required-topology`` / ``…-preferred-topology`` whose value is the level's
+label. TAS is beta and on by default in v0.17.1 (``pkg/features/kube_features.go`` L417–420): no
+gate to set. Kueue finds the domains at admission; the admitted Job's pods are created behind the
+scheduling gate ``kueue.x-k8s.io/topology``, which its TopologyUngater lifts pod by pod while
+adding the assigned node's labels (down to ``kubernetes.io/hostname``) to the pod's nodeSelector;
+the real kube-scheduler then binds each pod to that node and the fake kubelet runs it. A job
+without a request is TAS too (every flavor of the ClusterQueue is topology-aware: *implied*,
+unconstrained). The replay records Kueue's ``topologyAssignment`` and, for a job that waits, its
+Workload's ``QuotaReserved`` message; the comparison checks each job's nodes and that message
+against the model (``extra["compare_placement"]``).
+
 **Jobs submitted together.** Kueue ranks equal Workloads by creation second, then random UID, and
 admits a Workload as soon as it exists; so jobs of one virtual instant are created a second apart,
 in the workload's order (:meth:`KueueReplay._space`), which makes the real order the model's.
@@ -46,9 +62,11 @@ from courselib.live.kube.cluster import GPU, NAMESPACE
 from courselib.live.kube.extension import ReplayHooks, ReplayRun
 from courselib.live.kube.kueue import manager as kueue
 from courselib.live.kube.plan import REPLAY_LABEL, ReplayPlan, job_notes, shape_for
+from courselib.live.kube import topology as topo
 from courselib.live.kube.watch import PodWatch, job_of, metric, pending_message, phase
 from courselib.model.policies import make_policy
 from courselib.model.policies.kueue import requeue_delay
+from courselib.model.topology import TAS_TOPOLOGY
 from courselib.model.workload import Job, Workload
 from courselib.units import format_duration as _fmt
 
@@ -64,6 +82,14 @@ REAL_BACKOFF = kueue.PodsReady.backoff_base
 OPTIONS = ("wait_for_pods_ready", "config_api", "timeout", "block_admission", "backoff_base",
            "backoff_max", "backoff_limit")
 KAPI = f"/apis/{kueue.KUEUE_API}"
+#: A job's ``topology: {required|preferred: LEVEL}`` as the pod set annotation Kueue reads.
+TOPOLOGY_ANNOTATION = {"required": "kueue.x-k8s.io/podset-required-topology",
+                       "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+#: The scheduling gate Kueue puts on a TAS workload's pods until its TopologyUngater has given
+#: each its node (v0.17.1 topology_types.go L71-75, pkg/podset/podset.go L65-75,
+#: pkg/controller/tas/topology_ungater.go L259-272: the gate goes, the node's labels join the
+#: pod's nodeSelector).
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 
 
 @contextmanager
@@ -139,9 +165,16 @@ def _times(quantity: str, n: int) -> str:
 def queue_objects(workload: Workload, shape, replay_id: str) -> list[tuple[str, dict]]:
     """(API path, body) of the ResourceFlavor, one ClusterQueue per queue and its LocalQueue."""
     labels = {REPLAY_LABEL: replay_id}
-    out = [(f"{KAPI}/resourceflavors",
-            {"apiVersion": kueue.KUEUE_API, "kind": "ResourceFlavor",
-             "metadata": {"name": kueue.FLAVOR, "labels": labels}})]
+    flavor = {"apiVersion": kueue.KUEUE_API, "kind": "ResourceFlavor",
+              "metadata": {"name": kueue.FLAVOR, "labels": labels}}
+    out = []
+    if workload.cluster.topology:
+        # Topology-Aware Scheduling (beta, on by default since v0.14: v0.17.1 pkg/features/
+        # kube_features.go L417-420): a Topology whose levels are the nodes' labels, and a flavor
+        # naming it, which must select its nodes by a label (resourceflavor_types.go L48, L106-111)
+        out.append((f"{KAPI}/topologies", topo.kueue_topology(TAS_TOPOLOGY, workload.cluster.topology, labels)))
+        flavor["spec"] = {"nodeLabels": dict([topo.GPU_NODE_LABEL]), "topologyName": TAS_TOPOLOGY}
+    out.append((f"{KAPI}/resourceflavors", flavor))
     total_gpus = shape.nodes * shape.gpus_per_node
     # a workload event's preempting job without a queue ("") is not Kueue's: no ClusterQueue for it
     names = sorted(({j.queue for j in workload.jobs} | {q.name for q in workload.queues}) - {""})
@@ -254,6 +287,9 @@ class KueueReplay(ReplayHooks):
         self._expect: tuple[str, str] | None = None
         self.events: list[dict] = []                  # [{t, job, what, ...}] in virtual time
         self.real: list[dict] = []                    # the real intervals of Kueue's timers
+        self.topology = bool(plan.workload.cluster.topology)
+        self.pending: dict[str, list] = {}            # job -> [t, message]: the first time it waited
+        self.assignments: dict[str, dict] = {}        # job -> Kueue's topologyAssignment (TAS)
 
     # ---- hooks ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -278,6 +314,12 @@ class KueueReplay(ReplayHooks):
             return body
         self._space(job)
         body["metadata"]["labels"][kueue.QUEUE_LABEL] = job.queue
+        if job.topology and self.plan.workload.cluster.topology:
+            # the pod set's request, on the pod template (v0.17.1 apis/kueue/v1beta2/
+            # topology_types.go L23-39): the value is the level's node label
+            mode, level = job.topology
+            tmpl = body["spec"]["template"]["metadata"]
+            tmpl.setdefault("annotations", {})[TOPOLOGY_ANNOTATION[mode]] = topo.level_label(level)
         self.submitted.append(job.name)
         return body
 
@@ -308,8 +350,9 @@ class KueueReplay(ReplayHooks):
 
     def settled(self, pods: dict[str, dict] | None = None):
         """(fingerprint, calm, idle) for the driver's settle: every submitted Job has its Workload, Kueue's
-        scheduler has no workload left to try (``kueue_pending_workloads{status="active"}`` 0), and
-        an admitted Workload whose pods all run has been marked PodsReady."""
+        scheduler has no workload left to try (``kueue_pending_workloads{status="active"}`` 0), no
+        pod waits at Kueue's topology gate (TAS), and an admitted Workload whose pods all run has
+        been marked PodsReady."""
         self.watch.check()
         kueue.check_alive(self.cp)
         events, wls = self.watch.snapshot()
@@ -333,9 +376,13 @@ class KueueReplay(ReplayHooks):
                     else None
                 if tally is not None:
                     tally[job_of(pod)] = tally.get(job_of(pod), 0) + 1
+            # TAS: a pod still carrying Kueue's topology gate waits for its TopologyUngater
+            if any(TOPOLOGY_GATE in {g.get("name") for g in pod.get("spec", {}).get("schedulingGates") or []}
+                   for pod in pods.values() if not pod["metadata"].get("deletionTimestamp")):
+                calm = False
             # a job whose pods all succeeded: Kueue has seen it finish (and freed its quota)
-            calm = all(is_true(wls.get(n), "Finished") for n in self.submitted
-                       if done.get(n, 0) >= self.pods_of[n])
+            calm = calm and all(is_true(wls.get(n), "Finished") for n in self.submitted
+                                if done.get(n, 0) >= self.pods_of[n])
             # an admitted job whose pods all run: Kueue has marked it PodsReady
             if calm and self.settings.enabled:
                 calm = all(is_true(wls.get(n), "PodsReady") for n in self.submitted
@@ -352,6 +399,14 @@ class KueueReplay(ReplayHooks):
             seen = self._seen.setdefault(name, {})
             self._meta.setdefault(name, (wl["metadata"].get("creationTimestamp", ""),
                                          wl["metadata"].get("uid", "")))
+            reserved = condition(wl, "QuotaReserved")
+            if reserved is not None and reserved.get("status") == "False" and reserved.get("message") \
+                    and name not in self.pending and not is_true(wl, "Finished"):
+                self.pending[name] = [t, reserved["message"]]   # Kueue's words, the first time it waits
+            elif reserved is not None and reserved.get("status") == "True":
+                for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+                    if psa.get("topologyAssignment"):
+                        self.assignments[name] = psa["topologyAssignment"]
             if is_true(wl, "Finished") and name not in self.finished:
                 self.finished.add(name)
                 self.admitted_v.pop(name, None)
@@ -485,7 +540,12 @@ class KueueReplay(ReplayHooks):
                 "model_options": {"queue_order": self.queue_order()},
                 # as the model counts them: a deactivation (requeue limit) is not an eviction
                 "evictions": {n: sum(1 for e in self.events if e["job"] == n and e["what"] == "evicted")
-                              for n in self.pods_of}}
+                              for n in self.pods_of},
+                # TAS: Kueue assigns the very nodes, so where the pods landed is compared with the
+                # model; a waiting job's message (the first time it waits) is its Workload's
+                # QuotaReserved condition, compared with the model's reason at that moment
+                **({"compare_placement": True, "pending": dict(self.pending),
+                    "topology_assignments": dict(self.assignments)} if self.topology else {})}
 
     def queue_order(self) -> list[str]:
         """The jobs in the order Kueue's queue ranks their Workloads among equals: virtual
@@ -538,7 +598,7 @@ class KueueReplay(ReplayHooks):
         """Every LocalQueue, ClusterQueue and ResourceFlavor of earlier replays (Kueue keeps a
         queue while a Workload uses it: its finalizer goes once the Jobs are gone)."""
         paths = [f"{KAPI}/namespaces/{NAMESPACE}/localqueues", f"{KAPI}/clusterqueues",
-                 f"{KAPI}/resourceflavors"]
+                 f"{KAPI}/resourceflavors", f"{KAPI}/topologies"]
         for path in paths:
             self.api.delete(path, {"labelSelector": REPLAY_LABEL})
         deadline = time.monotonic() + 60
