@@ -34,6 +34,13 @@ if REASON:
 _RUNS: dict = {}
 
 
+@pytest.fixture
+def lab(live_kube):
+    """The session's control plane (tests/live_fixtures.py): restarted when its feature gates differ
+    (TopologyAwareWorkloadScheduling comes with a topology under --gang), else reshaped."""
+    return live_kube
+
+
 def _replay(lab, name: str):
     if name not in _RUNS:
         plan = kplan.plan_replay(load_workload(TOPOLOGY / name), policy="kube-gang")
