@@ -386,7 +386,7 @@ def _dist(chosen: list[int], j: int, ups: list[int]) -> int:
 BLOCK_NO_FIT = "No suitable topology unit found"
 BLOCK_SEGMENT_NO_FIT = "No suitable topology unit found for segment"
 BLOCK_CONFIG = "Requested topology configuration is not available"
-BLOCK_INSUFFICIENT = "Insufficient resources available for topology"
+BLOCK_INSUFFICIENT = "Insufficient resources in topology unit"
 
 
 def slurm_block_sizes(spec: ClusterSpec) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
 from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
 from courselib.live.slurm.plan import plan_replay
-from courselib.live.slurm.replay import RealJob, ReplayResult, run_replay
+from courselib.live.slurm.replay import TRIVIAL_REASONS, RealJob, ReplayResult, run_replay
 from courselib.model.topology import domains_spanned
 from courselib.model.workload import Workload
 
@@ -105,8 +105,15 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
         mj = model.job(sub.name)
         real_reason = rj.reason if rj.rejected is None else f"rejected: {rj.rejected}"
         m_reason = reasons.get(sub.name)
+        unseen = False
+        if real_reason is None and rj.rejected is None and rj.start is not None and len(rj.reasons) > 1:
+            # It started before its reason was read: the last reason the scheduler gave it while
+            # it waited, if squeue showed one; if it never did, the replay cannot tell (no check).
+            given = [r for _, r in rj.reasons if r not in TRIVIAL_REASONS]
+            real_reason = given[-1] if given else None
+            unseen = not given
         started_ok = (rj.start is not None) == (mj.start is not None)
-        reason_ok = None if m_reason is None and real_reason is None else (m_reason == real_reason)
+        reason_ok = None if (m_reason is None and real_reason is None) or unseen else (m_reason == real_reason)
         rows.append(JobComparison(sub.name, rj.start, mj.start, real_reason, m_reason, rj.state,
                                   started_ok, reason_ok))
     spec = submitted.cluster

@@ -84,6 +84,7 @@ class Slurm(Policy):
         self._free_cache: dict[tuple, tuple] = {}
         self._mask_cache: dict = {}
         self._infeasible: dict[str, str | None] = {}
+        self._block_why: str | None = None   # topology/block's reason for the last plan it refused
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         self.jobs.extend(runs)
@@ -191,7 +192,8 @@ class Slurm(Policy):
         block of the smallest BlockSizes that holds the job; ``--segment``) on free pods ``k``."""
         if spec.slurm_topology == "block":
             per_node = spec.gpus_per_node // job.gpus_per_pod if job.gpus_per_pod else job.pods
-            plan, _ = topology.slurm_block(spec, [int(x) for x in k], job.pods, per_node, job.segment)
+            plan, why = topology.slurm_block(spec, [int(x) for x in k], job.pods, per_node, job.segment)
+            self._block_why = why
             return plan
         tree = topology.slurm_tree_reference if self.reference else topology.slurm_tree
         plan, _ = tree(spec, [int(x) for x in k] if self.reference else k, job.pods,
@@ -248,9 +250,12 @@ class Slurm(Policy):
                 feasible.append(run)
         left = []
         for k, run in enumerate(feasible):  # main scheduler: strict priority order
+            self._block_why = None
             plan = self.plan(state, run.job, state.now, [])
             if plan is None:
-                state.set_reason(run, "Resources")
+                # topology/block's own words when enough nodes are free but no block holds the
+                # job: squeue shows slurm_errno.c's text (seen on the real 26.05.5), else Resources
+                state.set_reason(run, self._block_why or "Resources")
                 left = feasible[k:]
                 for other in feasible[k + 1:]:
                     state.set_reason(other, "Priority")

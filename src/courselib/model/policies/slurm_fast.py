@@ -251,6 +251,7 @@ class SlurmFast(Slurm):
         k = 0
         while k < len(queue):  # main scheduler: strict priority order
             run = queue[k][-1]
+            self._block_why = None
             plan = self.plan(state, run.job, state.now, [])
             if plan is None:
                 break
@@ -262,7 +263,7 @@ class SlurmFast(Slurm):
             self._untold, self._head_runs, self._head_names = [], [], []
             return
         head = queue[k]
-        state.set_reason(head[-1], "Resources")
+        state.set_reason(head[-1], self._block_why or "Resources")   # (topology/block's words)
         untold = self._untold
         u = bisect_right(untold, head)  # (keys are unique: the runs themselves never compare)
         for e in untold[u:]:
