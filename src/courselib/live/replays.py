@@ -17,6 +17,7 @@ Each system keeps its own result fields, checks and table (:mod:`courselib.live.
 """
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -121,6 +122,11 @@ class Recorded:
 
     def recording(self) -> recorded.Recording:
         return recorded.Recording(self.result, self.recorded_on, self.recorded_at)
+
+
+def host() -> str:
+    """What a recording says it ran on: ``Linux 6.1.0-…`` (the kernel the real daemons ran under)."""
+    return f"{platform.system()} {platform.release()}"
 
 
 def record(path, *, recorded_by: str, recorded_on: str, recorded_at: str | float,

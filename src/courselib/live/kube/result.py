@@ -12,7 +12,6 @@ else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
 from __future__ import annotations
 
 import os
-import platform
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from courselib.live.kube import cluster as kube
 from courselib.live.kube.cluster import KUBERNETES_VERSION
 from courselib.live.kube.plan import plan_replay
 from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult, run_replay
-from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
+from courselib.live.replays import (Agreement, Recorded, host, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
 from courselib.model.topology import placement_domains
@@ -552,7 +551,7 @@ def record(result: ReplayResult, path, *, workload_text: str, workload_file: str
     joined = "".join(f", {ext.title} {result.extra[ext.name]}" for ext in map(extension.get, result.plan.shape.with_)
                      if ext.name in result.extra)
     return _record(path, recorded_by=RECORDED_BY,
-                   recorded_on=f"{platform.system()} {platform.release()}, Kubernetes "
+                   recorded_on=f"{host()}, Kubernetes "
                                f"{v.get('kubernetes')}, etcd {v.get('etcd')}{joined}",
                    recorded_at=result.recorded_at, workload_text=workload_text,
                    workload_file=workload_file, preemption=result.plan.preemption,

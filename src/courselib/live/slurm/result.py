@@ -8,14 +8,13 @@ shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recor
 """
 from __future__ import annotations
 
-import platform
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from courselib.io.workload import load_workload
 from courselib.live import recorded as _recorded
-from courselib.live.replays import (Agreement, Recorded, max_start_error, model_start_order,
+from courselib.live.replays import (Agreement, Recorded, host, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
@@ -230,7 +229,7 @@ def record(result: ReplayResult, path, *, workload_text: str, workload_file: str
            cluster: Cluster | None = None) -> Path:
     """Write a replay as JSON (the chapter's recorded run). Only overwrites files it wrote itself."""
     return _record(path, recorded_by=RECORDED_BY,
-                   recorded_on=f"{platform.system()} {platform.release()}, {slurm_version(cluster)}",
+                   recorded_on=f"{host()}, {slurm_version(cluster)}",
                    recorded_at=result.release_epoch, workload_text=workload_text,
                    workload_file=workload_file, seconds_per_minute=result.plan.seconds_per_minute,
                    replay=replay_to_dict(result))
