@@ -217,7 +217,7 @@ def test_kueue_quota_one_queue_borrowed_is_gone_from_the_cohort_for_everyone():
                                      Job("wl2", 2, 8, duration=600, queue="cq2")], queues)
     r = simulate(w, "kueue", horizon=60)
     assert r.job("wl1").start == 0 and r.job("wl2").start is None
-    assert r.job("wl2").pending_reason.endswith("ClusterQueue cq2, 2 more needed")
+    assert r.job("wl2").pending_reason.endswith("in flavor default-flavor, 2 more needed")
     never = Workload(w.cluster, [Job("huge", 5, 8, duration=600, queue="cq1")], queues)
     assert simulate(never, "kueue", horizon=60).job("huge").pending_reason.endswith(
         "request (40) > maximum capacity (20)")

@@ -107,6 +107,10 @@ def pinned_version() -> str:
     return pinned("kueue").version
 #: the kind of "k more needed" (SchedState.set_reason): the count is that of the first refusal
 QUOTA = "Pending: insufficient unused quota"
+#: the one ResourceFlavor of the course's Kueue set-up, and how a refused pod set's message begins
+#: (flavorassigner.go L1043-1063 at v0.17.1: the refusal names the flavor, not the ClusterQueue)
+FLAVOR = "default-flavor"
+ASSIGN = "couldn't assign flavors to pod set main:"
 TAS = "Pending: topology"   # the kind of TAS's "allows to fit only k out of n pod(s)"
 BLOCKED = "Pending: admission blocked until admitted workloads have PodsReady"
 
@@ -282,17 +286,18 @@ class Kueue(Policy):
         need = run.job.gpus
         avail, potential = self.available(state, run.job.queue)
         if need > potential:
-            return False, (f"insufficient quota for nvidia.com/gpu in ClusterQueue {run.job.queue}: "
-                           f"request ({need}) > maximum capacity ({potential})")
+            return False, (f"{ASSIGN} insufficient quota for nvidia.com/gpu in flavor {FLAVOR}, previously "
+                           f"considered podsets requests (0) + current podset request ({need}) > maximum "
+                           f"capacity ({potential})")
         if need <= avail:
             return True, None
-        return False, (f"insufficient unused quota for nvidia.com/gpu in ClusterQueue "
-                       f"{run.job.queue}, {need - avail} more needed")
+        return False, (f"{ASSIGN} insufficient unused quota for nvidia.com/gpu in flavor {FLAVOR}, "
+                       f"{need - avail} more needed")
 
     @staticmethod
     def _refuse(state: SchedState, run: JobRun, why: str) -> None:
         """A workload that does not fit gets its reason; "k more needed" keeps its first count."""
-        state.set_reason(run, f"Pending: {why}", kind=QUOTA if why.startswith("insufficient unused") else None)
+        state.set_reason(run, f"Pending: {why}", kind=QUOTA if "insufficient unused quota" in why else None)
 
     # ---- cycle -------------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:

@@ -59,6 +59,7 @@ from courselib.live.kube.cluster import KubeUnavailable, http_ok
 from courselib.live.kube.config import cache_dir
 from courselib.live.kube.cluster import unavailable_reason as kube_unavailable_reason
 from courselib.model.policies.kueue import DEFAULT_ON_SINCE, kueue_minor
+from courselib.model.policies.kueue import FLAVOR as MODEL_FLAVOR
 from courselib.versions import pinned
 
 #: The release the course runs: its row in courselib/data/versions.toml (a test keeps it, k8s/kueue/go.mod
@@ -71,7 +72,7 @@ NAME_PREFIX = "kueue-"
 WEBHOOK_SERVICE = "kueue-webhook-service"
 WEBHOOK_SECRET = "kueue-webhook-server-cert"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-FLAVOR = "default-flavor"
+FLAVOR = MODEL_FLAVOR    # the model names the flavor in its refusals, as Kueue does
 ROLE = "kueue-manager"
 
 
