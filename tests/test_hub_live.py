@@ -168,7 +168,13 @@ def test_sigterm_while_starting_leaves_nothing_behind(course, tmp_path):
     assert proc.returncode != 0
     assert err.strip().splitlines()[-1].startswith("courselib: stopped by SIGTERM"), err
     assert not Path(seen["state_dir"]).exists() and not record.exists()
-    assert [p["pid"] for p in seen["procs"] if Path(f"/proc/{p['pid']}").exists()] == []
+    def state(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+    left = {p["pid"]: state(p["pid"]) for p in seen["procs"]}
+    assert [pid for pid, st in left.items() if st] == [], (left, seen["procs"], err)
     assert hub.marked_pids({hub.MARKER: seen["state_dir"], hub.TOKEN_ENV: seen["token"]}) == []
     assert all(port_free(p) for p in (PORT + 10, PORT + 11, PORT + 12))
 

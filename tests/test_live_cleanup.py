@@ -38,6 +38,37 @@ def test_stop_pids_kills_a_process_that_ignores_sigterm():
     assert not cleanup.alive(child.pid)   # gone, and reaped by stop_pids (no zombie left)
 
 
+def _state(pid: int) -> str | None:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_child_whose_leader_exits_first_counts_as_alive_until_it_is_reaped():
+    """A multi-threaded daemon (node, Go) can show its leader as a zombie while its other threads still
+    exit; it cannot be reaped until they have. Seen in CI: configurable-http-proxy stopped by SIGTERM,
+    judged gone while 'Z', never reaped, left to a PID 1 that does not reap. Here the leader calls
+    pthread_exit while a thread sleeps on."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import ctypes, threading, time
+        threading.Thread(target=time.sleep, args=(1.5,)).start()
+        print('ready', flush=True)
+        ctypes.CDLL(None).pthread_exit(None)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 5
+    while _state(child.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _state(child.pid) == "Z", "the leader never showed as a zombie"
+    assert cleanup.alive(child.pid), "a zombie leader whose threads still run is not gone yet"
+    deadline = time.monotonic() + 10
+    while cleanup.alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(child.pid) is None, "alive() said gone but the process is still there (not reaped)"
+    child.stdout.close()
+
+
 def test_write_recorded_never_overwrites(tmp_path):
     path = recorded.write(tmp_path / "run.json", {"a": 1})
     assert json.loads(path.read_text()) == {"a": 1}

@@ -443,7 +443,8 @@ def test_gang_race_works_without_a_kernel(crawl, browser):
         return simulate(default_workload(nodes=nodes, minutes_b=delay), policy, horizon=6 * 3600).verdict
 
     page = "notebooks/gang-playground.html"
-    assert crawl.desktop[page]["views"] == ["true"]
+    # two views on the page, the race and the topology view (tests/test_site_topology.py): both ready
+    assert crawl.desktop[page]["views"] == ["true", "true"], crawl.desktop[page]["views"]
     browser.viewport(*DESKTOP, False)
     browser.goto(browser.base + page)
     root = ".course-view--race"

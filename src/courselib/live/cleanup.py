@@ -127,14 +127,27 @@ def send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def reap(pid: int) -> None:
-    """Collect ``pid``'s exit status if it is our child and has exited (no zombie left)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+def reap(pid: int) -> bool | None:
+    """Collect ``pid``'s exit status if it is our child and has exited (no zombie left).
+
+    ``True``: reaped now; ``False``: our child, not reapable yet (still running, or a thread-group
+    leader shown as a zombie while its other threads still exit); ``None``: not our child (or
+    already reaped)."""
+    try:
+        got, _ = os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return None
+    return got == pid
 
 
 def alive(pid: int) -> bool:
-    reap(pid)
+    """Is ``pid`` still running? Our own child counts as running until it has been reaped: a
+    multi-threaded daemon (node, Go) can show its leader as a zombie ('Z') while its other threads
+    still exit, and cannot be reaped until they have; returning then would leave it to PID 1 as a
+    zombie that an init which does not reap (a container's) keeps for good."""
+    reaped = reap(pid)
+    if reaped is not None:
+        return not reaped
     return cmdline(pid) is not None and not is_zombie(pid)
 
 

@@ -105,11 +105,14 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
         real_reason = rj.reason if rj.rejected is None else f"rejected: {rj.rejected}"
         m_reason = reasons.get(sub.name)
         unseen = False
-        if real_reason is None and rj.rejected is None and rj.start is not None and len(rj.reasons) > 1:
-            # It waited, then started before its reason was read: the scheduler's first verdict, if
+        waited = bool(rj.reasons) or (rj.start is not None and rj.start - sub.submit_at >= 1.0)
+        if real_reason is None and rj.rejected is None and rj.start is not None and waited:
+            # It waited (squeue showed it pending, or it started a second or more after its
+            # submission), then started before its reason was read: the scheduler's first verdict, if
             # squeue showed one (the model's is the one right after the submission cycle); else the
-            # replay cannot tell (no check). A transient reason of a job the model starts at once
-            # (backfill runs up to bf_interval later) is not held against it.
+            # replay cannot tell (no check: on a loaded machine one poll may see it pending with no
+            # reason yet and the next see it running). A transient reason of a job the model starts
+            # at once (backfill runs up to bf_interval later) is not held against it.
             given = [r for _, r in rj.reasons if r not in TRIVIAL_REASONS]
             real_reason = given[0] if given and m_reason is not None else None
             unseen = not given
