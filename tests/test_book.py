@@ -203,6 +203,7 @@ def _expected_self_check_answers() -> dict:
         "ch8-young": round(math.sqrt(2 * 60 * 7200) / 60, 2),
         "ch9-level": "quota: a workload is admitted only if quota for all its pods is free",
         "ch9-zero-waste": "volcano, kueue and slurm",
+        "ch9-tpu-slice": "it cannot run until every instance of the slice is recreated or rescheduled",
         "_uses": (checkpoint, cost),
     }
 

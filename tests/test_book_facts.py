@@ -179,3 +179,22 @@ def test_the_nvl72_example_uses_the_nvl72_generations_nvlink():
     # a second way: the rack's 130 TB/s shared by its 72 GPUs, halved for one direction
     assert math.isclose(130e12 / cl.NVL72_DOMAIN / 2, cl.NVLINK5_BPS, rel_tol=0.01)
     assert cl.NVLINK5_BPS == 2 * cl.NVLINK_H100_BPS
+
+
+# ---- chapter 9 ---------------------------------------------------------------------------------
+
+def test_googles_50000_chip_run_is_examined_from_its_sources():
+    text = page("09-choosing")
+    bullet = section(text, "- **Google's {glue:text}`ch9_tpu_chips` TPU chips", 1800)
+    bullet = bullet[:bullet.index("\n- **")]
+    for key in ("gcloud-blog-50k-tpu-v5e", "gcloud-blog-tpu-v5e-ga", "gcloud-blog-multislice", "gcloud-multislice-overview",
+                "gcloud-tpu-v5e", "gcloud-gke-multislice", "gcloud-tpu-failure-recovery"):
+        assert cites(bullet, key), key
+    assert "{glue:text}`ch9_tpu_slices`" in bullet and "```{self-check} ch9-tpu-slice" in text
+    # the page's constants are its sources' own words: the post's "50000+" and the v5e docs' "256 chips"
+    chips, pod = (int(v) for v in re.search(r"TPU_RUN_CHIPS, V5E_POD_CHIPS = ([\d_]+), (\d+)", text).groups())
+    bib = (BOOK / "references.bib").read_text()
+    assert f"across {chips}+ {{TPU}} v5e chips" in bib and f'"TPU Pod size: {pod} chips"' in bib
+    # a second way to the slices shown: the fewest whole 256-chip slices whose chips reach the run's
+    slices = next(k for k in range(1, chips + 1) if k * pod >= chips)
+    assert slices == -(-chips // pod) == math.ceil(chips / pod) == 196

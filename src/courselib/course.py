@@ -59,7 +59,7 @@ CHAPTERS = (
             ("book/03-oom-killer", "book/06-native-gang-and-failures"), practice=("barrier", "checkpoint")),
     Chapter("book/08-cost", "what it costs", PARTS[1], 45, 35, ("book/06-gang-deadlock", "book/07-nccl-barrier"),
             practice=("cost", "checkpoint")),
-    Chapter("book/09-choosing", "choosing a scheduler", PARTS[2], 50, 30,
+    Chapter("book/09-choosing", "choosing a scheduler", PARTS[2], 55, 30,
             ("book/05-slurm", "book/06-gang-deadlock", "book/06-native-gang-and-failures", "book/08-cost"), practice=("gang", "backfill")),
 )
 

@@ -509,6 +509,19 @@ def _ch9_level() -> SelfCheck:
 
 
 @_check
+def _ch9_tpu_slice() -> SelfCheck:
+    return _choice("ch9-tpu-slice", "09",
+                   "A Multislice training job spans many TPU v5e slices. One host of one slice fails. What happens to "
+                   "that slice?",
+                   "it cannot run until every instance of the slice is recreated or rescheduled",
+                   ["only the failed host's chips stop; the slice's other hosts keep training",
+                    "nothing stops: the compiler moves the host's work onto the data-centre network"],
+                   "Google's TPU documentation: a multi-host slice is recovered or rescheduled as a whole, never one "
+                   "instance at a time, because the XLA compiler maps the model onto the slice's network topology; "
+                   "until the slice is whole again the workload cannot run. The slice is all-or-nothing by itself.")
+
+
+@_check
 def _ch9_zero_waste() -> SelfCheck:
     from courselib.sim.gang import simulate
 
