@@ -181,6 +181,7 @@ class Kueue(Policy):
         self._wake: list[float] = []             # timers asked for between cycles
         self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
         self._tas_refused: dict[str, int] = {}   # fast path: refused by TAS at this cluster.changes
+        self._admissions = 0                     # workloads admitted so far (a cycle re-walks after one)
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         plain = [r for r in runs if not self.managed(r.job)]
@@ -323,7 +324,16 @@ class Kueue(Policy):
                 if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout \
                         and run.name not in self.was_ready:   # WaitForStart; after: WaitForRecovery
                     wake += self._evict(state, run)
-        self._admit(state, wake)
+        # A workload refused earlier in this walk is tried again once another was admitted, as the
+        # real Kueue v0.17.1 does at the same instant (recorded on larger-than-domain: big-required,
+        # refused by TAS first, then shows the quota message "32 more needed" once big-preferred
+        # holds 48 of the 64 GPUs). Admission only uses capacity, so a second walk admits nothing
+        # the first refused; it gives the refused their current reason.
+        while True:
+            before = self._admissions
+            self._admit(state, wake)
+            if self._admissions == before:
+                break
         self.pods.schedule(state)
         return wake
 
@@ -436,6 +446,7 @@ class Kueue(Policy):
         return self.fits_quota(state, run)[0]
 
     def _admit_one(self, state: SchedState, run: JobRun, wake: list[float]) -> None:
+        self._admissions += 1
         self._set_admitted(run, state.now)
         state.set_reason(run, None)
         ready = self.describe_wait_for_pods_ready()
