@@ -104,7 +104,7 @@ def test_slurm_tree_takes_the_tightest_leaf_switch_and_waits_for_one_leaf_at_mos
     k = [1] * 4 + [1, 1, 0, 0] + [1, 1, 1, 0] + [0] * 4
     plan, _ = topology.slurm_tree(spec, k, 3)
     assert [i for i, _ in plan] == [8, 9, 10]           # block2 (3 free) is tighter than block0 (4)
-    plan, _ = topology.slurm_tree(spec, k, 5, one_leaf=True)
+    plan, _ = topology.slurm_tree(spec, k, 5, max_leaves=1)
     assert plan is None
     text = """\
 cluster: {nodes: 8, gpus_per_node: 1, topology: [{level: block, size: 4}]}
@@ -133,9 +133,12 @@ def topology_workloads(draw):
         gpp = draw(st.integers(1, gpn))
         pods = draw(st.integers(1, max(1, nodes * gpn // gpp)))
         request = draw(st.sampled_from([None, "required", "preferred"]))
+        required = request == "required"   # with --switches=N@wait (max_domains, topology_wait)
         jobs.append(Job(f"j{n}", pods, gpp, submit=t, duration=float(draw(st.sampled_from([60, 600, 3600]))),
                         priority=draw(st.integers(0, 1)),
-                        topology=(request, draw(st.sampled_from(names))) if request else None))
+                        topology=(request, draw(st.sampled_from(names))) if request else None,
+                        max_domains=draw(st.sampled_from([None, 1, 2, 3])) if required else None,
+                        topology_wait=draw(st.sampled_from([None, 0.0, 120.0, 900.0])) if required else None))
     return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs)
 
 
@@ -399,3 +402,85 @@ def test_lint_flags_a_kueue_topology_request_no_kueue_queue_will_read(tmp_path):
     assert len(found) == 1 and found[0].line == 10 and "kueue.x-k8s.io/podset-required-topology" in found[0].message
     path.write_text(TAS_JOB.replace("  name: train\n", "  name: train\n  labels: {kueue.x-k8s.io/queue-name: team}\n"))
     assert not [f for f in lint_file(str(path)) if f.code == "K014"]
+
+
+SWITCHES = """\
+cluster: {nodes: 8, gpus_per_node: 1, topology: [{level: rack, size: 4}, {level: block, size: 2}]}
+jobs:
+  - {name: a, pods: 4, gpus_per_pod: 1, submit: 0, duration: 1h, constraint: odd}
+  - {name: n2, pods: 2, gpus_per_pod: 1, submit: 1, duration: 1h, topology: {required: block, max_domains: 2}}
+  - {name: n2w, pods: 2, gpus_per_pod: 1, submit: 2, duration: 1h,
+     topology: {required: block, max_domains: 1, wait: 2m}}
+"""
+
+
+def test_switches_n_starts_over_n_leaves_at_once_and_waits_for_fewer_at_most_its_own_wait():
+    """--switches=2: a job the tree places over 2 leaf switches starts at once; --switches=1@2m
+    waits 2 minutes for one leaf, then takes the tree's placement (eval_nodes_tree.c L1362-1411)."""
+    text = SWITCHES.replace("gpus_per_node: 1,", "gpus_per_node: 1, features: {odd: '1,3,5,7'},")
+    r = simulate(workload(text), "slurm", check=True)
+    assert r.job("n2").start == 1 and r.job("n2").domains["block"] == ["block0", "block1"]
+    late = r.job("n2w")          # one free node in each of block2 and block3
+    assert late.start == 2 + 120 and late.domains["block"] == ["block2", "block3"]
+    assert "--switches=1@120s" in late.topology_note
+    ref = simulate(workload(text), "slurm", reference=True)
+    assert ref.jobs == r.jobs
+
+
+def test_a_wait_longer_than_max_switch_wait_is_cut_to_it():
+    """_max_switch_wait (job_mgr.c L870-895): the smaller of the job's wait and max_switch_wait."""
+    text = SWITCHES.replace("gpus_per_node: 1,", "gpus_per_node: 1, features: {odd: '1,3,5,7'},")
+    r = simulate(workload(text.replace("wait: 2m", "wait: 1h")), "slurm", check=True)
+    assert r.job("n2w").start == 2 + 300
+    r = simulate(workload(text.replace("wait: 2m", "wait: 1h")), "slurm", check=True, max_switch_wait=3600)
+    assert r.job("n2w").start == 3600      # waited for a (just before its wait was over)
+
+
+def test_a_reservation_keeps_the_switch_count_while_the_wait_is_not_over():
+    """Backfill plans a later start with the plugin's clock (time(NULL), eval_nodes_tree.c L814-820),
+    not the start it plans for: w, still waiting for one leaf switch, reserves where one leaf holds
+    it (when a ends), not the spread placement b's end would give after its wait, so s (on the
+    nodes that spread placement would take) starts at once. The old model relaxed the count at any
+    planned start past the wait: it reserved nodes 2 and 4 from 400 s, kept s out, started w at 301."""
+    text = """\
+cluster: {nodes: 8, gpus_per_node: 1, features: {odd: "1,3,5,7", b: "6,8"},
+          topology: [{level: rack, size: 4}, {level: block, size: 2}]}
+jobs:
+  - {name: a, pods: 4, gpus_per_pod: 1, submit: 0, duration: 1000, constraint: odd}
+  - {name: b, pods: 2, gpus_per_pod: 1, submit: 0, duration: 400, constraint: b}
+  - {name: w, pods: 2, gpus_per_pod: 1, submit: 1, duration: 1h, topology: {required: block}}
+  - {name: s, pods: 2, gpus_per_pod: 1, submit: 2, duration: 500}
+"""
+    for reference in (False, True):
+        r = simulate(workload(text), "slurm", reference=reference)
+        assert r.job("s").start == 2 and r.job("s").domains["block"] == ["block0", "block1"]
+        assert r.job("w").start == 400 and r.job("w").domains["block"] == ["block2", "block3"]
+
+
+def test_max_domains_and_wait_are_read_and_a_wrong_one_is_one_located_line():
+    w = workload(SWITCHES.replace("gpus_per_node: 1,", "gpus_per_node: 1, features: {odd: '1,3,5,7'},"))
+    assert (w.job("n2").max_domains, w.job("n2").topology_wait) == (2, None)
+    assert (w.job("n2w").max_domains, w.job("n2w").topology_wait) == (1, 120.0)
+    for bad, words in [("{preferred: block, max_domains: 2}", "max_domains goes with required"),
+                       ("{required: block, max_domains: 0}", "must be at least 1"),
+                       ("{required: block, wait: soon}", "is not a duration"),
+                       ("{required: block, wait: 2m, most: 3}", "most")]:
+        text = SWITCHES.replace("{required: block, max_domains: 2}", bad)
+        with pytest.raises(InputError) as e:
+            workload(text.replace("gpus_per_node: 1,", "gpus_per_node: 1, features: {odd: '1,3,5,7'},"))
+        assert words in str(e.value) and "w.yaml:" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_lint_says_a_count_of_domains_is_slurms_alone(tmp_path):
+    from courselib.cli.files import lint_file
+    path = tmp_path / "w.yaml"
+    path.write_text(LINTED.replace("{name: x, pods: 6, gpus_per_pod: 4, duration: 2h, topology: {required: block}}",
+                                   "{name: x, pods: 6, gpus_per_pod: 4, duration: 2h,\n"
+                                   "     topology: {required: block, max_domains: 2, wait: 2m}}"))
+    found = [(f.code, f.line, f.message) for f in lint_file(str(path))]
+    w3 = [(ln, m) for c, ln, m in found if c == "W003"]
+    assert w3 == [(6, "job 'x': max_domains 2, wait 120s is Slurm's --switches=2 (topology/tree, leaf "
+                      "switches); kueue, volcano and kube-gang require one block; an empty block holds 4 "
+                      "of its 6 pods: it never starts there")]
+    path.write_text(LINTED)
+    assert not any(f.code == "W003" for f in lint_file(str(path)))

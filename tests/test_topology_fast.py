@@ -14,12 +14,33 @@ def tree_cases(draw):
                                    (("spine", 8), ("rack", 4), ("block", 2))]))
     nodes = levels[0][1] * draw(st.integers(1, 3))
     k = draw(st.lists(st.integers(0, 4), min_size=nodes, max_size=nodes))
-    return ClusterSpec(nodes, 4, topology=levels), k, draw(st.integers(1, max(1, sum(k) + 1))), draw(st.booleans())
+    return (ClusterSpec(nodes, 4, topology=levels), k, draw(st.integers(1, max(1, sum(k) + 1))),
+            draw(st.sampled_from([None, 1, 2, 3])))
 
 
 @settings(max_examples=examples(400), deadline=None)
 @given(tree_cases())
 def test_slurm_tree_one_leaf_shortcut_equals_the_plugins_loop(case):
-    """A job one leaf switch holds is placed at once, as the plugin's loop would place it."""
-    spec, k, pods, one_leaf = case
-    assert topology.slurm_tree(spec, k, pods, one_leaf) == topology.slurm_tree_reference(spec, k, pods, one_leaf)
+    """A job one leaf switch holds is placed at once, as the plugin's loop would place it; with
+    ``--switches=N`` (``max_leaves``) too."""
+    spec, k, pods, max_leaves = case
+    assert topology.slurm_tree(spec, k, pods, max_leaves) == topology.slurm_tree_reference(spec, k, pods, max_leaves)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(tree_cases())
+def test_switches_n_refuses_exactly_the_placements_over_n_leaves(case):
+    """``--switches=N`` still waiting: the plugin's own placement, kept if it uses N leaf switches
+    or fewer, refused otherwise (eval_nodes_tree.c L1362-1411) -- never a different placement."""
+    spec, k, pods, max_leaves = case
+    free, _ = topology.slurm_tree_reference(spec, k, pods)
+    plan, _ = topology.slurm_tree_reference(spec, k, pods, max_leaves)
+    if free is None:
+        assert plan is None
+        return
+    leaf = spec.topology[-1][1]
+    leaves = len({i // leaf for i, _ in free})
+    assert plan == (free if not max_leaves or leaves <= max_leaves else None)
+    if max_leaves == 1:   # one leaf: exactly when some leaf holds the job (the tightest is taken)
+        holds = any(sum(k[j:j + leaf]) >= pods for j in range(0, spec.nodes, leaf))
+        assert (plan is not None) == holds

@@ -19,7 +19,9 @@ Format::
       - {name: a, pods: 512, gpus_per_pod: 1, submit: 0, duration: 2h}
         # optional: min_member, priority, queue, constraint, exclusive, time_limit, memory_per_pod,
         #   kind: jobset (with max_restarts: N), disruption_mode: all (a v1.37 PodGroup's),
-        #   topology: {required: rack} or {preferred: block} (a level of cluster.topology),
+        #   topology: {required: rack} or {preferred: block} (a level of cluster.topology);
+        #   a required one may add max_domains: 2 and wait: 30m (at most 2 domains, waiting at
+        #   most 30m for them: Slurm's --switches=2@30 under topology/tree; lint W003 elsewhere),
         #   segment: 2 (Slurm's --segment, nodes per segment; needs slurm_topology: block)
     events:                                  # optional: what happens to running jobs
       - {at: 30m, preempt: {job: a, by: {name: urgent, pods: 1, gpus_per_pod: 8, duration: 10m,
@@ -187,15 +189,25 @@ def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
         if kind != "jobset":
             raise f.error("max_restarts", "only a JobSet has a failure policy", hint="add 'kind: jobset'")
         _positive(f, "max_restarts", max_restarts, 0)
-    topology = None
+    topology = max_domains = topology_wait = None
     if f.has("topology"):
         t = Fields(f.req("topology"), file=file, where=f"{f.where}.topology")
-        t.unknown({"required", "preferred"})
+        t.unknown({"required", "preferred", "max_domains", "wait"})
         modes = [m for m in ("required", "preferred") if t.has(m)]
         if len(modes) != 1:
             raise f.error("topology", "expected one of required or preferred",
                           hint="write topology: {required: rack} or topology: {preferred: block}")
         topology = (modes[0], t.req(modes[0], str))
+        for key in ("max_domains", "wait"):
+            if t.has(key) and modes[0] != "required":
+                raise t.error(key, f"{key} goes with required (at most N domains of the level)",
+                              hint="write topology: {required: block, max_domains: 2, wait: 30m}")
+        if t.has("max_domains"):
+            max_domains = _positive(t, "max_domains", t.req("max_domains", int))
+        if t.has("wait"):
+            topology_wait = t.req("wait", dur("wait"))
+            if topology_wait < 0:
+                raise t.error("wait", "must be 0 or longer")
     disruption = f.opt("disruption_mode", str, "single")
     if disruption not in DISRUPTION_MODES:
         raise f.error("disruption_mode", f"unknown disruption mode {disruption!r}", hint="write single or all")
@@ -206,7 +218,8 @@ def parse_job(doc, file: str | None, index: int, *, where: str | None = None,
                exclusive=f.opt("exclusive", bool, False), time_limit=time_limit,
                memory_per_pod=f.opt("memory_per_pod", lambda v: parse_memory(v, field="memory_per_pod"), 0),
                kind=kind, max_restarts=max_restarts, preemption_policy=preemption_policy,
-               disruption_mode=disruption, topology=topology,
+               disruption_mode=disruption, topology=topology, max_domains=max_domains,
+               topology_wait=topology_wait,
                segment=_positive(f, "segment", f.req("segment", int)) if f.has("segment") else None)
 
 

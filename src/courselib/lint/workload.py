@@ -79,3 +79,26 @@ def w002(job: Job, ctx: Context):
         yield Finding("W002", "warning", ctx.file, ctx.lines.get(job.name),
                       f"job {job.name!r} under {name}: {note}",
                       "under that scheduler, expect the placement of a job without the request")
+
+
+@rule("W003", "workload", "job", "warning", "a count of domains only Slurm's tree reads",
+      why="""max_domains: N and wait: T (at most N domains of the required level, waiting at most T
+      for them) are Slurm's --switches=N@T, read by topology/tree for the leaf switches (the
+      innermost level) only: eval_nodes_tree.c L1362-1411 counts the leaf switches of its placement
+      and refuses one over N until the job has waited T (at most max_switch_wait, 300 s by default,
+      job_mgr.c L870-895). Kueue's TAS, Volcano's HyperNodes and kube-scheduler's PodGroup topology
+      have no count of domains: they require one domain of the level, so a job that N domains hold
+      and one does not never starts there.""",
+      fix="under those schedulers require the level above, or write preferred: LEVEL")
+def w003(job: Job, ctx: Context):
+    if job.max_domains is None and job.topology_wait is None:
+        return
+    level, n = job.topology[1], job.max_domains or 1
+    room = domain_capacity(ctx.workload, job, level)
+    tail = f"; an empty {level} holds {room} of its {job.pods} pods: it never starts there" if room < job.pods else ""
+    yield Finding("W003", "warning", ctx.file, ctx.lines.get(job.name),
+                  f"job {job.name!r}: max_domains {n}" + (f", wait {job.topology_wait:g}s" if job.topology_wait
+                                                          is not None else "")
+                  + f" is Slurm's --switches={n} (topology/tree, leaf switches); kueue, volcano and kube-gang "
+                  f"require one {level}{tail}",
+                  f"for those, require the level above {level} or write preferred: {level}")

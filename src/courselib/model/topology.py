@@ -32,9 +32,18 @@ policies keep their own queues and pending messages; only the domain choice live
   nodes; of one, that one; of neither, climb to the parents and compare again; finally the one
   with more free nodes); inside a leaf, nodes in bitmap (index) order (L1301–1305). The
   course's topology.conf adds a root switch over the outermost level, so any job may span.
-  ``--switches=1@T`` (required at the innermost level) waits at most ``max_switch_wait`` =
-  300 s by default (``slurm.conf.5`` L4795–4798) and then takes what the tree gives
-  (L1362–1376: ``time_waiting >= wait4switch``).
+  ``--switches=N@T`` (required at the innermost level, at most N leaf switches): the plugin
+  places the job as above and then counts the leaf switches of that placement (L1362–1372); if
+  there are more than N and the job has waited less than T (``time_waiting`` from
+  ``wait4switch_start``, the job's first evaluation, L814–820, against the clock, not the time
+  backfill plans for) it sets ``best_switch = false`` (L1377–1411: the ``try_again`` with
+  fewer nodes is only for a job with a node range, ``req_nodes > min_nodes``, which the
+  course's jobs never have) and ``select/cons_tres`` refuses the placement
+  (``job_test.c`` L1490–1497, L1584, L1951: "waiting for switches"); the job stays pending
+  with reason ``Resources``. The count is of the greedy placement, not the fewest leaves that
+  could hold the job. T is capped by ``max_switch_wait`` = 300 s by default
+  (``job_mgr.c`` L870–895, L7757–7764; ``slurm.conf.5`` L4795–4798); after it the job takes
+  what the tree gives (L1373–1376).
 - :func:`volcano_hypernode` — Volcano v1.15.1 network-topology-aware scheduling, ``mode: hard``
   (required) and ``mode: soft`` (preferred): ``pkg/scheduler/actions/allocate/allocate.go``
   L370–462 tries the HyperNodes tier by tier from the lowest (``HyperNodeGradientForJobFn``,
@@ -269,10 +278,11 @@ def tas_exclusions(k, allowed, short_of: str = "nvidia.com/gpu") -> dict:
 
 
 # ---- Slurm topology/tree -----------------------------------------------------------------------
-def slurm_tree(spec: ClusterSpec, k, pods: int, one_leaf: bool = False) -> tuple[list | None, int]:
+def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None) -> tuple[list | None, int]:
     """Slurm's tree plugin: leaf switches (the innermost level) one by one, the tightest that fits,
     else the one under the tightest ancestor that fits, else the largest; nodes in index order.
-    ``one_leaf``: ``--switches=1`` still waiting (its wait not over): only one leaf will do."""
+    ``max_leaves``: ``--switches=N`` still waiting (its wait not over): a placement over more
+    than N leaf switches is refused (None: any placement will do)."""
     levels = [(name, size) for name, size in spec.topology]
     leaf_size = levels[-1][1]
     kk = np.asarray(k, dtype=np.int64)
@@ -296,11 +306,14 @@ def slurm_tree(spec: ClusterSpec, k, pods: int, one_leaf: bool = False) -> tuple
             if rem == 0:
                 break
         return plan, pods
-    return slurm_tree_reference(spec, kk.tolist(), pods, one_leaf)
+    return slurm_tree_reference(spec, kk.tolist(), pods, max_leaves)
 
 
-def slurm_tree_reference(spec: ClusterSpec, k, pods: int, one_leaf: bool = False) -> tuple[list | None, int]:
-    """:func:`slurm_tree` as the plugin's loop reads, leaf switch by leaf switch, for every job."""
+def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None,
+                         ) -> tuple[list | None, int]:
+    """:func:`slurm_tree` as the plugin's loop reads, leaf switch by leaf switch, for every job;
+    then, for ``--switches=N`` still waiting, the count of the placement's leaf switches
+    (``eval_nodes_tree.c`` L1362–1411)."""
     levels = [(name, size) for name, size in spec.topology]
     leaf_size = levels[-1][1]
     leaves = [range(s, s + leaf_size) for s in range(0, spec.nodes, leaf_size)]
@@ -308,10 +321,6 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, one_leaf: bool = False
     total = sum(free)
     if total < pods:
         return None, total
-    if one_leaf:
-        fitting = [(free[j], j) for j in range(len(leaves)) if free[j] >= pods]
-        if not fitting:
-            return None, max(free)
     # the subtree sizes (in leaves) above each leaf, innermost first, and the root (whole cluster)
     ups = [size // leaf_size for _, size in reversed(levels[:-1])] + [len(leaves)]
     avail = list(free)
@@ -344,8 +353,6 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, one_leaf: bool = False
         for j in range(len(leaves)):
             if j in chosen or not avail[j]:
                 continue
-            if one_leaf and avail[j] < pods:
-                continue
             if best is None:
                 best = j
                 continue
@@ -364,6 +371,8 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, one_leaf: bool = False
                 rem -= take
             if rem == 0:
                 break
+    if max_leaves and len(chosen) > max_leaves:   # best_switch = false: waiting for switches
+        return None, max(free)
     return plan, pods
 
 

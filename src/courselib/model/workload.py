@@ -26,7 +26,11 @@ Public API (stable; the Slurm replay of issue 7 builds on it):
 - A job's topology request (``required`` or ``preferred``, a level's name): ``required`` = every
   pod in one domain of that level or none placed; ``preferred`` = as few domains of that level as
   the scheduler's algorithm manages, spanning if it must (Kueue's
-  ``kueue.x-k8s.io/podset-required-topology`` / ``…-preferred-topology``).
+  ``kueue.x-k8s.io/podset-required-topology`` / ``…-preferred-topology``). A required request may
+  allow ``max_domains`` domains (default 1) and give the longest ``topology_wait`` (seconds) to wait
+  for them: Slurm's ``--switches=N@wait`` at the innermost level under ``topology/tree`` (after the
+  wait, Slurm takes what its tree gives). No other scheduler counts domains: they require one
+  (lint W003).
 - Slurm on a topology: ``ClusterSpec.slurm_topology`` is ``tree`` (``topology/tree``: a switch per
   domain, the innermost level's switches are the leaves) or ``block`` (``topology/block``: the
   innermost level's domains are the base blocks, ``block_sizes`` the BlockSizes, by default the
@@ -218,6 +222,8 @@ class Job:
     disruption_mode: str = "single"         # v1.37 PodGroup disruptionMode: single or all
     topology: tuple | None = None           # (mode, level): ("required", "rack") / ("preferred", …)
     segment: int | None = None              # Slurm's --segment=N (nodes), under topology/block
+    max_domains: int | None = None          # required: at most N domains (Slurm's --switches=N)
+    topology_wait: float | None = None      # required: the longest wait for them (--switches=N@wait)
 
     def __post_init__(self):
         if self.topology is not None:
@@ -227,6 +233,13 @@ class Job:
             object.__setattr__(self, "topology", (str(mode), str(level)))
         if self.segment is not None and self.segment < 1:
             raise ValueError(f"job {self.name!r}: segment must be at least 1 node")
+        if (self.max_domains is not None or self.topology_wait is not None) and (
+                self.topology is None or self.topology[0] != "required"):
+            raise ValueError(f"job {self.name!r}: max_domains and topology_wait go with a required topology")
+        if self.max_domains is not None and self.max_domains < 1:
+            raise ValueError(f"job {self.name!r}: max_domains must be at least 1")
+        if self.topology_wait is not None and self.topology_wait < 0:
+            raise ValueError(f"job {self.name!r}: topology_wait must be 0 or more seconds")
         if self.kind not in JOB_KINDS:
             raise ValueError(f"job {self.name!r}: kind must be one of {', '.join(JOB_KINDS)}")
         if self.max_restarts is not None and (self.kind != "jobset" or self.max_restarts < 0):

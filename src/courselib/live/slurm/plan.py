@@ -63,17 +63,20 @@ def shape_for(spec: ClusterSpec, base_port: int | None = None) -> ClusterShape:
                         **kw, **topo)
 
 
-def topology_args(spec: ClusterSpec, job: Job, max_switch_wait: float = 300.0) -> list[str]:
-    """What a job asks of the topology plugin: ``--switches=1@WAIT`` for a job that requires the
-    innermost level under topology/tree (the model's ``max_switch_wait``, in whole minutes as
-    ``--switches`` takes it), ``--segment=N`` under topology/block. A request above the leaves
-    has no Slurm form under tree, nor any level under block: every job is placed by the plugin."""
+def topology_args(spec: ClusterSpec, job: Job, wait: int | None = None,
+                  max_switch_wait: float = 300.0) -> list[str]:
+    """What a job asks of the topology plugin: ``--switches=N@WAIT`` for a job that requires the
+    innermost level under topology/tree (N its ``max_domains``, default 1; WAIT ``wait``, its own
+    wait in real seconds as ``minutes:seconds``, else the model's ``max_switch_wait`` in whole
+    minutes), ``--segment=N`` under topology/block. A request above the leaves has no Slurm form
+    under tree, nor any level under block: every job is placed by the plugin."""
     if not spec.topology:
         return []
     if spec.slurm_topology == "block":
         return [f"--segment={job.segment}"] if job.segment else []
     if job.topology and job.topology[0] == "required" and job.topology[1] == spec.levels[-1]:
-        return [f"--switches=1@{int(max_switch_wait // 60)}"]
+        at = f"{wait // 60}:{wait % 60:02d}" if wait is not None else f"{int(max_switch_wait // 60)}"
+        return [f"--switches={job.max_domains or 1}@{at}"]
     return []
 
 
@@ -143,7 +146,8 @@ def plan_replay(workload: Workload, *, seconds_per_minute: float | None = None,
             args += [f"--constraint={j.constraint}"]
         if j.exclusive:
             args += ["--exclusive"]
-        args += topology_args(workload.cluster, j)
+        wait = None if j.topology_wait is None else round(j.topology_wait / unit_f * s)
+        args += topology_args(workload.cluster, j, wait)
         if explicit:
             args += [f"--priority={prio[j.name]}"]
         subs.append(Submission(j.name, tuple(args), tmin, round(d * s, 3),
@@ -153,7 +157,8 @@ def plan_replay(workload: Workload, *, seconds_per_minute: float | None = None,
     if any(j.min_member != j.pods for j in jobs):
         notes.append("min_member < pods is not a Slurm notion: Slurm allocates every task")
     as_submitted = workload.replace_jobs(
-        replace(j, duration=sub.sleep, submit=sub.submit_at, time_limit=sub.time_minutes * 60.0)
+        replace(j, duration=sub.sleep, submit=sub.submit_at, time_limit=sub.time_minutes * 60.0,
+                topology_wait=None if j.topology_wait is None else float(round(j.topology_wait / unit_f * s)))
         for j, sub in zip(jobs, subs))
     return ReplayPlan(workload, as_submitted, shape_for(workload.cluster), unit_f, s,
                       tuple(subs), tuple(notes))

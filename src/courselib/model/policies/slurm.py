@@ -174,7 +174,7 @@ class Slurm(Policy):
             if kk.sum() < job.pods:  # too few pods fit on these nodes
                 continue
             if spec.topology:   # every job goes through the topology plugin, asked or not
-                plan = self._topology_plan(spec, job, kk, t)
+                plan = self._topology_plan(spec, job, kk, state.now)
                 if plan is None:
                     continue
                 return plan
@@ -187,7 +187,7 @@ class Slurm(Policy):
             return out
         return None
 
-    def _topology_plan(self, spec, job: Job, k, t: float) -> list | None:
+    def _topology_plan(self, spec, job: Job, k, now: float) -> list | None:
         """topology/tree (leaf switches, tightest first; ``--switches``) or topology/block (one
         block of the smallest BlockSizes that holds the job; ``--segment``) on free pods ``k``."""
         if spec.slurm_topology == "block":
@@ -195,24 +195,34 @@ class Slurm(Policy):
             plan, why = topology.slurm_block(spec, [int(x) for x in k], job.pods, per_node, job.segment)
             self._block_why = why
             return plan
+        # the wait is measured against the clock (time(NULL) in eval_nodes_tree.c L814-820),
+        # also when backfill plans a later start: a reservation keeps the count until it is over
         tree = topology.slurm_tree_reference if self.reference else topology.slurm_tree
         plan, _ = tree(spec, [int(x) for x in k] if self.reference else k, job.pods,
-                       one_leaf=self.waits_for_switch(job, t))
+                       self.switches(job) if self.waits_for_switch(job, now) else None)
         return plan
 
     def switches(self, job: Job) -> int | None:
-        """``--switches=1`` for a job that requires the innermost level (one leaf switch); None
-        otherwise: a requirement above the leaf switches has no Slurm form (tree counts leaves)."""
+        """``--switches=N`` for a job that requires the innermost level (N = its ``max_domains``,
+        default 1: leaf switches); None otherwise: a requirement above the leaf switches has no
+        Slurm form (tree counts leaves)."""
         spec = self.workload.cluster
         if spec.slurm_topology == "block":
             return None
         if job.topology and job.topology[0] == "required" and job.topology[1] == spec.levels[-1]:
-            return 1
+            return job.max_domains or 1
         return None
 
+    def switch_wait(self, job: Job) -> float:
+        """How long ``job`` waits for its switches: its own ``@wait``, at most ``max_switch_wait``
+        (``job_mgr.c`` ``_max_switch_wait`` L870-895: the smaller of the two)."""
+        if job.topology_wait is None:
+            return self.max_switch_wait
+        return min(job.topology_wait, self.max_switch_wait)
+
     def waits_for_switch(self, job: Job, t: float) -> bool:
-        """Still within ``--switches=1@max_switch_wait`` at time ``t`` (then one leaf only)."""
-        return self.switches(job) == 1 and t - job.submit < self.max_switch_wait
+        """Still within ``--switches=N@wait`` at time ``t`` (then N leaf switches at most)."""
+        return self.switches(job) is not None and t - job.submit < self.switch_wait(job)
 
     def topology_note(self, job: Job) -> str | None:
         if not job.topology or not self.workload.cluster.topology:
@@ -224,9 +234,9 @@ class Slurm(Policy):
         if job.topology[0] == "required" and self.switches(job) is None:
             return (f"Slurm's topology/tree counts leaf switches only (--switches): a required "
                     f"{job.topology[1]!r} above the leaves was placed as the tree places every job")
-        if self.switches(job) == 1:
-            return (f"--switches=1@{self.max_switch_wait:g}s: after max_switch_wait Slurm runs it "
-                    "on whatever switches the tree gives")
+        if self.switches(job) is not None:
+            return (f"--switches={self.switches(job)}@{self.switch_wait(job):g}s: after max_switch_wait "
+                    "Slurm runs it on whatever switches the tree gives")
         return None
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
@@ -273,7 +283,7 @@ class Slurm(Policy):
 
     def _switch_wakes(self, state: SchedState, left: list[JobRun]) -> list[float]:
         """A job waiting for one leaf switch is looked at again when its wait is over."""
-        return [r.job.submit + self.max_switch_wait for r in left
+        return [r.job.submit + self.switch_wait(r.job) for r in left
                 if self.waits_for_switch(r.job, state.now) and state.bound(r) == 0]
 
     # ---- when backfill runs (bf_interval) -------------------------------------------------------

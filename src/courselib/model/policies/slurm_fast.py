@@ -69,7 +69,7 @@ class SlurmFast(Slurm):
     def __init__(self, workload, seed: int = 0, **options):
         super().__init__(workload, seed, **options)
         self._ends: list | None = None  # (expected end, job) of the running, this pass
-        self._switch_waiters: list = []  # jobs with --switches=1 (their wait's end wakes a cycle)
+        self._switch_waiters: list = []  # jobs with --switches=N (their wait's end wakes a cycle)
         self._end_times: list[float] = []
         #: the running jobs' expected ends, each once and kept sorted as jobs start and finish
         #: (with a count of jobs per time), and the availability profile for plain jobs
@@ -117,7 +117,7 @@ class SlurmFast(Slurm):
         super().submit(state, runs)
         for run in runs:
             self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
-            if self.switches(run.job) == 1:
+            if self.switches(run.job) is not None:
                 self._switch_waiters.append(run)
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
@@ -213,15 +213,15 @@ class SlurmFast(Slurm):
         self._free_cache.clear()
         self._ends = None
         if any(not r.finished and not self.waits_for_switch(r.job, state.now) for r in self._switch_waiters):
-            self._memo = None   # a wait for one leaf switch is over: the job plans differently now
+            self._memo = None   # a wait for switches is over: the job plans differently now
         self._wake: list[float] = []
         self._cycle(state)
         if not self._switch_waiters:
             return self._wake
-        # the reference's wake-ups: each feasible pending job still waiting for one leaf switch
+        # the reference's wake-ups: each feasible pending job still waiting for its switches
         self._switch_waiters = [r for r in self._switch_waiters if not r.finished and state.bound(r) == 0
                                 and self.waits_for_switch(r.job, state.now)]
-        return self._wake + [r.job.submit + self.max_switch_wait for r in self._switch_waiters
+        return self._wake + [r.job.submit + self.switch_wait(r.job) for r in self._switch_waiters
                              if not self.infeasible(state, r)]
 
     def _cycle(self, state: SchedState) -> None:
