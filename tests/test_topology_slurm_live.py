@@ -54,3 +54,11 @@ def test_what_the_real_plugins_did(live_slurm):   # after the replays: reuses th
     assert seg.job("whole").reason is not None and seg.job("seg2").start is not None
     tree = _run("preferred-vs-required", live_slurm)
     assert tree.job("preferred").start is not None and tree.job("required").reason is not None
+    # --switches=2: starts at once over two leaves; over its wait, the tree's closer leaves whose
+    # parent holds the rest (i_fit as _topo_compare_switches leaves it), all in rack1
+    sw = _run("switches", live_slurm)
+    assert {i // 2 for i in node_indexes(sw.job("pair").nodes)} == {0, 1}
+    assert node_indexes(sw.job("wide").nodes) == [9, 11, 13] and sw.job("wide").start < sw.job("tight").start
+    # backfill keeps --switches=1 while its wait is not over: s starts first, w after b ends
+    res = _run("switches-reservation", live_slurm)
+    assert res.job("s").start < res.job("w").start and node_indexes(res.job("w").nodes) == [5, 7]

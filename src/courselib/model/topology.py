@@ -331,21 +331,25 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None
 
     spans = [1] + ups
 
-    def better(i: int, j: int, rem: int) -> bool:  # _topo_compare_switches(i, j) > 0
+    def compare(i: int, j: int, rem: int) -> tuple[bool, bool]:
+        """``_topo_compare_switches(i, j)`` (L60-106): (is i the better fit, ``i_fit``). ``i_fit``
+        is whether i *at the level the comparison stopped* holds the rest: the loop climbs to
+        the parents when neither leaf fits and sets ``*i_fit_out`` again at each level."""
         s = 0
         while True:
             ci, cj = under(i, spans[s]), under(j, spans[s])
-            if ci >= rem and cj >= rem:
+            i_fit = ci >= rem
+            if i_fit and cj >= rem:
                 if ci != cj:
-                    return ci < cj                   # both fit: the tighter one
+                    return ci < cj, True             # both fit: the tighter one
                 break
-            if (ci >= rem) != (cj >= rem):
-                return ci >= rem                     # only one fits: that one
+            if i_fit != (cj >= rem):
+                return i_fit, i_fit                  # only one fits: that one
             if s + 1 < len(spans) and i // spans[s + 1] != j // spans[s + 1]:
                 s += 1                               # neither: compare their parents
                 continue
             break
-        return under(i, spans[s]) > under(j, spans[s])   # the one with more free
+        return under(i, spans[s]) > under(j, spans[s]), i_fit   # the one with more free
 
     plan, chosen, rem = [], [], pods
     while rem > 0:
@@ -357,8 +361,11 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None
                 best = j
                 continue
             dj, db = _dist(chosen, j, ups), _dist(chosen, best, ups)
-            fits_j = avail[j] >= rem
-            if (dj < db and fits_j) or (dj == db and better(j, best, rem)):
+            tighter, fits_j = compare(j, best, rem)
+            # _topo_choose_best_switch L124-135: closer and "fits" (as the comparison left i_fit:
+            # a closer leaf whose parent holds the rest wins, seen on the real 26.05.5), or as
+            # close and a better fit
+            if (dj < db and fits_j) or (dj == db and tighter):
                 best = j
         if best is None:
             return None, pods - rem
