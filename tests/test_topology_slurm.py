@@ -228,7 +228,8 @@ def test_the_slurm_root_follows_its_own_absolute_symlinks(tmp_path):
 
 
 TOPOLOGY_RUNS = ["fragmentation", "larger-than-domain", "preferred-vs-required", "apart", "blocked-head",
-                 "mixed", "switches", "switches-reservation", "best-fit-block", "segment-block", "block-sizes"]
+                 "mixed", "switches", "switches-reservation", "switches-greedy",
+                 "best-fit-block", "segment-block", "block-sizes"]
 
 
 @pytest.mark.parametrize("name", TOPOLOGY_RUNS)

@@ -62,3 +62,6 @@ def test_what_the_real_plugins_did(live_slurm):   # after the replays: reuses th
     # backfill keeps --switches=1 while its wait is not over: s starts first, w after b ends
     res = _run("switches-reservation", live_slurm)
     assert res.job("s").start < res.job("w").start and node_indexes(res.job("w").nodes) == [5, 7]
+    # the count is of the tree search's own placement: three waits although 2 blocks would hold it
+    greedy = _run("switches-greedy", live_slurm)
+    assert greedy.job("three").reason == "Resources" and node_indexes(greedy.job("three").nodes) == [0, 2, 4]

@@ -13,7 +13,8 @@ trap '$CL slurm down >/dev/null 2>&1 || true' EXIT
 $CL slurm down >/dev/null
 $CL slurm up --nodes 16 --gpus-per-node 4 --features "" --topology rack:8,block:4 >/dev/null
 for w in best-fit-block segment-block block-sizes fragmentation apart blocked-head larger-than-domain \
-         preferred-vs-required mixed switches switches-reservation; do
+         preferred-vs-required mixed switches switches-reservation \
+         switches-greedy; do
     $CL slurm replay "examples/topology/$w.yaml" --compare --record "$OUT/slurm-topology-$w.json" || true
 done
 $CL slurm down >/dev/null
