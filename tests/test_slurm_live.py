@@ -85,9 +85,17 @@ def _agreement(path: Path, lab) -> replay.Comparison:
     return replay.compare(_replay(path, lab), name=path.stem)
 
 
+#: Workloads whose start order over the whole replay depends on sub-second timing (a busy cluster,
+#: issue 35): checked decision by decision (courselib.live.slurm.decide) instead of pair by pair.
+TIMING_BOUND = {"busy"}
+
+
 # Group workloads by cluster shape so the cluster is restarted as rarely as possible.
-@pytest.mark.parametrize("path", sorted(_workloads(), key=lambda p: (p.stem.startswith("seed")
-                                                                     or "workloads" in str(p), p.name)),
+def _shape_order(p: Path):
+    return (p.stem in TIMING_BOUND, p.stem.startswith("seed") or "workloads" in str(p), p.name)
+
+
+@pytest.mark.parametrize("path", sorted(_workloads(), key=_shape_order),
                          ids=lambda p: p.stem)
 def test_replay_agrees_with_the_model(path, lab):
     if not path.exists():
@@ -95,7 +103,14 @@ def test_replay_agrees_with_the_model(path, lab):
     c = _agreement(path, lab)
     report = replay.format_comparison(c)
     assert c.started_agree == c.started_checks, report
-    assert c.order_agree == c.order_pairs, report
+    if path.stem in TIMING_BOUND:
+        # Every decision agrees, or is the one known difference: Slurm's backfill window is closed
+        # at its end, the model's half-open (courselib.live.slurm.decide._ClosedWindow; the lead's call).
+        from courselib.live.slurm import decide
+        ds = decide.decisions(_replay(path, lab))
+        assert ds and all(d.closed_window_agrees for d in ds), report + "\n" + decide.format_decisions(ds)
+    else:
+        assert c.order_agree == c.order_pairs, report
     for row in c.jobs:
         known = KNOWN_REASON_DIFFERENCES.get((path.stem, row.name))
         if known is not None:

@@ -5,6 +5,9 @@ submitted and counts where the two agree: each job started in both or neither, t
 over pairs the model starts clearly apart, and each job's pending reason right after its
 submission. :func:`source` gives a chapter the live replay where a local Slurm of the right
 shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
+
+:func:`courselib.live.slurm.decide.decisions` checks a replay decision by decision instead (a busy
+cluster, where the order of starts depends on sub-second timing).
 """
 from __future__ import annotations
 

@@ -1,0 +1,117 @@
+"""A Slurm replay checked decision by decision (issue 35): what the real Slurm started each second,
+against what courselib's ``slurm`` policy starts in the real state just before.
+
+On a busy cluster the order of starts over a whole replay depends on sub-second timing that neither
+side models: slurmctld starts jobs from a main-scheduler pass and a backfill pass about once a
+second each (``sched_interval=1``, ``bf_interval=1`` here), a node is free again only once its
+job's epilog has completed, and squeue's times have a resolution of one second; a start a fraction
+of a second later changes which job a later end lets in. :func:`decisions` takes the timing from
+the real run and checks what the scheduler decides: at each second ``t`` at which the real Slurm
+started jobs, the jobs running then (on their real nodes, each expected to end at its real start +
+its time limit) and the jobs submitted by then and still waiting (in priority order) are given to
+the reference policy, which runs one cycle, main scheduler and backfill, at ``t``.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from courselib.live.slurm.replay import ReplayResult
+from courselib.live.slurm.result import node_indexes
+from courselib.model.gang import SchedState
+from courselib.model.policies.slurm import Slurm
+from courselib.model.workload import Workload
+
+
+@dataclass
+class Decision:
+    """What the real Slurm started in one second, and what the model starts in the real state then."""
+    t: float
+    real: list[str]
+    model: list[list[str]]   # the model's starts, under each reading of the same-second ends
+    ambiguous: list[str]     # jobs that ended in the same second (before or after the starts)
+    agrees: bool
+    #: it agrees once the model tests a backfill window as Slurm does, closed at its end (see
+    #: :class:`_ClosedWindow`): the one difference the busy replays showed (issue 35)
+    closed_window_agrees: bool = False
+
+
+def decisions(result: ReplayResult, *, slack: float = 2.0) -> list[Decision]:
+    """Each second at which the real Slurm started jobs, checked (see the module's docstring). The
+    decision agrees if every job Slurm started in that second is one the model starts, and every
+    other job the model starts there Slurm started within ``slack`` seconds (its next pass). A job
+    that ended in the same second as the starts may have ended before or after them: each reading
+    is tried."""
+    plan_w = result.as_submitted()
+    real = {rj.name: rj for rj in result.jobs}
+    out = []
+    for t in sorted({rj.start for rj in result.jobs if rj.start is not None}):
+        started = sorted(n for n, rj in real.items() if rj.start == t)
+        before = [n for n, rj in real.items() if rj.start is not None and rj.start < t]
+        ended = {n for n in before if real[n].end is not None and real[n].end < t}
+        ambiguous = [n for n in before if real[n].end == t]
+        soon = {n for n, rj in real.items() if rj.start is not None and t < rj.start <= t + slack}
+
+        def starts(policy_class) -> list[list[str]]:
+            return [_model_starts(plan_w, real, t, ended | set(gone), policy_class)
+                    for k in range(len(ambiguous) + 1) for gone in itertools.combinations(ambiguous, k)]
+
+        def agree(options) -> bool:
+            return any(set(started) <= set(m) and set(m) - set(started) <= soon for m in options)
+        options = starts(Slurm)
+        ok = agree(options)
+        out.append(Decision(t, started, options, ambiguous, ok, ok or agree(starts(_ClosedWindow))))
+    return out
+
+
+class _ClosedWindow(Slurm):
+    """The reference policy with Slurm's own test of a backfill window, for :func:`decisions` to tell
+    the one known difference from any other (not a policy the simulator runs). Slurm's backfill
+    tries a job at ``start_res`` on the nodes that no reservation holds over ``[start_res,
+    start_res + time limit]``, closed at its end: a reservation that begins exactly when the job
+    would end keeps its nodes (``src/plugins/sched/backfill/backfill.c`` at slurm-26-05-3-1, L3015
+    and L3088-3090, ``node_space[j].begin_time <= end_time``); the model's window is half-open."""
+
+    def _blocked(self, reserved: list, t: float, t1: float, n: int):
+        blocked = np.zeros(n, dtype=bool)
+        for start, end, nodes in reserved:
+            if start <= t1 and t < end:
+                blocked[nodes] = True
+        return blocked
+
+
+def _model_starts(workload: Workload, real: dict, t: float, ended: set, policy_class=Slurm) -> list[str]:
+    """The jobs the reference ``slurm`` policy starts at ``t`` from the real state just before ``t``."""
+    state = SchedState(workload, reference=True)
+    state.now = t
+    policy = policy_class(workload)
+    policy.reference = True
+    waiting = {}
+    for job in workload.jobs:
+        rj = real[job.name]
+        if job.submit >= t + 1.0 or job.name in ended or rj.rejected:  # (submits exact; starts floored)
+            continue
+        run = state.submit(job)
+        policy.jobs.append(run)
+        if rj.start is not None and rj.start < t:
+            nodes = node_indexes(rj.nodes)  # (squeue names the nodes, not the tasks on each)
+            each, more = divmod(job.pods, len(nodes))
+            state.bind_plan(run, [(i, each + (k < more)) for k, i in enumerate(nodes)])
+            policy.expected_end[job.name] = rj.start + job.planned_runtime
+        else:
+            waiting[job.name] = run
+    policy.schedule(state)
+    return sorted(n for n, run in waiting.items() if state.bound(run) > 0)
+
+
+def format_decisions(ds: list[Decision]) -> str:
+    lines = [f"t={d.t:g}s real {' '.join(d.real)}; model "
+             + " | ".join(" ".join(m) or "-" for m in d.model)
+             + (f" (ended that second: {' '.join(d.ambiguous)})" if d.ambiguous else "")
+             + ("" if d.agrees else "  NO (agrees with Slurm's closed window end)" if d.closed_window_agrees
+                else "  NO") for d in ds]
+    lines.append(f"decisions: {sum(d.agrees for d in ds)}/{len(ds)} agree; with the window closed at its "
+                 f"end as Slurm's: {sum(d.closed_window_agrees for d in ds)}/{len(ds)}")
+    return "\n".join(lines)
