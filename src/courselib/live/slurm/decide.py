@@ -25,6 +25,12 @@ from courselib.model.policies.slurm import Slurm
 from courselib.model.workload import Workload
 
 
+#: How far into its second a start may have been: squeue's times are whole seconds from the second
+#: the replay released the partition in, the submit times exact from the release itself, so a wait
+#: that ends within the second (``--switches=N@WAIT``) is tried at both ends of it.
+CLOCK = 0.999
+
+
 @dataclass
 class Decision:
     """What the real Slurm started in one second, and what the model starts in the real state then."""
@@ -42,8 +48,8 @@ def decisions(result: ReplayResult, *, slack: float = 2.0) -> list[Decision]:
     """Each second at which the real Slurm started jobs, checked (see the module's docstring). The
     decision agrees if every job Slurm started in that second is one the model starts, and every
     other job the model starts there Slurm started within ``slack`` seconds (its next pass). A job
-    that ended in the same second as the starts may have ended before or after them: each reading
-    is tried."""
+    that ended in the same second as the starts may have ended before or after them, and the starts
+    may have come at either end of their second (:data:`CLOCK`): each reading is tried."""
     plan_w = result.as_submitted()
     real = {rj.name: rj for rj in result.jobs}
     out = []
@@ -55,8 +61,14 @@ def decisions(result: ReplayResult, *, slack: float = 2.0) -> list[Decision]:
         soon = {n for n, rj in real.items() if rj.start is not None and t < rj.start <= t + slack}
 
         def starts(policy_class) -> list[list[str]]:
-            return [_model_starts(plan_w, real, t, ended | set(gone), policy_class)
-                    for k in range(len(ambiguous) + 1) for gone in itertools.combinations(ambiguous, k)]
+            out = []
+            for k in range(len(ambiguous) + 1):
+                for gone in itertools.combinations(ambiguous, k):
+                    for now in (t, t + CLOCK):
+                        m = _model_starts(plan_w, real, t, now, ended | set(gone), policy_class)
+                        if m not in out:
+                            out.append(m)
+            return out
 
         def agree(options) -> bool:
             return any(set(started) <= set(m) and set(m) - set(started) <= soon for m in options)
@@ -82,10 +94,12 @@ class _ClosedWindow(Slurm):
         return blocked
 
 
-def _model_starts(workload: Workload, real: dict, t: float, ended: set, policy_class=Slurm) -> list[str]:
-    """The jobs the reference ``slurm`` policy starts at ``t`` from the real state just before ``t``."""
+def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: set,
+                  policy_class=Slurm) -> list[str]:
+    """The jobs the reference ``slurm`` policy starts at ``now`` (within the second ``t``) from the
+    real state just before."""
     state = SchedState(workload, reference=True)
-    state.now = t
+    state.now = now
     policy = policy_class(workload)
     policy.reference = True
     waiting = {}
