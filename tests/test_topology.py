@@ -484,3 +484,17 @@ def test_lint_says_a_count_of_domains_is_slurms_alone(tmp_path):
                       "of its 6 pods: it never starts there")]
     path.write_text(LINTED)
     assert not any(f.code == "W003" for f in lint_file(str(path)))
+
+
+def test_switches_counts_the_trees_own_placement_not_the_fewest_leaves():
+    """switches-greedy.yaml: two blocks (13-14 and 9) would hold three, but the tree search takes the
+    tighter rack's three blocks, so --switches=2 waits its minute (the real Slurm 26.05.5 did too)."""
+    from courselib.io.workload import load_workload
+    w = load_workload(EXAMPLES[0].parent / "switches-greedy.yaml")
+    free = [0 if "busy" in f else 1 for f in w.cluster.features]
+    per_block = sorted((sum(free[b:b + 2]) for b in range(0, 16, 2)), reverse=True)
+    assert per_block[0] + per_block[1] >= 3                      # two blocks would do
+    plan, _ = topology.slurm_tree_reference(w.cluster, free, 3)
+    assert [i for i, _ in plan] == [0, 2, 4]                     # the search takes three
+    r = simulate(w, "slurm", check=True).job("three")
+    assert r.start == 10 + 60 and r.domains["block"] == ["block0", "block1", "block2"]
