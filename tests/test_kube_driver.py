@@ -229,6 +229,65 @@ def test_the_driver_times_out_in_one_line_instead_of_hanging():
         kreplay.drive(Stuck(1, 8), plan, clock=FakeClock(), timeout=30)
 
 
+class GangApi(FakeApi):
+    """Native gang scheduling in memory: a job's pods are bound all together or not at all; each
+    failed PodGroup attempt (one per metrics read) writes its pods' condition anew, in words that
+    alternate between two placements as the real scheduler's do (Go's map order)."""
+
+    def __init__(self, nodes: int, gpus_per_node: int):
+        super().__init__(nodes, gpus_per_node)
+        self.group_attempts = 0
+
+    def scheduler_metrics(self) -> str:
+        with self.lock:
+            free = dict(self.nodes)
+            for pod in self.pods.values():
+                node = pod["spec"].get("nodeName")
+                if node and pod["status"]["phase"] in ("Pending", "Running"):
+                    free[node] -= _gpus(pod)
+            for job in dict.fromkeys(p["metadata"]["labels"][JOB_LABEL] for p in self.pods.values()):
+                waiting = [n for n in self.created if n in self.pods and not self.pods[n]["spec"].get("nodeName")
+                           and self.pods[n]["metadata"]["labels"][JOB_LABEL] == job]
+                if not waiting:
+                    continue
+                trial, placed = dict(free), {}
+                for name in waiting:
+                    node = next((n for n, g in trial.items() if g >= _gpus(self.pods[name])), None)
+                    if node is None:
+                        break
+                    trial[node] -= _gpus(self.pods[name])
+                    placed[name] = node
+                self.group_attempts += 1
+                if len(placed) == len(waiting):
+                    free = trial
+                    for name, node in placed.items():
+                        self.pods[name] = {**self.pods[name], "spec": {**self.pods[name]["spec"], "nodeName": node}}
+                else:
+                    for name in waiting:
+                        self.pods[name] = {**self.pods[name], "status": {"phase": "Pending", "conditions": [
+                            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                             "message": f"0/{1 + self.group_attempts % 2} placements are available"}]}}
+                self.version += 1
+        return ('scheduler_pending_pods{queue="active"} 0\n'
+                'scheduler_pending_pods{queue="backoff"} 0\n'
+                f'scheduler_podgroup_schedule_attempts_total{{result="unschedulable"}} {self.group_attempts}\n')
+
+
+def test_a_waiting_gang_settles_though_each_attempt_rewords_its_pods_condition():
+    """A failed attempt's new words on a waiting pod are not a change of the control plane: the settle
+    ends once the waiting gang has been tried again, not at the replay's deadline (the old fingerprint
+    counted every watch event and ran mixed.yaml's real replay into it)."""
+    wl = Workload(ClusterSpec(nodes=2, gpus_per_node=8),
+                  [Job("a", 2, 8, duration=3600.0), Job("b", 2, 8, duration=600.0)])
+    plan = kplan.plan_replay(wl, gang=True)
+    api, clock = GangApi(2, 8), FakeClock()
+    result = kreplay.drive(api, plan, clock=clock, versions={"kubernetes": "fake"}, timeout=60)
+    a, b = result.job("a"), result.job("b")
+    assert (a.start, a.end, b.start) == (0.0, 3600.0, 3600.0)
+    assert b.timeline[0] == (0.0, 0)  # it waited holding nothing
+    assert result.settles == 3 and clock.slept < 5 * result.settles
+
+
 class Recording(extension.ReplayHooks):
     """An extension that takes part at every point and writes down the order it was called in."""
 

@@ -471,9 +471,13 @@ class _Driver:
         With native gang scheduling, a PodGroup that does not fit goes back to the backoff queue and
         is popped again whenever the scheduler is otherwise idle (SchedulerPopFromBackoffQ, on by
         default in v1.37): the backoff queue is never empty while a gang waits, and attempts keep
-        counting. There, settled means: nothing in the active queue, and no pod, binding or status
-        changed for a quiet period (twice the one used otherwise, so several retries have come and
-        gone)."""
+        counting. There, settled means: nothing in the active queue, no pod created, bound, started,
+        ended, deleted or nominated for a quiet period, and since then every waiting gang tried
+        again twice over (the scheduler's PodGroup attempts), or GANG_PATIENCE. A failed attempt's
+        own write to its pods' PodScheduled condition is not a change: with a topology the
+        scheduler words it after whichever placement Go's map order tried first, so the message
+        alternates from one attempt to the next, and counting it kept the quiet period from ever
+        beginning (a settle of mixed.yaml ran until the replay's deadline)."""
         self.settles += 1
         api, watch, kubelet, real, clock, gang = (self.api, self.watch, self.kubelet, self.real,
                                                   self.clock, self.gang)
@@ -514,7 +518,7 @@ class _Driver:
                 group_attempts = metric(metrics, "scheduler_podgroup_schedule_attempts_total")
             except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
                 active = backoff = attempts = group_attempts = -1
-            fp = ((events, active) if gang else (events, active, backoff, attempts)) + (ext_fp,)
+            fp = ((_pods_state(pods),) if gang else (events, active, backoff, attempts)) + (ext_fp,)
             calm = all_created and running_ok and active == 0 and unbound_untried == 0 and \
                 (gang or backoff == 0) and ext_calm
             t = clock.monotonic()
@@ -542,6 +546,15 @@ class _Driver:
                                   f"manager's last error: {api.log_tail('kube-controller-manager') or 'none'})",
                                   hint=api.log_hint())
             clock.sleep(0.15)
+
+
+def _pods_state(pods: dict[str, dict]) -> int:
+    """What a pod change can mean to a gang's placement: which pods exist, where each is bound, its
+    phase, whether it is being deleted, the node it is nominated to (preemption); not the words of
+    a waiting pod's condition, which each failed attempt may write anew."""
+    return hash(frozenset((name, (p.get("spec") or {}).get("nodeName"), phase(p),
+                           bool(p["metadata"].get("deletionTimestamp")),
+                           (p.get("status") or {}).get("nominatedNodeName")) for name, p in pods.items()))
 
 
 def describe_waiting(api, t: float, pod: str, pod_group: str | None) -> dict:
