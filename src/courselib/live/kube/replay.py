@@ -94,25 +94,33 @@ class FakeKubelet:
         self.api.patch_status(name, status)
 
     def run_bound(self, pods: dict[str, dict]) -> int:
-        """Mark every newly bound, still pending pod Running and Ready; how many."""
-        n = 0
-        for name, pod in pods.items():
-            if name in self.marked_running or not pod.get("spec", {}).get("nodeName"):
-                continue
-            if pod["metadata"].get("deletionTimestamp") or phase(pod) != "Pending":
-                continue
-            now = self._now()
-            conds = [{"type": t, "status": "True", "lastTransitionTime": now}
-                     for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]
-            self._patch_status(name, {
-                "phase": "Running", "startTime": now, "hostIP": "127.0.0.1",
-                "hostIPs": [{"ip": "127.0.0.1"}], "conditions": conds,
-                "containerStatuses": [{"name": "train", "image": IMAGE, "imageID": "", "ready": True,
-                                       "started": True, "restartCount": 0,
-                                       "state": {"running": {"startedAt": now}}}]})
-            self.marked_running.add(name)
-            n += 1
-        return n
+        """Mark every newly bound, still pending pod Running and Ready; how many. The requests go out
+        in parallel, as the kubelets of as many nodes would send them (a 512-pod gang bound at once
+        is 512 status writes)."""
+        todo = [name for name, pod in pods.items()
+                if name not in self.marked_running and pod.get("spec", {}).get("nodeName")
+                and not pod["metadata"].get("deletionTimestamp") and phase(pod) == "Pending"]
+        if not todo:
+            return 0
+        now = self._now()
+        conds = [{"type": t, "status": "True", "lastTransitionTime": now}
+                 for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]
+        status = {"phase": "Running", "startTime": now, "hostIP": "127.0.0.1",
+                  "hostIPs": [{"ip": "127.0.0.1"}], "conditions": conds,
+                  "containerStatuses": [{"name": "train", "image": IMAGE, "imageID": "", "ready": True,
+                                         "started": True, "restartCount": 0,
+                                         "state": {"running": {"startedAt": now}}}]}
+        self._patch_all(todo, status)
+        self.marked_running.update(todo)
+        return len(todo)
+
+    def _patch_all(self, names: list[str], status: dict) -> None:
+        if len(names) == 1:
+            self._patch_status(names[0], status)
+            return
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for _ in pool.map(lambda n: self._patch_status(n, status), names):
+                pass
 
     def _ended(self, exit_code: int, reason: str) -> dict:
         now = self._now()
@@ -157,9 +165,8 @@ class FakeKubelet:
                                    "state": {"terminated": {"exitCode": 0, "reason": "Completed",
                                                             "startedAt": now, "finishedAt": now}}}]}
         todo = [n for n in names if n not in self.marked_done]
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            for _ in pool.map(lambda n: self._patch_status(n, status), todo):
-                pass
+        if todo:
+            self._patch_all(todo, status)
         self.marked_done.update(todo)
 
 
