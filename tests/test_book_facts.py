@@ -181,6 +181,27 @@ def test_the_nvl72_example_uses_the_nvl72_generations_nvlink():
     assert cl.NVLINK5_BPS == 2 * cl.NVLINK_H100_BPS
 
 
+
+def test_a_split_tensor_parallel_group_is_priced_as_the_worst_split_it_is():
+    """The model sends a split group through one NIC: true of one rank alone across the boundary, not
+    of a group of whole nodes, which crosses through every GPU's NIC at about the node's 400 GB/s
+    (scaling-book gpus.md, "Cross-node collectives": bytes / W_node egress, 400e9 on H100). Both pages
+    say which case their ratio is, cite that source for the other, and glue r rather than type it."""
+    from courselib.model import collective as cl
+
+    for name, start in (("08-cost", "**The link.**"), ("05-slurm", "A group of 16 on 8-GPU nodes")):
+        text = section(page(name), start, 900)
+        assert "one rank alone" in text or "one GPU on another node" in text, name
+        assert "every GPU's NIC" in text and cites(text, "scaling-book-gpus"), name
+        assert "$r = 9$" not in text, name
+    # a second way: eight 400 Gb/s NICs a node, one per GPU, in bytes a second
+    assert 8 * 400e9 / 8 == 8 * cl.IB_PER_GPU_BPS
+    # and what it means for the chapter-5 example: a 16-rank group over two whole nodes is ~1.2x, not ~10x
+    g16, g8, msg = cl.tp_groups(64, 16)[0], cl.tp_groups(64, 8)[0], 256 * 2 ** 20
+    whole = cl.group_allreduce_s(g16, 8, msg, network_bps=8 * cl.IB_PER_GPU_BPS) / cl.group_allreduce_s(g8, 8, msg)
+    assert whole < 1.5 < 9 < cl.group_allreduce_s(g16, 8, msg) / cl.group_allreduce_s(g8, 8, msg)
+
+
 # ---- chapter 9 ---------------------------------------------------------------------------------
 
 def test_googles_50000_chip_run_is_examined_from_its_sources():
