@@ -663,3 +663,31 @@ def test_the_pass_timeline_is_exercised():
         slurm_profile.Timeline.earliest, slurm_profile.Timeline.refree = earliest, refree
     assert seen["found"] > 100 and seen["searches"] > seen["found"] // 2, seen
     assert seen["refree"] > seen["searches"] // 50, seen  # (one per pass, more when jobs start in it)
+
+
+@pytest.mark.parametrize("plant", ["a later row", "a span a minute short"])
+def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
+    """The busy-queue equalities above can fail: a Timeline that answers a job's search with a later
+    row than the first that fits, or that reads a job's span a minute short (a reservation that
+    starts in the job's last minute not seen in its way), makes other reservations than the
+    reference's walk, and the same checks (every pass's reservations, every start) say so."""
+    from courselib.model.policies import slurm_profile
+    earliest = slurm_profile.Timeline.earliest
+
+    def planted(self, g, pods, runtime, k, hi):
+        if plant == "a later row":
+            hit = earliest(self, g, pods, runtime, k, hi)
+            return earliest(self, g, pods, runtime, hit[0] + 1, hi) if hit else hit
+        return earliest(self, g, pods, runtime - 60.0 if runtime > 60.0 else runtime, k, hi)
+
+    slurm_profile.Timeline.earliest = planted
+    failed = 0
+    try:
+        for seed in range(6):
+            try:
+                same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm")
+            except AssertionError:
+                failed += 1
+    finally:
+        slurm_profile.Timeline.earliest = earliest
+    assert failed >= 3, (plant, failed)

@@ -21,10 +21,11 @@ before, 8 s after). Such a pass updates the last one's record in place and visit
 whose outcome may change; the jobs with no start that it tries are answered from one capacity
 curve per time (:meth:`Availability.curve`; the figures are in benchmarks/README.md).
 A plain job's search in a pass is answered by the pass's
-:class:`~courselib.model.policies.slurm_profile.Timeline` (free GPUs and reserved nodes at every
-candidate time): on a busy cluster each job looks past most of the reservations made before it,
-and the rows that cannot hold it even alone are ruled out at once (issue 35: about one exact count
-a search, where the walk planned at ~18 times and stepped over ~70).
+:class:`~courselib.model.policies.slurm_profile.Timeline` (the reserved nodes at every candidate
+time as a mask, the free ones from the profile's masks): on a busy cluster each job looks past most
+of the reservations made before it, and the rows that cannot hold it even alone are stepped over
+with a popcount each (issue 35: about one exact count a search, where the walk planned at ~18
+times and stepped over ~70; a reservation is an OR on the rows it spans, not an update of arrays).
 """
 from __future__ import annotations
 
@@ -419,7 +420,7 @@ class SlurmFast(Slurm):
                     hit = line.earliest(g, pods, runtime, k, bisect_right(times, horizon))
                     if hit is None:
                         return None, None
-                    return times[hit[0]], line.plan(hit[0], hit[1], pods)
+                    return times[hit[0]], line.plan(hit[0], hit[1], job)
             if plain:  # from the first time at which enough pods fit, reservations aside
                 k = max(k, self._first_fit(times, state, avail, job))
             last, bound = None, -math.inf

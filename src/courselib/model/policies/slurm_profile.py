@@ -159,7 +159,7 @@ class Availability:
         ``f``), as a mask; once per time and level until the profile changes."""
         ms = self._free_masks.get(t)
         if ms is None:
-            if len(self._free_masks) > 256:
+            if len(self._free_masks) > 4096:  # (a pass's rows ask a few hundred times)
                 self._free_masks.clear()
             ms = self._free_masks[t] = [None] * (self.top + 1)
         m = ms[f]
@@ -403,157 +403,182 @@ class Timeline:
     """One backfill pass's capacity over its candidate times, for the search of a plain job (issue 35).
 
     A row per candidate time ``t`` (now, the running jobs' expected ends, the reservations' ends:
-    the pass's ``times``, kept in step with them): ``free[k, i]``, node i's free GPUs at ``times[k]``
-    (the cluster's now, the profile's later), and ``covered[k, i]``, whether a reservation of the
-    pass holds node i at that time (start <= t < end). Every reservation starts and ends at a
-    candidate time, so the nodes that the reservations overlapping ``[t, t + runtime)`` hold are
-    exactly those covered at some row in that span, and what :meth:`Availability.plan` counts there
-    is ``sum(free[k] // g)`` over the other nodes. No row of the span can hold more pods than that
-    row alone, with its own covered nodes left out (``cap``: what fits at each row, kept per GPUs a
-    pod): a job's start needs every row of its span to hold its pods, so one pass over ``cap``
-    (the next row that does not, for every row) leaves the few times worth counting exactly, in
-    order; the first where the pods fit is the reference's start (its plan comes from
-    :meth:`Availability.plan` there). Conservative backfill makes each job look past most of the
-    reservations made before it: this answers that walk with a few array operations instead of a
-    plan at every time (tests/test_gang_fastpath.py)."""
+    the pass's ``times``, kept in step with them), and for each row the nodes a reservation of the
+    pass holds there (start <= t < end), as a mask (``held``). Every reservation starts and ends at
+    a candidate time, so the nodes that the reservations overlapping ``[t, t + runtime)`` hold are
+    exactly those held at some row of that span, the OR of its masks; what
+    :meth:`Availability.plan` counts there is the pods that fit on the other nodes, from the
+    profile's masks of the nodes with at least f free GPUs at ``t`` (:meth:`Availability.free_mask`;
+    now: the cluster's buckets). No row of the span can hold more pods than that row alone, with
+    its own held nodes left out (:meth:`cap`, kept per row and GPUs a pod until the row changes): a
+    job's start needs every row of its span to hold its pods, so a walk over the rows that steps
+    past each row that cannot (no start whose span contains it can succeed) leaves the few times
+    worth counting exactly, in order; the first where the pods fit is the reference's start (its
+    plan comes from :meth:`Availability.plan` there, with the span's held nodes). Conservative
+    backfill makes each job look past most of the reservations made before it: this answers that
+    walk with a few operations on Python ints a row, and a reservation costs an OR on the rows it
+    spans (tests/test_gang_fastpath.py)."""
 
     def __init__(self, avail: Availability, now: float, now_free, reserved: list, version, times: list[float]):
         self.avail, self.now, self.reserved = avail, now, reserved
-        self._levels = avail.when[1:avail.top + 1]  # (a view: the profile refreshes it in place)
-        n, m = avail.n, len(times)
-        size = max(64, 2 * m)
-        self.n = m  # rows in use
         self.times: list[float] = list(times)
         self._have: set[float] = set(times)
-        self.t = np.zeros(size)
-        self.t[:m] = times
-        self.free = np.zeros((size, n), dtype=np.int16)
-        self.covered = np.zeros((size, n), dtype=bool)
-        top = avail.top
-        #: cap[g, k]: pods of g GPUs that fit at row k on the nodes it does not cover (g >= 1)
-        self.cap = np.zeros((top + 1, size), dtype=np.int64)
-        self._per = np.arange(top + 1)[:, None] // np.maximum(np.arange(top + 1), 1)[None, :]  # [f, g]: f // g
+        self.held: list[int] = [0] * len(times)
+        #: g -> per row, the pods of g GPUs that fit there on the nodes the row does not hold (None:
+        #: not counted since the row or the free GPUs changed)
+        self._caps: dict[int, list] = {}
+        self._lv: list = []  # per row, its masks by level (_row), once asked
         self.done = 0  # reservations taken in
         self.ok = bool(times) and times[0] == now  # False: the caller searches as before
         self.refree(now_free, version)
 
-    def _grow(self, rows: int) -> None:
-        size = len(self.t)
-        if rows <= size:
-            return
-        size = max(rows, 2 * size)
-        self.t = np.resize(self.t, size)
-        self.free = np.resize(self.free, (size, self.free.shape[1]))
-        self.covered = np.resize(self.covered, (size, self.covered.shape[1]))
-        cap = np.zeros((self.cap.shape[0], size), dtype=np.int64)
-        cap[:, :self.n] = self.cap[:, :self.n]
-        self.cap = cap
+    def refree(self, now_free, version) -> None:
+        """The free GPUs of every row again (a job started now: fewer free until its end)."""
+        self.version = version
+        self._caps, self._lv = {}, [None] * len(self.times)
+
+    def _row(self, r: int) -> list[int]:
+        """Row ``r``'s masks by level: ``[f]`` holds the nodes with at least f free GPUs (1 <= f <=
+        top); after now the profile's (:meth:`Availability.free_mask`), now the cluster's buckets
+        (what :meth:`Availability.level` reads now). Kept until the free GPUs change."""
+        avail, top = self.avail, self.avail.top
+        if r:
+            t, free_mask = self.times[r], avail.free_mask
+            lv = [0] + [free_mask(t, f) for f in range(1, top + 1)]
+        else:
+            lv, m = [0] * (top + 1), 0
+            for f in range(top, 0, -1):
+                m |= avail.level(self.now, f)
+                lv[f] = m
+        self._lv[r] = lv
+        return lv
+
+    def count(self, r: int, g: int, blocked: int) -> int:
+        """Pods of ``g`` GPUs that fit at row ``r`` on the nodes not in ``blocked``: a node with at
+        least k * g free holds k pods, so one pod for each level g, 2g, ... it reaches."""
+        lv, keep = self._lv[r] or self._row(r), ~blocked
+        return sum((lv[f] & keep).bit_count() for f in range(g, self.avail.top + 1, g))
+
+    def cap(self, r: int, g: int) -> int:
+        """:meth:`count` at row ``r`` with only the row's own held nodes left out (kept)."""
+        caps = self._caps.get(g)
+        if caps is None:
+            caps = self._caps[g] = [None] * len(self.times)
+        c = caps[r]
+        if c is None:
+            c = caps[r] = self.count(r, g, self.held[r])
+        return c
 
     def _insert(self, t: float) -> None:
         """A row for the new time ``t`` (> now). No reservation taken in starts or ends between
-        the row before it and ``t`` (they all do at rows), and no running job is due to end there
-        (their ends are rows too): the nodes held and, past now, the free GPUs are the row before's."""
-        k, m = bisect_left(self.times, t), self.n
-        self._grow(m + 1)
-        t_, free, covered = self.t, self.free, self.covered
-        t_[k + 1:m + 1] = t_[k:m]
-        free[k + 1:m + 1] = free[k:m]
-        covered[k + 1:m + 1] = covered[k:m]
-        t_[k] = t
-        covered[k] = covered[k - 1]
-        cap = self.cap
-        cap[:, k + 1:m + 1] = cap[:, k:m]
-        if self.times[k - 1] > self.now:
-            free[k] = free[k - 1]
-            cap[:, k] = cap[:, k - 1]
-        else:
-            free[k] = (self._levels <= t).sum(axis=0)
-            cap[:, k] = self._per[np.where(covered[k], 0, free[k])].sum(axis=0)
+        the row before it and ``t`` (they all do at rows): the nodes held are the row before's;
+        and no running job is due to end between (their ends are rows): past now, its free GPUs."""
+        k = bisect_left(self.times, t)
         self.times.insert(k, t)
+        self.held.insert(k, self.held[k - 1])
+        self._lv.insert(k, self._lv[k - 1] if k > 1 else None)
+        for caps in self._caps.values():
+            caps.insert(k, None)
         self._have.add(t)
-        self.n = m + 1
-
-    def refree(self, now_free, version) -> None:
-        """The free GPUs of every row again (a job started now: fewer free until its end)."""
-        self._now_free = np.asarray(now_free, dtype=np.int16)
-        self.version = version
-        m = self.n
-        t = self.t[:m]
-        self.free[:m] = (self._levels[None, :, :] <= t[:, None, None]).sum(axis=1)
-        self.free[:m][t <= self.now] = self._now_free
-        self.cap[:, :m] = self._per[np.where(self.covered[:m], 0, self.free[:m])].sum(axis=1).T
 
     def sync(self, times: list[float], now_free, version) -> None:
         """Take in the rows and reservations added since the last use (times only grow in a pass),
         and the free GPUs again if a job started since (``version``: the policy's count of starts)."""
         if not self.ok:
             return
-        if len(times) != self.n:
+        n = len(self.times)
+        if len(times) != n:
             have = self._have
             # the usual new times: the ends of the reservations made since (found in ``times``)
             new = sorted({r[1] for r in self.reserved[self.done:] if r[1] not in have})
-            if len(new) + self.n != len(times) or not all(_has(times, t) for t in new):
+            if len(new) + n != len(times) or not all(_has(times, t) for t in new):
                 new = [t for t in times if t not in have]
-            if len(new) + self.n != len(times) or (new and new[0] <= self.now):
+            if len(new) + n != len(times) or (new and new[0] <= self.now):
                 self.ok = False  # (a time gone, or one not after now: not a pass's growth)
                 return
             for t in new:
                 self._insert(t)
         if version != self.version:
             self.refree(now_free, version)
-        reserved, times = self.reserved, self.times
-        while self.done < len(reserved) and self.ok:
-            s, e, nodes = reserved[self.done]
+        reserved, times, held, n = self.reserved, self.times, self.held, len(self.times)
+        while self.done < len(reserved):
+            r = reserved[self.done]
+            s, e = r[0], r[1]
             if e <= s:  # a job of no runtime, reserved: it blocks only the spans around its time,
                 self.ok = False  # t < s < t + runtime, and no row says that (the caller searches as before)
                 return
             k0 = bisect_left(times, s)
-            if s > self.now and (k0 == self.n or times[k0] != s):
+            if s > self.now and (k0 == n or times[k0] != s):
                 self.ok = False  # a start off the rows: the spans would miss it
                 return
             k1 = bisect_left(times, e)
-            if e > self.now and (k1 == self.n or times[k1] != e):
+            if e > self.now and (k1 == n or times[k1] != e):
                 self.ok = False  # an end off the rows (a new row's copy of the one before would be wrong)
                 return
-            idx = np.asarray(nodes, dtype=np.int64)
             self.done += 1
-            free = self.free[k0:k1, idx]
-            held = self.covered[k0:k1, idx]
-            if held.any():  # (nodes a reservation already holds there count once)
-                free = np.where(held, 0, free)
-            self.cap[:, k0:k1] -= self._per[free].sum(axis=1).T
-            self.covered[k0:k1, idx] = True
+            m = self.avail._mask_of(r)
+            caps = list(self._caps.values())
+            for k in range(k0, k1):
+                h = held[k]
+                if m & ~h:
+                    held[k] = h | m
+                    for c in caps:
+                        c[k] = None
 
     def earliest(self, g: int, pods: int, runtime: float, k: int, hi: int):
         """The first row from ``k`` up to (not with) ``hi`` at which ``pods`` pods of ``g`` GPUs
         fit on nodes that no reservation overlapping ``[t, t + runtime)`` holds (runtime > 0),
-        and the pods that fit on each node there; or None."""
-        if k >= hi or g >= len(self.cap):
+        and those reservations' nodes (a mask); or None. The span's rows are a window that only
+        moves forward: its OR is kept as two stacks (the rows taken in since the last split, ORed
+        as they come; the older ones, ORed from the back once), so each row is ORed a few times
+        a search, not once per start tried."""
+        top = self.avail.top
+        if g > top:
             return None
-        m = self.n
-        t = self.t[k:m]
-        short = np.where(self.cap[g, k:m] < pods, t, np.inf)  # rows that cannot hold them, even alone
-        nxt = np.minimum.accumulate(short[::-1])[::-1]  # the first such row at or after each
-        ends = t[:hi - k] + runtime
-        for j in np.flatnonzero(nxt[:hi - k] >= ends).tolist():
-            r = k + j
-            r1 = bisect_left(self.times, float(ends[j]), r)
-            blocked = self.covered[r:r1].any(axis=0)
-            kk = np.where(blocked, 0, self.free[r] // g)
-            if int(kk.sum()) >= pods:
-                return r, kk
+        times, held, cap, lvs, row = self.times, self.held, self.cap, self._lv, self._row
+        if pods == 1 or 2 * g > top:  # one level decides: the nodes with at least g free
+            def cap(r, g):  # noqa: F811 (one popcount: not kept)
+                return ((lvs[r] or row(r))[g] & ~held[r]).bit_count()
+        n = len(times)
+        j = j1 = k  # the window: rows j .. j1 - 1
+        front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
+        back = 0  # OR of rows split .. j1 - 1
+        while j < hi:
+            if j1 <= j:  # (an empty window: start it at j)
+                if cap(j, g) < pods:  # not even alone: no span that contains this row
+                    j += 1
+                    j1 = j
+                    continue
+                j1, front, back = j + 1, [], held[j]
+            end = times[j] + runtime
+            while j1 < n and times[j1] < end:
+                if cap(j1, g) < pods:
+                    break
+                back |= held[j1]
+                j1 += 1
+            else:
+                blocked = (front[-1] | back) if front else back
+                if blocked == held[j] or self.count(j, g, blocked) >= pods:
+                    return j, blocked
+                # row j leaves the window
+                if not front:  # split: the rows j + 1 .. j1 - 1 become the older stack
+                    acc = 0
+                    for x in range(j1 - 1, j, -1):
+                        acc |= held[x]
+                        front.append(acc)
+                    back = 0
+                else:
+                    front.pop()
+                j += 1
+                continue
+            j = j1 + 1  # every start from j to row j1 has row j1 in its span: a new window after it
+            j1 = j
         return None
 
-    def plan(self, r: int, kk: np.ndarray, pods: int) -> list:
-        """:meth:`Slurm.plan`'s best fit at row ``r`` (fewest free GPUs, then node index) from the
-        pods that fit on each node there (``kk``, from :meth:`earliest`)."""
-        idx = np.flatnonzero(kk)
-        order = idx[np.argsort(self.free[r][idx], kind="stable")]  # (idx rises: ties by index)
-        cum = np.cumsum(kk[order])
-        m = int(np.searchsorted(cum, pods))
-        out = list(zip(order[:m].tolist(), kk[order[:m]].tolist()))
-        out.append((int(order[m]), int(pods - (cum[m - 1] if m else 0))))
-        return out
+    def plan(self, r: int, blocked: int, job: Job) -> list | None:
+        """:meth:`Slurm.plan`'s best fit at row ``r`` (fewest free GPUs, then node index) on the
+        nodes not in ``blocked`` (from :meth:`earliest`): :meth:`Availability.plan` there."""
+        return self.avail.plan(job, self.times[r], self.reserved, blocked)
 
 
 def _has(sorted_list: list[float], t: float) -> bool:
