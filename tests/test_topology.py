@@ -498,3 +498,29 @@ def test_switches_counts_the_trees_own_placement_not_the_fewest_leaves():
     assert [i for i, _ in plan] == [0, 2, 4]                     # the search takes three
     r = simulate(w, "slurm", check=True).job("three")
     assert r.start == 10 + 60 and r.domains["block"] == ["block0", "block1", "block2"]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.data())
+def test_kueue_tas_fast_is_kueue_tas(data):
+    """The fast path's TAS search (an unconstrained pod set reads the nodes alone, and finds the
+    least free node that holds it without sorting) answers what the reference's does."""
+    levels = data.draw(st.sampled_from([(("rack", 8), ("block", 4)), (("block", 2),),
+                                        (("spine", 8), ("rack", 4), ("block", 2))]))
+    nodes = levels[0][1] * data.draw(st.integers(1, 3))
+    spec = ClusterSpec(nodes, 4, topology=levels)
+    k = data.draw(st.lists(st.integers(0, 4), min_size=nodes, max_size=nodes))
+    pods = data.draw(st.integers(1, 4 * nodes + 1))
+    mode = data.draw(st.sampled_from(["unconstrained", "required", "preferred"]))
+    level = data.draw(st.sampled_from([name for name, _ in levels]))
+    fast = topology.kueue_tas_fast(spec, k, pods, mode, level)
+    assert fast == topology.kueue_tas(spec, k, pods, mode, level)
+
+
+def test_kueue_tas_fast_reads_node_labels_as_strings():
+    """Two nodes of one rack hold the pod set with the same free pods: Kueue takes node10 before node2."""
+    spec = ClusterSpec(16, 4, topology=(("rack", 16),))
+    k = [0] * 16
+    k[1] = k[9] = 2
+    assert topology.kueue_tas_fast(spec, k, 1, "unconstrained", None) == \
+        topology.kueue_tas(spec, k, 1, "unconstrained", None) == ([(9, 1)], 1)

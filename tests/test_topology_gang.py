@@ -5,6 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from budget import examples
 from courselib.io.workload import load_workload
 from courselib.live.kube import plan as kplan, result as kresult
 from courselib.live.kube.cluster import KubeShape, node_body, parse_topology
@@ -150,3 +154,58 @@ def test_a_spreading_placement_score_disagrees_with_the_real_run(monkeypatch):
     assert c.agreement < 1.0
     assert any(t.job == "long2" and t.what == "placement" and not t.ok for t in c.topology), \
         kresult.format_comparison(c)
+
+
+@st.composite
+def _free_clusters(draw):
+    levels = draw(st.sampled_from([(("rack", 8), ("block", 4)), (("block", 2),), (("rack", 6), ("block", 3))]))
+    nodes = levels[0][1] * draw(st.integers(1, 3))
+    gpn = draw(st.sampled_from([1, 2, 4, 8]))
+    free = draw(st.lists(st.integers(0, gpn), min_size=nodes, max_size=nodes))
+    g = draw(st.integers(1, gpn))
+    want = draw(st.integers(1, max(1, nodes * gpn // g)))
+    need = draw(st.integers(1, want))
+    level = draw(st.sampled_from([name for name, _ in levels]))
+    return ClusterSpec(nodes, gpn, topology=levels), free, g, need, want, level
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_free_clusters(), st.integers(0, 3))
+def test_the_fast_placement_search_is_the_reference_search(case, seed):
+    """kube_gang_topology_fast (every domain at once, with the nodes' cpu and memory from their held
+    GPUs) returns what kube_gang_topology returns domain by domain, the same draw among ties too."""
+    spec, free, g, need, want, level = case
+    k = [f // g for f in free]
+    request = (g * topology.GPU_MILLICPU, g * topology.GPU_MEMORY)
+    used = [((spec.gpus_per_node - f) * topology.GPU_MILLICPU, (spec.gpus_per_node - f) * topology.GPU_MEMORY)
+            for f in free]
+    ref = topology.kube_gang_topology(spec, k, need, want, level, free, random.Random(seed), gpus_per_pod=g,
+                                      used=used, request=request)
+    held = spec.gpus_per_node - np.array(free, dtype=np.int64)
+    fast = topology.kube_gang_topology_fast(spec, np.array(free, dtype=np.int64), need, want, level,
+                                            random.Random(seed), gpus_per_pod=g,
+                                            used_cpu=held * topology.GPU_MILLICPU,
+                                            used_mem=held * topology.GPU_MEMORY, request=request)
+    assert fast == ref
+    lo = spec.level_size(level) * seed % spec.nodes
+    hi = min(spec.nodes, lo + spec.level_size(level))
+    assert topology.spread_fill_fast(lo, hi, k, want, free, g) == \
+        topology.spread_fill(range(lo, hi), k, want, free, g)[0]
+
+
+def test_the_fast_search_where_a_slip_would_show():
+    """Cases the random ones may miss: the heap ranks a node again after each pod (two roomy nodes
+    share the pods), and equal empty domains are the same seeded draw as the reference's."""
+    assert topology.spread_fill_fast(0, 2, [4, 4], 3, [4, 4], 1) == [(0, 2), (1, 1)] == \
+        topology.spread_fill(range(2), [4, 4], 3, [4, 4], 1)[0]
+    free = [4] * 16
+    chosen = set()
+    for seed in range(8):
+        ref = topology.kube_gang_topology(SPEC, [1] * 16, 2, 2, "block", free, random.Random(seed),
+                                          gpus_per_pod=4, used=_used(set()), request=REQ)
+        fast = topology.kube_gang_topology_fast(SPEC, np.array(free), 2, 2, "block", random.Random(seed),
+                                                gpus_per_pod=4, used_cpu=np.zeros(16, dtype=np.int64),
+                                                used_mem=np.zeros(16, dtype=np.int64), request=REQ)
+        assert fast == ref
+        chosen.add(fast.domain)
+    assert len(chosen) > 1

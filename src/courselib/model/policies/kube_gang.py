@@ -63,13 +63,18 @@ Two paths, one behaviour (``tests/test_gang_fastpath.py``): the reference cycle 
 waiting group and places each one tentatively (rolled back if it falls short of ``minCount``);
 the fast cycle keeps the order incrementally, asks the free-GPU buckets how many pods fit
 before placing anything, and looks at a failed all-or-nothing gang again only when all its
-pods fit (:class:`~courselib.model.waitlist.NeedIndex`; issue 23).
+pods fit (:class:`~courselib.model.waitlist.NeedIndex`; issue 23) — a gang with a topology only
+when one domain of its level holds them — and searches the domains of a topology all at once
+(:func:`~courselib.model.topology.kube_gang_topology_fast`: numpy over the domains' free GPUs,
+where the reference tries each domain pod by pod; issue 29).
 """
 from __future__ import annotations
 
 import math
 import random
 from bisect import insort
+
+import numpy as np
 
 from courselib.model import topology
 from courselib.model.gang import RUNNING, JobRun, SchedState
@@ -148,7 +153,9 @@ class KubeGang(Policy):
         self._backoff: list[tuple] = []  # fast path: (cap, -priority, first failure, name), looked at
         # every cycle; a gang that needs all its pods at once and only free GPUs place waits in
         # _rigid (by GPUs a pod, then pods, in backoffQ order) until they all fit
-        self._rigid: dict[int, NeedIndex] = {}
+        self._rigid: dict[int | tuple, NeedIndex] = {}
+        self._largest: dict[tuple, tuple] = {}   # (GPUs a pod, level) -> (changes, largest domain's pods)
+        self._node_gpus, self._proportional = None, False   # fast topology placement (_fast_topology)
         # pod-by-pod (v1.35) state
         self.queue: list[list] = []  # [priority, creation order, run, pods] runs of queued pods
         self.waiting: dict[str, list[list]] = {}  # run -> [[deadline, [node, ...]], ...] at Permit
@@ -393,11 +400,20 @@ class KubeGang(Policy):
         spec = self.workload.cluster
         rng = random.Random(f"{self.seed}:{job.name}:{state.now!r}")
         level = job.topology[1]
-        got = topology.kube_gang_topology(spec, state.cluster.rooms(job), job.min_member, job.pods, level,
-                                          state.cluster.free, rng, gpus_per_pod=job.gpus_per_pod,
-                                          used=self._used(state), request=topology.pod_requests(job, spec),
-                                          follow_domain=self.follow_domains.get(job.name),
-                                          follow_nodes=self.follow_nodes.get(job.name))
+        if self._fast_topology(state, job):
+            free = state.cluster.free_array()
+            held = self._node_gpus - free
+            got = topology.kube_gang_topology_fast(spec, free, job.min_member, job.pods, level, rng,
+                                                   gpus_per_pod=job.gpus_per_pod,
+                                                   used_cpu=held * topology.GPU_MILLICPU,
+                                                   used_mem=held * topology.GPU_MEMORY,
+                                                   request=topology.pod_requests(job, spec))
+        else:
+            got = topology.kube_gang_topology(spec, state.cluster.rooms(job), job.min_member, job.pods, level,
+                                              state.cluster.free, rng, gpus_per_pod=job.gpus_per_pod,
+                                              used=self._used(state), request=topology.pod_requests(job, spec),
+                                              follow_domain=self.follow_domains.get(job.name),
+                                              follow_nodes=self.follow_nodes.get(job.name))
         domains = spec.nodes // spec.level_size(level)
         if got.plan is not None:
             self.choices[job.name] = {"level": level, "domain": got.domain, "tied": list(got.tied),
@@ -454,7 +470,7 @@ class KubeGang(Policy):
             hit = None
             for g, idx in self._rigid.items():
                 if len(idx):
-                    h = idx.first_at_most(cluster.fit_count(g))
+                    h = idx.first_at_most(self._room_for(state, g))
                     if h is not None and (key is None or h[0] < key):
                         key, hit = h[0], (g, idx, h[1])
             if key is None:
@@ -470,12 +486,45 @@ class KubeGang(Policy):
             self._settle(state, run, self._attempt(state, run, n), later)
         for entry in later:  # failed in this cycle: the backoffQ of the next one
             if len(entry) == 2:
-                need, g = entry[1].job.pods, entry[1].job.gpus_per_pod
+                job = entry[1].job
+                # a PodGroup with a topology waits for a domain of its level to hold it
+                g = (job.gpus_per_pod, job.topology[1]) if self._topology(job) else job.gpus_per_pod
                 if g not in self._rigid:
-                    self._rigid[g] = NeedIndex(j.pods for j in self.workload.jobs if j.gpus_per_pod == g)
-                self._rigid[g].add(need, entry[0], entry[1])
+                    self._rigid[g] = NeedIndex(j.pods for j in self.workload.jobs
+                                               if j.gpus_per_pod == job.gpus_per_pod)
+                self._rigid[g].add(job.pods, entry[0], entry[1])
             else:
                 insort(self._backoff, entry)
+
+    def _room_for(self, state: SchedState, g) -> int:
+        """Fast path: the most pods of ``g`` GPUs that a failed rigid gang waiting in ``_rigid[g]``
+        could place now: anywhere (``g`` a number), or in one domain of a level (``g`` = (GPUs a
+        pod, level): a PodGroup with a topology, whose placements are the level's domains, places
+        at most a domain's free pods in it). Kept per change of the cluster."""
+        cluster = state.cluster
+        if isinstance(g, int):
+            return cluster.fit_count(g)
+        hit = self._largest.get(g)
+        if hit is None or hit[0] != cluster.changes:
+            size = self.workload.cluster.level_size(g[1])
+            hit = self._largest[g] = (cluster.changes,
+                                      int((cluster.free_array() // g[0]).reshape(-1, size).sum(axis=1).max()))
+        return hit[1]
+
+    def _fast_topology(self, state: SchedState, job) -> bool:
+        """Whether :meth:`_attempt_topology` may place ``job`` with
+        :func:`~courselib.model.topology.kube_gang_topology_fast`: the fast path, a plain job, no
+        real run's draws to follow, and every job's cpu and memory following its GPUs (so a node's
+        allocated cpu and memory are its held GPUs' share, and no integer overflows)."""
+        if self.reference or job.name in self.follow_domains or job.name in self.follow_nodes \
+                or not state.cluster.plain(job):
+            return False
+        if self._node_gpus is None:
+            spec = self.workload.cluster
+            self._proportional = all(topology.requests_follow_gpus(j, spec) for j in self.workload.jobs) \
+                and max(topology.node_allocatable(spec)) * spec.nodes * 100 < 2 ** 62
+            self._node_gpus = np.array([n.gpus for n in state.cluster.nodes], dtype=np.int64)
+        return self._proportional
 
     def _settle(self, state: SchedState, run: JobRun, outcome: str, later: list) -> None:
         """Fast path: where a gang waits after its cycle (``later``: the backoffQ, after this cycle)."""

@@ -55,6 +55,9 @@ usage), checks timeouts only among the admitted, and looks at a workload refused
 only when its ClusterQueue has room for it (:class:`~courselib.model.waitlist.NeedIndex`), so a
 cycle does not cost more with every workload that waits and cannot change (issue 23). A waiting
 workload's "k more needed" is the count of its first refusal (``SchedState.set_reason`` kinds).
+On a topology the fast path asks TAS again for a waiting workload only when a domain of its
+level (for ``required``; else the whole cluster) has the free pods for it: the largest domain's
+free pods are kept per change of the cluster, and its refusal keeps its first text (issue 29).
 """
 from __future__ import annotations
 
@@ -177,7 +180,7 @@ class Kueue(Policy):
         self.recovering: dict[str, float] = {}  # admitted workloads that lost pods -> since when
         self.was_ready: set[str] = set()         # admitted workloads that have been ready since
         self._unready: set[str] = set()          # fast path: admitted, not in was_ready since
-        self._free_np, self._free_key = None, None   # fast path: free GPUs as an array (_rooms)
+        self._largest: dict[tuple, tuple] = {}   # fast path: (g, level) -> (changes, largest domain's pods)
         self._wake: list[float] = []             # timers asked for between cycles
         self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
         self._tas_refused: dict[str, int] = {}   # fast path: refused by TAS at this cluster.changes
@@ -383,12 +386,16 @@ class Kueue(Policy):
         job = run.job
         if not self.workload.cluster.topology:
             return True
-        if not self.reference and self._tas_refused.get(run.name) == state.cluster.changes:
-            return False   # refused on this very free capacity: the same answer (the reference asks again)
         # no request: implied TAS, unconstrained (every flavor of the ClusterQueue is topology-aware)
         mode, level = job.topology or ("unconstrained", None)
+        if not self.reference:
+            if self._tas_refused.get(run.name) == state.cluster.changes:
+                return False   # refused on this very free capacity: the same answer (the reference asks again)
+            if run.reason_kind == TAS and state.cluster.plain(job) and not self._tas_can_fit(state, job, mode, level):
+                return False   # refused again, and its reason keeps its first text (kind TAS)
         rooms = self._rooms(state, job)
-        plan, fit = topology.kueue_tas(self.workload.cluster, rooms, job.pods, mode, level)
+        tas = topology.kueue_tas if self.reference or not state.cluster.plain(job) else topology.kueue_tas_fast
+        plan, fit = tas(self.workload.cluster, rooms, job.pods, mode, level)
         if plan is None:
             why = topology.tas_not_fit(fit, job.pods, nodes=len(rooms), excluded=topology.tas_exclusions(
                 rooms, state.cluster.allowed(job.constraint)))
@@ -405,9 +412,25 @@ class Kueue(Policy):
         cluster = state.cluster
         if self.reference or not cluster.plain(job):
             return cluster.rooms(job)
-        if self._free_key != cluster.changes:
-            self._free_np, self._free_key = np.asarray(cluster.free, dtype=np.int64), cluster.changes
-        return self._free_np // job.gpus_per_pod
+        return cluster.free_array() // job.gpus_per_pod
+
+    def _tas_can_fit(self, state: SchedState, job, mode: str, level: str | None) -> bool:
+        """Fast path, a plain job: whether :func:`~courselib.model.topology.kueue_tas` would find
+        its domains now, without asking it. ``required``: some domain of ``level`` holds every pod
+        (``findLevelWithFitDomains`` fits at the level or fails); ``preferred`` and
+        ``unconstrained``: the free pods in all hold them (the greedy fill at the top, the nodes
+        least free first). The largest domain's free pods per (GPUs a pod, level) are kept per
+        change of the cluster."""
+        cluster, g = state.cluster, job.gpus_per_pod
+        if mode != "required":
+            return cluster.fit_count(g) >= job.pods
+        key = (g, level)
+        hit = self._largest.get(key)
+        if hit is None or hit[0] != cluster.changes:
+            size = self.workload.cluster.level_size(level)
+            hit = self._largest[key] = (cluster.changes,
+                                        int((cluster.free_array() // g).reshape(-1, size).sum(axis=1).max()))
+        return hit[1] >= job.pods
 
     def _preempt_within(self, state: SchedState, run: JobRun) -> bool:
         """Kueue's classical preemption within a ClusterQueue (``preemption.withinClusterQueue:
