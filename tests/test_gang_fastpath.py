@@ -774,7 +774,7 @@ def test_fast_path_matches_the_reference_on_the_benchmarks_topology_workloads(se
 
 
 def test_the_topology_fast_paths_are_exercised(monkeypatch):
-    """The equivalence above is not vacuous: on the benchmark's overloaded tree, small, Kueue answers
+    """The equivalence above is not vacuous: on the benchmark's tree, small and busy, Kueue answers
     refusals without the TAS search and kube-gang holds failed topology gangs by domain and scores
     domains at once."""
     from courselib.model import topology
@@ -800,7 +800,7 @@ def test_the_topology_fast_paths_are_exercised(monkeypatch):
     monkeypatch.setattr(Kueue, "_tas_can_fit", counting_can_fit)
     monkeypatch.setattr(KubeGang, "_room_for", counting_room_for)
     monkeypatch.setattr(topology, "kube_gang_topology_fast", counting_fast)
-    w = with_topology(overloaded_workload(4, nodes=10, jobs=200), (("rack", 5), ("block", 1)), 4)
+    w = with_topology(scale_workload(4, nodes=10, jobs=200, load=1.5), (("rack", 5), ("block", 1)), 4)
     for policy in ("kueue", "kube-gang"):
         same(w, policy)
     assert all(seen.values()), seen
