@@ -454,13 +454,23 @@ def test_gang_race_works_without_a_kernel(crawl, browser):
     assert "#D55E00" in browser.js(colours) and "#009E73" not in browser.js(colours)
     browser.screenshot(SHOTS / "views" / "gang-race-deadlock.png", clip_selector=root)
 
+    def settled():   # the steps of the last setting have loaded (the layout below the chart is final)
+        deadline = time.monotonic() + 15
+        while browser.js(f"document.querySelector('{root}').dataset.loading === 'true'") and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    settled()
     browser.click(f"{root} input[value=volcano]")
+    settled()
     assert _out(browser, root, "verdict") == verdict("volcano", 75)
     assert "#009E73" in browser.js(colours) and "#D55E00" not in browser.js(colours)
     browser.screenshot(SHOTS / "views" / "gang-race-volcano.png", clip_selector=root)
 
     browser.click(f"{root} input[value=kube-default]")
+    settled()
+    assert _out(browser, root, "verdict") == verdict("kube-default", 75)
     browser.press(f"{root} input[name=nodes]", "ArrowRight", 39)  # 75 -> 80 nodes: still a deadlock
+    settled()
     assert _out(browser, root, "verdict") == verdict("kube-default", 80)
     browser.press(f"{root} select[name=delay]", "ArrowDown", 40)  # job b 10 min later: a trains, no deadlock
     assert _out(browser, root, "verdict") == verdict("kube-default", 80, 10)
