@@ -137,14 +137,19 @@ class FakeApi:
     def watch(self, selector, path=None):
         return FakeWatch(self, selector)
 
+    def free_gpus(self) -> dict[str, int]:
+        """Each node's GPUs not held by a bound pending or running pod (call with the lock held)."""
+        free = dict(self.nodes)
+        for pod in self.pods.values():
+            node = pod["spec"].get("nodeName")
+            if node and pod["status"]["phase"] in ("Pending", "Running"):
+                free[node] -= _gpus(pod)
+        return free
+
     def scheduler_metrics(self) -> str:
         """One first-fit pass over the unbound pods in creation order, then the metrics text."""
         with self.lock:
-            free = dict(self.nodes)
-            for pod in self.pods.values():
-                node = pod["spec"].get("nodeName")
-                if node and pod["status"]["phase"] in ("Pending", "Running"):
-                    free[node] -= _gpus(pod)
+            free = self.free_gpus()
             changed = False
             for name in self.created:
                 pod = self.pods.get(name)
@@ -240,11 +245,7 @@ class GangApi(FakeApi):
 
     def scheduler_metrics(self) -> str:
         with self.lock:
-            free = dict(self.nodes)
-            for pod in self.pods.values():
-                node = pod["spec"].get("nodeName")
-                if node and pod["status"]["phase"] in ("Pending", "Running"):
-                    free[node] -= _gpus(pod)
+            free = self.free_gpus()
             for job in dict.fromkeys(p["metadata"]["labels"][JOB_LABEL] for p in self.pods.values()):
                 waiting = [n for n in self.created if n in self.pods and not self.pods[n]["spec"].get("nodeName")
                            and self.pods[n]["metadata"]["labels"][JOB_LABEL] == job]
