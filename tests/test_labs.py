@@ -148,6 +148,18 @@ def test_one_lab_per_chapter_in_the_chapters_order_with_rising_levels_and_a_writ
     assert levels == sorted(levels), "the labs must not get easier as the course goes on"
 
 
+def test_every_labs_header_states_its_level_on_a_level_line_that_agrees_with_its_title():
+    """A `**Level: ….**` paragraph says what kind of work each question asks for (Lab 3 had none)."""
+    for path in SOLUTIONS:
+        header = nbformat.read(path, 4).cells[0].source
+        title = re.match(r"# Lab \d \(([a-z]+)", header).group(1)
+        m = re.search(r"^\*\*Level: (beginner|intermediate|advanced)( \(capstone\))?\.\*\* (.+?)(?:\n\n|\Z)",
+                      header, re.M | re.S)
+        assert m, f"{path.name}: the header has no **Level: ….** line"
+        assert title == ("capstone" if m.group(2) else m.group(1)), f"{path.name}: title {title!r}, {m.group(0)!r}"
+        assert "question" in m.group(3).lower(), f"{path.name}: the level line should say what the questions ask"
+
+
 def test_stub_keeps_the_answer_names_and_drops_scratch_and_the_solution():
     src = ("# context stays\n"
            "    # BEGIN SOLUTION\n"
