@@ -69,6 +69,29 @@ def test_a_chapter_reads_in_one_sitting(page):
 
 
 
+def module_names_in_the_lesson(text: str) -> list[str]:
+    """Paragraphs of the lesson's prose (before "## Exercises", outside asides and code) that name a
+    courselib module (``courselib.x.y``), unless the paragraph is a "run it yourself" note."""
+    lesson = prose(text).split("\n## Exercises")[0]
+    return [" ".join(p.split()) for p in re.split(r"\n\s*\n", lesson)
+            if "courselib." in p and "run it yourself" not in p.lower()]
+
+
+def test_the_module_name_finder_skips_code_asides_notes_and_exercises():
+    page = ("# T\n\nThe model (`courselib.model.cpu`) says so.\n\n```{code-cell} ipython3\nimport courselib.model.cpu\n```\n\n"
+            "```{admonition} How we know\n:class: dropdown\n`courselib.model.cpu` computes it.\n```\n\n"
+            "Computed by the model. Run it yourself: `courselib.model.cpu`.\n\n## Exercises\n\nCheck with `courselib.model.cpu`.\n")
+    assert module_names_in_the_lesson(page) == ["The model (`courselib.model.cpu`) says so."]
+
+
+@pytest.mark.parametrize("page", chapters(), ids=lambda p: p.stem)
+def test_a_lesson_names_the_idea_not_the_module(page):
+    """Issue 32: implementation module names belong in code, asides, "run it yourself" notes and the
+    instructors' page, not in the lesson's sentences."""
+    found = module_names_in_the_lesson(page.read_text())
+    assert not found, f"{page.name}: the lesson's prose names a courselib module: {found}"
+
+
 # ---- reading times (courselib.course: read_min, the authors' estimate to read and run a chapter) ------
 
 #: the fastest reading rate any chapter's time was first set at (b9d7243, the course's first times: the
