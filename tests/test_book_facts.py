@@ -182,24 +182,32 @@ def test_the_nvl72_example_uses_the_nvl72_generations_nvlink():
 
 
 
-def test_a_split_tensor_parallel_group_is_priced_as_the_worst_split_it_is():
-    """The model sends a split group through one NIC: true of one rank alone across the boundary, not
-    of a group of whole nodes, which crosses through every GPU's NIC at about the node's 400 GB/s
-    (scaling-book gpus.md, "Cross-node collectives": bytes / W_node egress, 400e9 on H100). Both pages
-    say which case their ratio is, cite that source for the other, and glue r rather than type it."""
+def test_a_split_tensor_parallel_group_is_priced_by_the_nics_of_its_emptier_side():
+    """A split group's ring crosses through the NICs of its GPUs and runs at the side with the fewest
+    (NCCL's channels cross through the communicator's GPUs' NICs, every rank at the slowest node's
+    channels: nccl-topology-search; a node's egress 8 x 400 Gb/s: scaling-book gpus.md). Both pages
+    name the case each figure is (one GPU alone across, 4 + 4, whole nodes), cite both sources, and
+    glue the ratios from courselib rather than type them. Before, ch5 glued ~10 for two whole nodes
+    (every split through one NIC) and ch8 had no figure for an even split."""
     from courselib.model import collective as cl
 
     for name, start in (("08-cost", "**The link.**"), ("05-slurm", "A group of 16 on 8-GPU nodes")):
-        text = section(page(name), start, 900)
-        assert "one rank alone" in text or "one GPU on another node" in text, name
-        assert "every GPU's NIC" in text and cites(text, "scaling-book-gpus"), name
+        text = " ".join(section(page(name), start, 1100).split())
+        assert "one GPU on another node" in text or "One rank alone" in text, name
+        assert "every GPU's NIC" in text and ("7 + 1" in text or "4 + 4" in text), name
+        assert cites(text, "scaling-book-gpus") and cites(text, "nccl-topology-search"), name
         assert "$r = 9$" not in text, name
+    assert "{glue:text}`ch8_tp_r_even`" in section(page("08-cost"), "**The link.**", 1100)
+    assert "{glue:text}`ch5_tp_worst`" in section(page("05-slurm"), "A group of 16 on 8-GPU nodes", 900)
     # a second way: eight 400 Gb/s NICs a node, one per GPU, in bytes a second
-    assert 8 * 400e9 / 8 == 8 * cl.IB_PER_GPU_BPS
-    # and what it means for the chapter-5 example: a 16-rank group over two whole nodes is ~1.2x, not ~10x
+    assert 8 * 400e9 / 8 == 8 * cl.IB_PER_GPU_BPS == cl.split_link_bps([8, 8])
+    # the chapter-5 example: a 16-rank group over two whole nodes is ~1.2x TP 8 on NVLink, 7 + 1 is 9x
     g16, g8, msg = cl.tp_groups(64, 16)[0], cl.tp_groups(64, 8)[0], 256 * 2 ** 20
-    whole = cl.group_allreduce_s(g16, 8, msg, network_bps=8 * cl.IB_PER_GPU_BPS) / cl.group_allreduce_s(g8, 8, msg)
-    assert whole < 1.5 < 9 < cl.group_allreduce_s(g16, 8, msg) / cl.group_allreduce_s(g8, 8, msg)
+    whole = cl.group_allreduce_s(g16, 8, msg) / cl.group_allreduce_s(g8, 8, msg)
+    worst = cl.ring_allreduce_s(msg, 8, cl.split_link_bps([7, 1])) / cl.group_allreduce_s(g8, 8, msg)
+    assert round(whole, 1) == 1.2 and round(worst) == 9
+    # chapter 8's even split: 450 / (4 x 50) = 2.25
+    assert cl.NVLINK_H100_BPS / cl.split_link_bps([4, 4]) == 2.25
 
 
 # ---- chapter 9 ---------------------------------------------------------------------------------

@@ -261,7 +261,13 @@ def test_a_split_tp_group_paces_every_step_and_mfu_halves_at_one_over_r_minus_on
     same_block = topology.split_cost(spec, [(0, 4), (1, 4)], 8, 0.1, nvlink_level="block")
     assert same_block["split"] == 0 and same_block["slowdown"] == 1.0
     across = topology.split_cost(spec, [(3, 4), (4, 4)], 8, 0.1, nvlink_level="block")
-    assert across["split"] == 1 and across["slowdown"] == pytest.approx(0.9 + 0.1 * 18)
+    # 4 GPUs in block0 (node 3), 4 in block1 (node 4): the ring crosses through 4 NICs a side,
+    # 4 x 50 = 200 GB/s against NVLink5's 900: r = 4.5, a step 0.9 + 0.1 x 4.5 = 1.35 (was 2.7, one NIC)
+    assert across["split"] == 1 and across["nics"] == 4 and across["slow_GBps"] == 200
+    assert across["slowdown"] == pytest.approx(0.9 + 0.1 * 900 / 200) == pytest.approx(1.35)
+    # 7 + 1 over the same boundary: one NIC, 50 GB/s, r = 18: 0.9 + 0.1 x 18 = 2.7 (the old figure for every split)
+    worst = topology.split_cost(spec, [(3, 1), (4, 4), (5, 3)], 8, 0.1, nvlink_level="block")
+    assert worst["nics"] == 1 and worst["slowdown"] == pytest.approx(2.7)
 
 
 SPLIT = """\
@@ -273,8 +279,10 @@ jobs:
 
 
 def test_gang_simulate_reports_domains_and_slowdown_and_split_cost_prices_it(tmp_path, capsys):
-    """Blocks as NVLink domains (NVL72-like): kube-default spreads x over nodes 3-6, across both
-    blocks, so its TP 8 group runs at 50 GB/s instead of 900; Kueue's BestFit keeps it in block0."""
+    """Blocks as NVLink domains (NVL72-like): kube-default spreads x over nodes 2-5, 2 GPUs each,
+    4 in block0 and 4 in block1, so its TP 8 group crosses through 4 NICs a side, 4 x 50 = 200 GB/s
+    instead of 900 (r = 4.5, a step 0.9 + 0.1 x 4.5 = 1.35; one NIC, 50 GB/s and x2.70 before the
+    split was priced by its NICs); Kueue's BestFit keeps it in block0."""
     from courselib.cli.main import main
     path = tmp_path / "w.yaml"
     path.write_text(SPLIT)
@@ -282,11 +290,11 @@ def test_gang_simulate_reports_domains_and_slowdown_and_split_cost_prices_it(tmp
     assert main(args + ["--policy", "kube-default"]) == 0
     out = capsys.readouterr().out
     assert "placement (block):" in out
-    assert "x            block0 block1   TP 8: 1 of 1 groups cross a slow link (900 -> 50 GB/s): step x2.70" in out
+    assert ("x            block0 block1   TP 8: 1 of 1 groups cross a slow link "
+            "(900 -> 200 GB/s: 4 NICs x 50 on the emptier side): step x1.35") in out
     assert "a            block0   TP 8 does not divide its 4 GPUs" in out
     assert main(args + ["--policy", "kueue"]) == 0
-    assert "x            block0   TP 8: 0 of 1 groups cross a slow link (900 -> 50 GB/s): step x1.00" in \
-        capsys.readouterr().out
+    assert "x            block0   TP 8: 0 of 1 groups cross a slow link: step x1.00" in capsys.readouterr().out
     assert main(args + ["--policy", "kueue", "--nvlink-level", "rack"]) == 2
     assert main(["split-cost", "--gpus", "512", "--run", "30d", "--comm-fraction", "0.125"]) == 0
     out = capsys.readouterr().out

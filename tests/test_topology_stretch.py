@@ -18,7 +18,7 @@ from courselib.sim.gang import simulate
 SPLIT = """\
 cluster: {nodes: 8, gpus_per_node: 4, topology: [{level: block, size: 4}]}
 jobs:
-  - {name: a, pods: 2, gpus_per_pod: 2, submit: 0, duration: 2h}
+  - {name: a, pods: 2, gpus_per_pod: 2, submit: 0, duration: 1h}
   - {name: x, pods: 4, gpus_per_pod: 2, submit: 60, duration: 1h, topology: {preferred: block}}
   - {name: y, pods: 8, gpus_per_pod: 4, submit: 120, duration: 1h}
 """
@@ -29,18 +29,19 @@ def workload(text=SPLIT):
 
 
 def test_a_split_gang_ends_later_and_holds_its_gpus_longer_and_the_next_job_waits():
-    """kube-default spreads x over nodes 3-6, across both blocks (NVLink 900 GB/s inside a block,
-    50 GB/s between): TP 8 at f = 0.1 runs 0.9 + 0.1 x 18 = 2.7 x as long. y (the whole cluster)
-    waits for x: 1 h later without the stretch, 2.7 h later with it."""
+    """kube-default spreads x over nodes 2-5, 2 GPUs each: 4 GPUs in block0, 4 in block1 (NVLink
+    900 GB/s inside a block; between blocks the ring crosses through the 4 NICs of a side, 4 x 50 =
+    200 GB/s): TP 8 at f = 0.1 runs 0.9 + 0.1 x 900/200 = 1.35 x as long (2.7 x when every split
+    paid one NIC). y (the whole cluster) waits for x: 1 h later without the stretch, 1.35 h with it."""
     w, stretch = workload(), Stretch(8, 0.1, "block")
     plain = simulate(w, "kube-default")
     split = simulate(w, "kube-default", stretch=stretch)
     x0, x1 = plain.job("x"), split.job("x")
     assert x0.domains["block"] == ["block0", "block1"] and x1.placement == x0.placement
-    assert x0.end - x0.start == 3600 and x1.end - x1.start == pytest.approx(3600 * 2.7)
-    assert split.job("a").end == plain.job("a").end == 7200      # 4 GPUs: TP 8 does not divide them
+    assert x0.end - x0.start == 3600 and x1.end - x1.start == pytest.approx(3600 * 1.35)
+    assert split.job("a").end == plain.job("a").end == 3600      # 4 GPUs: TP 8 does not divide them
     assert split.job("y").start == pytest.approx(x1.end) and split.job("y").start > plain.job("y").start
-    assert any("every step x2.700" in e.what for e in split.trace if e.job == "x")
+    assert any("every step x1.350" in e.what for e in split.trace if e.job == "x")
     assert simulate(w, "kube-default", stretch=stretch, reference=True).jobs == split.jobs
     # Kueue's BestFit keeps x in block1 (a holds 4 GPUs of block0): nothing split, nothing stretched
     k0, k1 = simulate(w, "kueue").job("x"), simulate(w, "kueue", stretch=stretch).job("x")
@@ -60,20 +61,22 @@ def test_by_default_nothing_is_stretched_and_a_bad_stretch_is_refused():
 
 def test_slurm_kills_a_stretched_job_at_its_time_limit():
     """a and b (--switches=1) take 3 nodes of each block; x (2 whole nodes, TP 8) gets node 3 and node 7, one in
-    each block: 2.7 h of training at 2.7 x does not fit its 2 h limit, and Slurm kills it there."""
+    each block: its group is 4 + 4, so its ring crosses through 4 NICs a side, 200 GB/s against 900, and
+    at f = 0.1 a step is 0.9 + 0.1 x 4.5 = 1.35 x as long: 81 min of training does not fit its 80 min
+    limit, and Slurm kills it there."""
     text = """\
 cluster: {nodes: 8, gpus_per_node: 4, topology: [{level: block, size: 4}]}
 jobs:
   - {name: a, pods: 3, gpus_per_pod: 4, submit: 0, duration: 3h}
   - {name: b, pods: 3, gpus_per_pod: 4, submit: 0, duration: 3h, topology: {required: block}}
-  - {name: x, pods: 2, gpus_per_pod: 4, submit: 60, duration: 1h, time_limit: 2h}
+  - {name: x, pods: 2, gpus_per_pod: 4, submit: 60, duration: 1h, time_limit: 80m}
 """
     w = workload(text)
     x0 = simulate(w, "slurm").job("x")
     x1 = simulate(w, "slurm", stretch=Stretch(8, 0.1, "block")).job("x")
     assert x0.domains["block"] == ["block0", "block1"] == x1.domains["block"]
     assert x0.state == "COMPLETED" and x0.end - x0.start == 3600
-    assert x1.state == "TIMEOUT" and x1.end - x1.start == 7200
+    assert x1.state == "TIMEOUT" and x1.end - x1.start == 4800
 
 
 @st.composite
@@ -121,5 +124,5 @@ def test_gang_simulate_stretch_on_the_command_line(tmp_path, capsys):
     assert main(args + ["--tp", "8", "--nvlink-level", "block", "--stretch"]) == 0
     out = capsys.readouterr().out
     assert "--tp 8 --comm-fraction 0.1 --nvlink-level block --stretch" in out
-    assert "step x2.70 (applied: its duration stretched)" in out
+    assert "step x1.35 (applied: its duration stretched)" in out
     assert main(args + ["--tp", "8", "--nvlink-level", "rack", "--stretch"]) == 2

@@ -51,7 +51,8 @@ def register(subparsers) -> None:
                    help="the link the group should use (default nvlink4-h100: 450 GB/s a GPU one way; "
                         "nvlink5-nvl72: 900 GB/s)")
     r.add_argument("--slow-gbps", type=float, default=collective.IB_PER_GPU_BPS / collective.GB,
-                   help="the slow link per GPU, GB/s one way (default 50: one 400 Gb/s NIC a GPU)")
+                   help="the split group's slowest hop, GB/s one way (default 50: one 400 Gb/s NIC, the "
+                        "worst split, one GPU alone across; a 4+4 split crosses through 4 NICs, 200)")
     r.add_argument("--price", default="2-4", help="$ per GPU-hour: 3, or a range 2-4 (default 2-4)")
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(func=_split_cost)

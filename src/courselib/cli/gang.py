@@ -33,7 +33,8 @@ def register(subparsers) -> None:
                           "group_order=b,a (repeatable)")
     sim.add_argument("--tp", type=int, default=None,
                      help="on a topology cluster: tensor-parallel size, to report per job the TP groups that "
-                          "cross a slow link and the step slowdown")
+                          "cross a slow link and the step slowdown (a split group crosses through the NICs "
+                          "of the domain holding the fewest of its GPUs, 50 GB/s each)")
     sim.add_argument("--comm-fraction", type=float, default=0.1,
                      help="with --tp: exposed TP communication as a fraction of a step on NVLink (default 0.1)")
     sim.add_argument("--nvlink-level", default=None,
@@ -180,8 +181,10 @@ def placement_lines(workload, result, costs: dict, tp: int | None = None, stretc
         if j.name in costs and c is None:
             line += f"   TP {tp} does not divide its {j.gpus} GPUs"
         elif c:
-            line += (f"   TP {c['tp']}: {c['split']} of {c['groups']} groups cross a slow link "
-                     f"({c['fast_GBps']:g} -> {c['slow_GBps']:g} GB/s): step x{c['slowdown']:.2f}")
+            link = (f" ({c['fast_GBps']:g} -> {c['slow_GBps']:g} GB/s: {c['nics']} NIC"
+                    f"{'s' if c['nics'] > 1 else ''} x {c['nic_GBps']:g} on the emptier side)") if c["split"] else ""
+            line += (f"   TP {c['tp']}: {c['split']} of {c['groups']} groups cross a slow link{link}: "
+                     f"step x{c['slowdown']:.2f}")
             if stretched and c["split"]:
                 line += " (applied: its duration stretched)"
         if j.topology_note:

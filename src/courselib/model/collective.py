@@ -9,7 +9,23 @@
 - **Cost of a collective.** nccl-tests reports an all-reduce's *bus bandwidth*: its data moved
   ``2(n−1)/n`` times over the slowest link of the ring (``nccl-tests-performance``). So an all-reduce of
   ``S`` bytes over ``n`` ranks takes about ``2(n−1)/n × S / B`` seconds, with ``B`` the bandwidth of its
-  slowest hop: one rank across a node boundary paces the whole group — a straggler by topology.
+  slowest hop — NCCL's own tuning model for its ring (``nccl-topology-search``: ``tuning.cc`` L288-291,
+  L324, L378-381: bus bandwidth = channels × per-channel bandwidth, times ``n / 2(n−1)``).
+- **The slowest hop of a split group** (:func:`split_link_bps`). NCCL runs a collective on several
+  channels; on every node each channel's ring enters through a NIC, passes the node's GPUs of the
+  communicator over NVLink and leaves through a NIC (``search.cc`` L820-834), and each channel takes its
+  bandwidth from the NIC it uses (L739, L750). A node's system holds only the communicator's GPUs
+  (``topo.cc`` L1800), so the NICs a node can use are those of the group's GPUs there — one 400 Gb/s
+  NIC a GPU on an HGX H100 (``scaling-book-gpus``: a node's egress is its 8 × 400 Gb/s) — and NCCL
+  then gives every rank the *smallest* channel count and per-channel bandwidth of any node
+  (``init.cc`` L1435-1446). So a split group crosses at ``min over its domains of (its GPUs there) ×
+  50 GB/s``, never faster than NVLink: 7+1 on two nodes → 50 GB/s, 6+2 → 100, 4+4 → 200, two whole
+  8-GPU nodes → 400 (the node egress). A group inside one domain pays no crossing at all. This is
+  the ring. NCCL's tree and NVLS-tree algorithms reduce inside each node first; on two nodes its
+  tuning model credits them with up to twice the ring's crossing bandwidth (``tuning.cc`` L306, L320;
+  ``search.cc`` L1280), through the same NICs, and NVLS is off for the whole communicator when one
+  node holds a single GPU of it (``nvls.cc`` L262, ``init.cc`` L1453). So the ring's figure is an
+  upper bound where NCCL's tuner picks a hierarchical algorithm, and the same node is the bottleneck.
 - **Bandwidths** (per GPU, one direction): NVLink on an 8-GPU H100 node about 450 GB/s; between
   nodes, 8 × 400 Gb/s NICs give about 400 GB/s per node, 50 GB/s per GPU (``scaling-book-gpus``).
   NVLink reaches *across* nodes only in rack-scale systems such as GB200 NVL72, 72 GPUs in one NVLink
@@ -24,8 +40,8 @@
   group across a slower link takes ``(1 − f) + f × r`` steps, ``r`` the bandwidth ratio
   (:func:`step_slowdown`); every rank waits for the slowest group, so the whole job runs at that pace
   for as long as the placement lasts. MFU halves exactly when ``f = 1/(r − 1)``
-  (:func:`halving_comm_fraction`): 12.5 % for H100 NVLink against a 400 Gb/s NIC per GPU (r = 9),
-  5.9 % for NVL72 NVLink5 against the same NIC (r = 18). "A split halves MFU" is one point of this
+  (:func:`halving_comm_fraction`): 12.5 % for H100 NVLink against one 400 Gb/s NIC (r = 9, the
+  worst split: one GPU alone across), 5.9 % for NVL72 NVLink5 against the same NIC (r = 18). "A split halves MFU" is one point of this
   curve, not a law: at f = 2 % the step is 16 % (r = 9) longer, at f = 30 % 3.4 times as long.
 """
 from __future__ import annotations
@@ -66,16 +82,41 @@ def ring_allreduce_s(message_bytes: float, ranks: int, link_bps: float) -> float
     return 2 * (ranks - 1) / ranks * message_bytes / link_bps
 
 
+def split_link_bps(gpus_per_domain, *, nic_bps: float = IB_PER_GPU_BPS,
+                   nvlink_bps: float = NVLINK_H100_BPS) -> float:
+    """The slowest hop of a ring all-reduce over a group with ``gpus_per_domain[d]`` of its GPUs in
+    NVLink domain ``d``: NVLink when one domain holds them all, else the NICs of the domain with the
+    fewest of them, one ``nic_bps`` NIC a GPU, capped at NVLink (see the module docstring: NCCL's
+    channels cross through the NICs of the group's GPUs and every rank runs at the slowest node's
+    channels). ``[7, 1]`` → 50 GB/s, ``[4, 4]`` → 200, ``[8, 8]`` → 400, ``[8]`` → 450."""
+    counts = [int(c) for c in gpus_per_domain if c]
+    if not counts or min(counts) < 0 or nic_bps <= 0 or nvlink_bps <= 0:
+        raise ValueError("need at least one GPU, no negative count and positive bandwidths")
+    if len(counts) == 1:
+        return nvlink_bps
+    return min(min(counts) * nic_bps, nvlink_bps)
+
+
+def domain_counts(domains) -> list[int]:
+    """How many of a group's ranks are in each domain, given each rank's domain (order kept)."""
+    counts: dict = {}
+    for d in domains:
+        counts[d] = counts.get(d, 0) + 1
+    return list(counts.values())
+
+
 def group_allreduce_s(group: list[int], gpus_per_node: int, message_bytes: float, *,
                       nvlink_bps: float = NVLINK_H100_BPS, network_bps: float = IB_PER_GPU_BPS,
                       nvlink_domain: int | None = None) -> float:
-    """One all-reduce of a group: over NVLink if all its ranks share an NVLink domain, else over the network.
+    """One ring all-reduce of a group: over NVLink if all its ranks share an NVLink domain, else at
+    :func:`split_link_bps` — the NICs (``network_bps`` each, one a GPU) of the domain holding the
+    fewest of its ranks, capped at NVLink.
 
     ``nvlink_domain``: GPUs per NVLink domain (``gpus_per_node`` on an ordinary node, 72 on NVL72).
     """
     domain = gpus_per_node if nvlink_domain is None else nvlink_domain
-    one_domain = len({r // domain for r in group}) == 1
-    return ring_allreduce_s(message_bytes, len(group), nvlink_bps if one_domain else network_bps)
+    link = split_link_bps(domain_counts(r // domain for r in group), nic_bps=network_bps, nvlink_bps=nvlink_bps)
+    return ring_allreduce_s(message_bytes, len(group), link)
 
 
 def step_slowdown(comm_fraction: float, fast_bps: float, slow_bps: float) -> float:
@@ -99,14 +140,20 @@ def ranks_by_node(placement) -> list[int]:
     return [node for node, gpus in sorted(placement) for _ in range(gpus)]
 
 
-def split_groups(placement, tp: int, domain_of) -> tuple[int, int]:
-    """(TP groups of ``tp`` consecutive ranks, how many span two NVLink domains) for a job placed
-    as ``placement`` (``[(node, gpus)]``); ``domain_of(node)`` names a node's NVLink domain."""
+def group_splits(placement, tp: int, domain_of) -> list[list[int]]:
+    """For each TP group of ``tp`` consecutive ranks of a job placed as ``placement``
+    (``[(node, gpus)]``), how many of its GPUs are in each NVLink domain (``domain_of(node)``)."""
     nodes = ranks_by_node(placement)
     if tp < 1 or len(nodes) % tp:
         raise ValueError(f"tensor-parallel size {tp} must divide the job's {len(nodes)} GPUs")
-    groups = [nodes[g:g + tp] for g in range(0, len(nodes), tp)]
-    return len(groups), sum(len({domain_of(n) for n in grp}) > 1 for grp in groups)
+    return [domain_counts(domain_of(n) for n in nodes[g:g + tp]) for g in range(0, len(nodes), tp)]
+
+
+def split_groups(placement, tp: int, domain_of) -> tuple[int, int]:
+    """(TP groups of ``tp`` consecutive ranks, how many span two NVLink domains) for a job placed
+    as ``placement`` (``[(node, gpus)]``); ``domain_of(node)`` names a node's NVLink domain."""
+    splits = group_splits(placement, tp, domain_of)
+    return len(splits), sum(len(c) > 1 for c in splits)
 
 
 # ---- the precise version of "a split halves MFU": one transformer layer's TP all-reduces -----------

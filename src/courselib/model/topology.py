@@ -968,23 +968,33 @@ def split_cost(spec: ClusterSpec, placement, tp: int, comm_fraction: float,
     """TP groups of a job placed as ``placement`` (``[(node, GPUs)]``) that cross an NVLink domain
     (the node, or a domain of ``nvlink_level`` such as an NVL72 rack), and the step slowdown that
     implies (:func:`courselib.model.collective.step_slowdown`): 1 when no group is split, since
-    every rank waits for the slowest group. ``fast_bps`` defaults to H100 NVLink in a node and
-    NVLink5 across a rack-scale domain."""
+    every rank waits for the slowest group. A split group's ring crosses through the NICs of the
+    domain holding the fewest of its GPUs, ``slow_bps`` per NIC, one NIC a GPU, capped at NVLink
+    (:func:`courselib.model.collective.split_link_bps`): a 7+1 split pays one NIC, 4+4 four.
+    ``fast_bps`` defaults to H100 NVLink in a node and NVLink5 across a rack-scale domain.
+
+    ``slow_GBps`` is the slowest group's link (``fast_GBps`` when nothing is split), ``nics`` the
+    NICs it crosses through (None when nothing is split), ``nic_GBps`` one NIC."""
     if nvlink_level is None:
         domain_of, fast = (lambda i: i), collective.NVLINK_H100_BPS
     else:
         domain_of, fast = (lambda i: spec.domain_of(i, nvlink_level)), collective.NVLINK5_BPS
     fast = fast if fast_bps is None else fast_bps
-    groups, split = collective.split_groups(placement, tp, domain_of)
-    slowdown = collective.step_slowdown(comm_fraction, fast, slow_bps) if split else 1.0
-    return {"tp": tp, "groups": groups, "split": split, "comm_fraction": comm_fraction,
-            "fast_GBps": fast / collective.GB, "slow_GBps": slow_bps / collective.GB, "slowdown": slowdown}
+    splits = collective.group_splits(placement, tp, domain_of)
+    crossing = [c for c in splits if len(c) > 1]
+    nics = min((min(c) for c in crossing), default=None)
+    slow = min((collective.split_link_bps(c, nic_bps=slow_bps, nvlink_bps=fast) for c in crossing), default=fast)
+    slowdown = collective.step_slowdown(comm_fraction, fast, slow) if crossing else 1.0
+    return {"tp": tp, "groups": len(splits), "split": len(crossing), "comm_fraction": comm_fraction,
+            "fast_GBps": fast / collective.GB, "slow_GBps": slow / collective.GB, "nics": nics,
+            "nic_GBps": slow_bps / collective.GB, "slowdown": slowdown}
 
 
 class Stretch:
     """Opt-in: a started job trains ``(1 − f) + f·r`` times as long when its tensor-parallel
     groups are split over a slow link (:func:`split_cost`'s ``slowdown``: every step waits for the
-    slowest group), so a split gang finishes later and holds its GPUs longer.
+    slowest group, whose link is the NICs of its emptier side), so a split gang finishes later and
+    holds its GPUs longer.
 
     ``tp`` GPUs per TP group, ``comm_fraction`` f (exposed TP communication as a share of a step on
     NVLink), ``nvlink_level`` the level that is one NVLink domain (None: the node). A job whose
