@@ -189,7 +189,7 @@ def _expected_self_check_answers() -> dict:
         "ch6-deadlock": min(j.gpus_held for j in simulate(default_workload(nodes=75), "kube-default",
                                                           horizon=3 * 3600).jobs),
         "ch6-overcommit": "it stays Pending: 512 GPUs exceed the idle budget",   # 512 > 512 × 1.2 − 112
-        "ch6-annotation": "on each pod: in the Job's pod template's metadata",
+        "ch6-annotation": "`scheduling.k8s.io/group-name: train`, in the Job's pod template's metadata",
         "ch6-gate-off": "it accepts the Job and silently drops the field: the pods are scheduled one at a time",
         # a second way: no pod of either gang is bound before its gang starts training
         "ch6-gang-holds": 0 if all(j.first_bound is not None and j.first_bound >= j.start

@@ -58,6 +58,12 @@ def test_a_memcg_oom_with_every_task_immune_kills_nobody_and_does_not_panic():
 def test_a_scan_aborts_while_the_previous_victim_is_still_exiting():
     text = section(page("03-oom-killer"), "**When the last victim is still dying.**", 900)
     assert "**aborts**" in text and "MMF_OOM_SKIP" in text and cites(text, "linux-oom-kill")
+    # the exercise asks it of the reader: no model, so its question and answer are checked by their words
+    exercise = section(page("03-oom-killer"), ":label: ex-ch3-edge", 3000)
+    question, answer = exercise.split("```{solution-start} ex-ch3-edge")
+    assert "(d)" in question and "still exiting" in question
+    d = answer[answer.index("(d)"):answer.index("```{code-cell}")]
+    assert d.startswith("(d) Not while") and "aborts" in d and "MMF_OOM_SKIP" in d and cites(d, "linux-oom-kill")
 
 
 def test_a_pod_that_sets_only_cpu_is_burstable_and_scores_999():
@@ -81,6 +87,13 @@ def test_crashloopbackoff_resets_after_ten_minutes_of_clean_running():
     assert restart.BACKOFF_RESET == 10 * 60
     with pytest.raises(ValueError, match="resets its backoff"):
         restart.restart_times(crash_after=10 * 60, restarts=3)
+    # the exercise's reset: six restarts, then 12 clean minutes; by hand the next crash is the first again
+    # (immediate), where 30 s of running would have met the cap, min(10 * 2 ** 5, 300) = 300 s
+    exercise = section(page("03-oom-killer"), ":label: ex-ch3-crashloop", 2500)
+    assert "runs cleanly\nfor 12 minutes" in exercise and "next_restart_delay(12 * 60, 6)" in exercise
+    assert restart.next_restart_delay(12 * 60, 6) == 0.0
+    assert restart.next_restart_delay(30, 6) == min(10 * 2 ** 5, 300) == 300
+    assert restart.next_restart_delay(10 * 60 - 1, 1) == 10 and restart.next_restart_delay(10 * 60, 1) == 0
 
 
 # ---- chapter 5 ---------------------------------------------------------------------------------
@@ -145,6 +158,15 @@ def test_the_group_name_key_volcano_reads_and_its_look_alike():
     assert GROUP_ANNOTATION == "scheduling.k8s.io/group-name"
     near = section(text, "Beware the look-alike", 500)
     assert "scheduling.volcano.sh/group-name" in near and cites(near, "volcano-group-name-keys")
+    # the page's self-check offers the look-alike, in the right place, as the tempting wrong answer
+    from courselib.static import selfchecks
+
+    assert re.search(r"Beware the look-alike.*?```\{self-check\} ch6-annotation", text, flags=re.S)
+    check = selfchecks.get("ch6-annotation")
+    right, wrong = check.answer_text, [c for i, c in enumerate(check.choices) if i != check.answer]
+    assert right.startswith("`scheduling.k8s.io/group-name") and "pod template" in right
+    assert any(c.startswith("`scheduling.volcano.sh/group-name") and "pod template" in c for c in wrong)
+    assert "scheduling.volcano.sh/group-name" in check.why and "one at a time" in check.why
 
 
 # ---- chapters 7 and 8 --------------------------------------------------------------------------

@@ -46,6 +46,18 @@ def restart_delay(restart: int) -> float:
     return min(BACKOFF_PERIOD * 2 ** (restart - 2), MAX_CONTAINER_BACKOFF)
 
 
+def next_restart_delay(ran_s: float, restarts_before: int) -> float:
+    """Seconds before the next restart of a container that ran ``ran_s`` s since its last start.
+
+    ``restarts_before`` restarts have happened already. Once the container has run
+    ``BACKOFF_RESET`` (10 minutes) without a problem, the kubelet resets its backoff and the next
+    crash is treated as the first (FACTS §2.5; chapter 3, "When the container restarts").
+    """
+    if ran_s < 0 or restarts_before < 0:
+        raise ValueError("ran_s and restarts_before must be >= 0")
+    return restart_delay(1 if ran_s >= BACKOFF_RESET else restarts_before + 1)
+
+
 def restart_delays(count: int) -> list[float]:
     """The first ``count`` restart delays, in seconds."""
     return [restart_delay(n) for n in range(1, count + 1)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from courselib.io.dockerfile import parse_dockerfile
-from courselib.io.manifests import GROUP_ANNOTATION
+from courselib.io.manifests import GROUP_ANNOTATION, VOLCANO_GROUP_ANNOTATION
 from courselib.model import checkpoint as ckpt, cost, cpu, nccl
 from courselib.model.badness import Task, adj_unit
 from courselib.model.eviction import EvictionPod, rank_memory_pressure
@@ -372,11 +372,16 @@ def _ch6_overcommit() -> SelfCheck:
 @_check
 def _ch6_annotation() -> SelfCheck:
     return _choice("ch6-annotation", "06",
-                   "Where must `scheduling.k8s.io/group-name` be for Volcano to put a Job's pods in a PodGroup?",
-                   "on each pod: in the Job's pod template's metadata",
-                   ["on the Job's own metadata", "on the PodGroup", "anywhere in the namespace"],
+                   "A plain Kubernetes Job's pods must join the Volcano PodGroup `train`. Which annotation puts them "
+                   "in it, and where?",
+                   f"`{GROUP_ANNOTATION}: train`, in the Job's pod template's metadata",
+                   [f"`{VOLCANO_GROUP_ANNOTATION}: train`, in the Job's pod template's metadata",
+                    f"`{GROUP_ANNOTATION}: train`, in the Job's own metadata",
+                    f"`{VOLCANO_GROUP_ANNOTATION}: train`, in the Job's own metadata"],
                    f"Volcano maps a pod to its gang by the pod's own {GROUP_ANNOTATION} annotation; the Job controller "
-                   "copies only the template's metadata to the pods it creates.")
+                   f"copies only the template's metadata to the pods it creates. The look-alike "
+                   f"{VOLCANO_GROUP_ANNOTATION} is defined in Volcano's API, but its scheduler reads it only as a "
+                   "fallback in its vGPU device code: the pods would be scheduled one at a time.")
 
 
 @_check
