@@ -132,8 +132,8 @@ def test_fast_path_matches_the_reference_on_random_workloads(w, variant):
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(), st.randoms(use_true_random=False))
-def test_fast_path_matches_the_reference_with_a_recorded_quorum_order(w, rnd):
-    """kube-gang's group_order (a real run's order of gangs meeting their quorum) on both paths."""
+def test_fast_path_matches_the_reference_with_a_recorded_group_order(w, rnd):
+    """kube-gang's group_order (the order a real run's scheduler tried the gangs) on both paths."""
     names = [j.name for j in w.jobs]
     rnd.shuffle(names)
     same(w, "kube-gang", horizon=12 * 3600, group_order=names)

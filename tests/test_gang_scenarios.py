@@ -419,8 +419,8 @@ def test_kube_gang_options_are_checked():
     assert "kube-gang" in policy_names()
 
 
-# ---- a real run's quorum order, recorded and replayed ------------------------------------------
-def test_kube_gang_replays_which_gang_met_its_quorum_first():
+# ---- a real run's order of PodGroups tried, recorded and replayed ------------------------------
+def test_kube_gang_replays_which_gang_the_real_scheduler_tried_first():
     r = simulate(two_512_jobs(), "kube-gang", check=True, group_order="b,a")
     assert (r.job("b").start, r.job("a").start) == (0, 7200)
 

@@ -45,6 +45,7 @@ from courselib.live.kube.cluster import ControlPlane, KUBERNETES_VERSION, NAMESP
 from courselib.live.kube.extension import AllHooks, ReplayRun
 from courselib.live.kube.plan import (IMAGE, REPLAY_LABEL, ReplayPlan, job_manifest, pod_group_manifest,
                                       preempts, priority_class_manifest)
+from courselib.live.kube.queue import pod_group_cycles
 from courselib.live.kube.watch import job_of, metric, pending_message, phase
 from courselib.live.replays import JobsResult
 from courselib.units import format_duration as _fmt
@@ -267,8 +268,17 @@ def run_replay(cp: ControlPlane, plan: ReplayPlan, *, say=lambda msg: None,
         run = ReplayRun(cp, api, plan, replay_id, say)
         # the extensions the plan's shape names, and those it implies (the topology set-up)
         return AllHooks(h for h in (ext.replay(run) for ext in plan.shape.extensions()) if h is not None)
-    return drive(api, plan, hooks=hooks, say=say, timeout=timeout,
-                 versions={"kubernetes": KUBERNETES_VERSION, **cp.versions})
+    log = cp.log_files("kube-scheduler")[-1]
+    offset = log.stat().st_size if log.exists() else 0
+    result = drive(api, plan, hooks=hooks, say=say, timeout=timeout,
+                   versions={"kubernetes": KUBERNETES_VERSION, **cp.versions})
+    if plan.shape.gang:
+        # the order the scheduler tried the PodGroups: nothing else shows it (courselib.live.kube.queue)
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+        result.extra["podgroup_cycles"] = pod_group_cycles(text, NAMESPACE, [j.name for j in plan.workload.jobs])
+    return result
 
 
 def drive(api, plan: ReplayPlan, *, hooks=None, say=lambda msg: None, timeout: float | None = None,

@@ -2,8 +2,9 @@
 
 :func:`compare` runs the model (:func:`courselib.sim.gang.simulate`) on the same workload, given
 what the real run decided that the model cannot know — the order the Job controller created the
-pods (``kube-default``), the order the PodGroups reached their quorum (``kube-gang``), or what an
-extension recorded (Kueue: the order it drew among Workloads created together) — and counts
+pods (``kube-default``), the order the real scheduler tried the PodGroups (``kube-gang``: its own
+log, checked against its queue's rule, :mod:`courselib.live.kube.queue`), or what an extension
+recorded (Kueue: the order it drew among Workloads created together) — and counts
 where the two agree: per job, whether it ever had all its pods placed and how many it held at the
 end; the start order; the verdict (deadlock or not); an extension's own checks (evictions).
 :func:`source` gives a chapter the live replay where a control plane of the right shape is up,
@@ -22,6 +23,7 @@ from courselib.live.kube import extension
 from courselib.live.kube import cluster as kube
 from courselib.live.kube.cluster import KUBERNETES_VERSION
 from courselib.live.kube.plan import plan_replay
+from courselib.live.kube.queue import allowed_orders, first_tries, order_allowed
 from courselib.live.kube.replay import NUDGE_AFTER, RealJob, ReplayResult, run_replay
 from courselib.live.replays import (Agreement, Recorded, host, max_start_error, model_start_order,
                                     order_lines, order_pairs, read_replay, recorded_from)
@@ -126,16 +128,22 @@ class Comparison(Agreement):
     max_start_error: float | None
     #: on a topology (kube-gang): each job's start, where it landed, why it waited
     topology: list = field(default_factory=list)
+    #: kube-gang: the order of the PodGroups' first cycles the model was given, where it came from,
+    #: and (the scheduler's log kept it) why the queue's rule would not allow it, "" if it does
+    group_order: list = field(default_factory=list)
+    group_order_from: str = ""
+    queue_rule: str | None = None
 
     @property
     def checks(self) -> int:
         return 2 * len(self.jobs) + self.order_pairs + 1 + sum(j.evictions_compared for j in self.jobs) \
+            + (self.queue_rule is not None) \
             + 2 * sum(j.losses_compared for j in self.jobs) + len(self.topology) \
             + sum(j.placement_compared for j in self.jobs) + sum(j.pending_compared for j in self.jobs)
 
     @property
     def agreed(self) -> int:
-        return (sum(t.ok for t in self.topology)
+        return ((self.queue_rule == "") + sum(t.ok for t in self.topology)
                 + sum(j.complete_agrees for j in self.jobs) + sum(j.bound_agrees for j in self.jobs)
                 + self.order_agree + (self.real_deadlock == self.model_deadlock)
                 + sum(j.evictions_compared and j.evictions_agree for j in self.jobs)
@@ -157,24 +165,6 @@ class Comparison(Agreement):
             if j.pending_compared:
                 row["pending_agrees"] = j.pending_agrees
         return d
-
-
-def quorum_order(workload: Workload, pod_order: list[str], batches: list[list[str]]) -> list[str]:
-    """Jobs in the order they reached ``min_member`` created pods, batch by batch: the order in which
-    their PodGroups passed PreEnqueue and entered the scheduling queue."""
-    need = {j.name: j.min_member or j.pods for j in workload.jobs}
-    out: list[str] = []
-    pos = 0
-    for batch in batches:
-        total = sum(next(j.pods for j in workload.jobs if j.name == n) for n in batch)
-        seen: dict[str, int] = {}
-        for name in pod_order[pos:pos + total]:
-            seen[name] = seen.get(name, 0) + 1
-            if seen[name] == need[name]:
-                out.append(name)
-        out += [n for n in batch if n not in out]
-        pos += total
-    return out
 
 
 def real_nodes(rj) -> dict[int, int]:
@@ -252,25 +242,72 @@ def topology_checks(workload: Workload, result, model, tolerance: float = 1.0) -
 
 
 def model_run(workload: Workload, policy: str, pod_order=None, preemption: bool = False,
-              batches=None, options=()):
+              group_order=None, options=()):
     from courselib.sim.gang import simulate
     opts = dict(options)
     if policy == "kube-default":
         opts["preemption"] = preemption
         if pod_order is not None:
             opts["pod_order"] = tuple(pod_order)
-    elif policy == "kube-gang" and pod_order is not None and batches is not None:
-        opts["group_order"] = tuple(quorum_order(workload, list(pod_order), batches))
+    elif policy == "kube-gang" and group_order is not None:
+        opts["group_order"] = tuple(group_order)
     return simulate(workload, policy, **opts)
 
 
-def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) -> Comparison:
+def group_orders(result: ReplayResult) -> tuple[list[list[str]], str, str | None]:
+    """kube-gang: the orders of the PodGroups' first cycles the model may be given, where they come
+    from, and whether the queue's rule allows the real one (``None``: not known).
+
+    The real scheduler's log names the order it tried them (``extra["podgroup_cycles"]``, kept
+    since 2026-12-03): that one order, checked against the rule
+    (:func:`courselib.live.kube.queue.order_allowed`; "" when it holds). A recording made before
+    keeps only the pods' arrival order, from which the rule does not fix the order — the
+    scheduler's pace decides between a group whose first pod came first and one whose quorum came
+    first (:mod:`courselib.live.kube.queue`) — so every order the rule allows is a candidate."""
+    wl = result.plan.workload
+    cycles = (result.extra or {}).get("podgroup_cycles")
+    if cycles:
+        tried = first_tries(cycles)
+        tried += [j.name for j in wl.jobs if j.name not in tried]
+        why = order_allowed(wl, result.pod_order, result.batches, tried)
+        return [tried], "the order the real scheduler tried the PodGroups (its log)", why or ""
+    orders = allowed_orders(wl, result.pod_order, result.batches)
+    return orders, (f"an order of the PodGroups its queue's rule allows ({len(orders)} allowed: the run "
+                    "kept the pods' arrival order, not the scheduler's log)"), None
+
+
+def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6,
+            group_order: list[str] | None = None) -> Comparison:
     """Compare a real replay with the model on the same workload (given the real pod order).
 
     Checks, per job: whether it ever had all its pods placed (its barrier passed), and how many
     pods it held at the end; over pairs of jobs the model starts at different times, the start
-    order; and the verdict (deadlock or not).
+    order; and the verdict (deadlock or not). kube-gang: the model is given the order the real
+    scheduler tried the PodGroups, and that order is checked against its queue's rule; where the
+    run did not keep it, the model is given each order the rule allows until one agrees
+    (:func:`group_orders`). ``group_order``: give the model this order instead (what if it were
+    the rule), unchecked.
     """
+    if result.plan.policy != "kube-gang" or result.pod_order is None or result.batches is None:
+        return _compare(result, name, tolerance, None)
+    orders, origin, rule = group_orders(result) if group_order is None else \
+        ([list(group_order)], "the order given", None)
+    best = None
+    for order in orders:
+        c = _compare(result, name, tolerance, order)
+        if best is None or c.agreed * best.checks > best.agreed * c.checks:
+            best = c
+        if c.agreement == 1.0:
+            break
+    best.group_order_from, best.queue_rule = origin, rule
+    result.__dict__["_group_order"] = best.group_order
+    result.__dict__.pop("_model_at", None)
+    return best
+
+
+def _compare(result: ReplayResult, name: str, tolerance: float, group_order) -> Comparison:
+    result.__dict__["_group_order"] = group_order
+    result.__dict__.pop("_model_at", None)
     plan = result.plan
     wl = plan.workload
     # what the real run drew where the model needs to be told (Kueue: its UID tie order)
@@ -278,7 +315,7 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     topo = plan.policy == "kube-gang" and bool(wl.cluster.topology) and plan.shape.gang
     if topo:   # the real run's draws among equals, and the reference path (every retry's message)
         recorded += tuple(real_choices(wl, result).items()) + (("reference", True),)
-    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, result.batches,
+    model = model_run(wl, plan.policy, result.pod_order, plan.preemption, group_order,
                       plan.options + recorded)
     rr = model_run(wl, plan.policy, None, plan.preemption, options=plan.options)
     rows = []
@@ -298,7 +335,8 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1e-6) ->
     return Comparison(name, rows, result.start_order(), model_start_order(model), pairs, agree, bad,
                       policy=plan.policy, real_deadlock=result.deadlock, model_deadlock=model.deadlock,
                       round_robin_deadlock=rr.deadlock, max_start_error=max_start_error(rows, 3),
-                      topology=topology_checks(wl, result, model) if topo else [])
+                      topology=topology_checks(wl, result, model) if topo else [],
+                      group_order=list(group_order or []))
 
 
 def losses(result, job, mj) -> dict:
@@ -366,8 +404,8 @@ def model_at(result, t: float):
     if t not in runs:
         plan = result.plan
         recorded = tuple((result.extra or {}).get("model_options", {}).items())
-        runs[t] = model_run(plan.workload, plan.policy, result.pod_order, plan.preemption, result.batches,
-                            plan.options + recorded + (("horizon", t),))
+        runs[t] = model_run(plan.workload, plan.policy, result.pod_order, plan.preemption,
+                            result.__dict__.get("_group_order"), plan.options + recorded + (("horizon", t),))
     return runs[t]
 
 
@@ -393,9 +431,8 @@ def format_comparison(c: Comparison) -> str:
     def t(x):
         return "-" if x is None else _fmt(x)
     ext = extension.for_policy(c.policy)
-    given = ext.model_given if ext is not None else {
-        "kube-gang": "the order in which the real PodGroups reached their quorum"
-    }.get(c.policy, "the pod order the real Job controller created")
+    given = ext.model_given if ext is not None else c.group_order_from if c.policy == "kube-gang" \
+        else "the pod order the real Job controller created"
     lines = [f"model: courselib {c.policy}, given {given}; in brackets, with its own assumption "
              "(round-robin pods, groups in workload order)",
              f"{'job':<12} {'complete: real':>14} {'model':>6}  {'pods bound at end: real':>23} "
@@ -432,6 +469,10 @@ def format_comparison(c: Comparison) -> str:
             lines.append(f"{'':<12}          model {'the same' if r.pending_agrees else r.model_pending or '(started)'}"
                          f"  {'yes' if r.pending_agrees else 'NO'}")
     lines += order_lines(c.real_order, c.model_order, c.order_disagreements)
+    if c.group_order:
+        rule = {None: "", "": "  allowed by the queue's rule: yes"}.get(
+            c.queue_rule, f"  allowed by the queue's rule: NO ({c.queue_rule})")
+        lines.append(f"PodGroups tried in the order: {' '.join(c.group_order)}{rule}")
     lines.append(f"verdict      real: {'DEADLOCK' if c.real_deadlock else 'no deadlock'}; model: "
                  f"{'DEADLOCK' if c.model_deadlock else 'no deadlock'} (round-robin: "
                  f"{'DEADLOCK' if c.round_robin_deadlock else 'no deadlock'})")
@@ -450,6 +491,7 @@ def format_comparison(c: Comparison) -> str:
                  + (f", evictions {sum(r.evictions_agree for r in c.jobs if r.evictions_compared)}"
                     f"/{sum(r.evictions_compared for r in c.jobs)}" if evictions else "")
                  + (f", topology {sum(t.ok for t in c.topology)}/{len(c.topology)}" if c.topology else "")
+                 + (f", queue rule {int(c.queue_rule == '')}/1" if c.queue_rule is not None else "")
                  + (f", placement {sum(r.placement_agrees for r in placed)}/{len(placed)}" if placed else "")
                  + (f", pending messages {sum(r.pending_agrees for r in c.jobs if r.pending_compared)}"
                     f"/{sum(r.pending_compared for r in c.jobs)}" if any(r.pending_compared for r in c.jobs)

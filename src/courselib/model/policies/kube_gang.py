@@ -15,8 +15,12 @@ kube_features.go`` L1622–1625); when it is on, the scheduler adds the GangSche
    queue"); if any pod of the group is gated the whole group is (``backend/queue/
    scheduling_queue.go`` L707–729). The model creates a job's pods when it is submitted, so the
    quorum is met at once (the Job controller's few milliseconds of pod creation are not modelled).
-   Which of two gangs submitted together reaches its quorum first is a race between two Job
-   controller workers in the real system; ``group_order`` (job names) replays a recorded order.
+   Which of two gangs submitted together the real scheduler tries first is a race between the Job
+   controller's pace and the scheduler's: each pop takes, among the groups that have their quorum
+   by then, the highest priority and then the earliest first pod (point 2), so a group whose first
+   pod came later goes first only if its quorum came while the scheduler was idle. ``group_order``
+   (job names) replays the order a real run's scheduler tried them (its log; the replay's
+   comparison checks that order against this rule, ``courselib.live.kube.queue``).
 2. *One queue entity per PodGroup* (``scheduling_queue.go`` L550–561, L899–928), ordered like pods
    by ``PrioritySort`` — priority, then timestamp (``framework/plugins/queuesort/priority_sort.go``
    L43–47); the group's timestamp is its first pod's (``scheduling_queue.go`` L414–427).
