@@ -428,7 +428,9 @@ def test_the_carried_passes_are_exercised_and_move_reservations():
 @given(planning_states(), st.data())
 def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
     """Availability.curve answers, for a time and a pod size, every runtime at once: the nodes the
-    reservations overlapping [t, t + runtime) block, and how many pods fit outside them. Asked
+    reservations overlapping [t, t + runtime] block (closed at its end, as Slurm's backfill: each
+    runtime that ends exactly where a reservation begins is asked too), and how many pods fit
+    outside them. Asked
     in any order, each answer is what blocked() gives and what plan() decides, now included when
     no running job is due to end now (issue 23). A curve made before more reservations were
     added (as a pass adds them) takes them in when asked again."""
@@ -445,7 +447,8 @@ def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
         avail.curve_at(avail.curve(grown, t, g), t, t + runtime, g)
     grown.extend(reserved[split:])
     curve = avail.curve(grown, t, g)
-    for runtime in data.draw(st.lists(st.integers(1, 1500), min_size=1, max_size=6)):
+    edges = sorted({r[0] - t for r in grown if r[0] - t >= 1})  # a job that would end as one begins
+    for runtime in data.draw(st.lists(st.integers(1, 1500), min_size=1, max_size=6)) + edges:
         mask, fit = avail.curve_at(curve, t, t + runtime, g)
         assert mask == avail.blocked(grown, t, t + runtime)
         for pods in {1, max(1, fit), fit + 1}:

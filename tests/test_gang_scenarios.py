@@ -1,6 +1,7 @@
 """Scenario tests of the mini gang scheduler, each taken from FACTS §3–4 or the seed's two stories."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -236,6 +237,25 @@ def test_slurm_backfill_with_reservations():
     assert (mid.job("wide").pending_reason, mid.job("long").pending_reason) == ("Resources", "Priority")
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_slurm_backfill_window_is_closed_at_its_end(reference):
+    """Slurm's backfill keeps a job off the nodes of a reservation that begins exactly when the job
+    would end: a reservation's slot counts if ``begin_time <= end_time``, the job's end being start +
+    time limit (backfill.c at slurm-26-05-3-1 L3015, L3088-3090); one that ends exactly at the job's
+    start does not (``end_time <= start_res``). Seen on the real Slurm 26.05.5 (the busy replay at 51 s)."""
+    H = 3600.0
+    jobs = [Job("run", 1, 8, duration=H, time_limit=H),
+            Job("wide", 2, 8, submit=1, duration=H, time_limit=H, priority=9),  # reserved from 1 h
+            Job("edge", 1, 8, submit=2, duration=H - 2, time_limit=H - 2)]      # would end at 1 h
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    assert r.job("wide").start == H
+    assert r.job("edge").start == 2 * H  # not at 2 s on the free node: it would end as wide's reservation begins
+    # one second shorter, it ends before the reservation begins: backfilled at once
+    jobs[2] = replace(jobs[2], duration=H - 3, time_limit=H - 3)
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    assert r.job("edge").start == 2 and r.job("wide").start == H
+
+
 def test_slurm_without_backfill_is_strict_priority_order():
     """FACTS §3.4 L16: without backfill, once a job is left pending no other job is scheduled."""
     from courselib.io.workload import load_workload
@@ -249,7 +269,7 @@ def test_slurm_default_reserves_for_every_job_easy_only_for_one():
     1 approximates EASY (only the top job is protected, so a small job may delay the second one)."""
     jobs = [Job("run", 2, 8, duration=3600), Job("run2", 2, 8, duration=7200),
             Job("w1", 5, 8, submit=1, duration=3600, priority=9),
-            Job("w2", 3, 8, submit=1, duration=3600, priority=8),
+            Job("w2", 3, 8, submit=1, duration=3000, priority=8),  # ends before w1's reservation at 2 h
             Job("small", 1, 8, submit=2, duration=5400)]
     w = Workload(ClusterSpec(5, 8), jobs)
     conservative = simulate(w, "slurm", check=True)

@@ -348,14 +348,15 @@ def test_backfill_answer_agrees_with_the_simulator_and_the_rules(difficulty):
 
 
 def test_backfill_easy_the_short_candidate_starts_unless_the_free_nodes_are_taken():
-    """Easy: one running job, one blocked job, two candidates. The candidate whose --time ends no later
-    than the running job's ends before any reservation can begin, so it starts at t=0 — unless the
-    other, higher-priority candidate was backfilled first onto the nodes it needed."""
+    """Easy: one running job, one blocked job, two candidates. The candidate whose --time ends before
+    the running job's ends before any reservation can begin (ending exactly then would not do: Slurm's
+    backfill window is closed at its end), so it starts at t=0 — unless the other, higher-priority
+    candidate was backfilled first onto the nodes it needed."""
     for seed in range(40):
         p = problems.generate("backfill", seed, "easy")
         running, blocked, c1, c2 = sorted(p.data["jobs"], key=lambda j: -j["priority"])
-        short, other = (c1, c2) if c1["time_limit"] <= running["time_limit"] else (c2, c1)
-        assert short["time_limit"] <= running["time_limit"] < other["time_limit"]
+        short, other = (c1, c2) if c1["time_limit"] < running["time_limit"] else (c2, c1)
+        assert short["time_limit"] < running["time_limit"] < other["time_limit"]
         free_nodes = p.data["cluster"]["nodes"] - running["pods"]
         backfilled = problems.solve(p).answer["backfilled"]
         if short["name"] not in backfilled:

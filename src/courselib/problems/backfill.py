@@ -40,7 +40,9 @@ def _draw(r, difficulty: str) -> dict:
         k = r.randint((n + 1) // 2, n - 1)  # nodes the running job holds
         lim = r.choice(LIMITS[1:5])
         free = n - k
-        short = r.choice([lm for lm in LIMITS if lm <= lim])  # ends before the reservation: backfills
+        # ends before the reservation begins: backfills (one that ends exactly then is in its way,
+        # as in Slurm: the model's backfill window is closed at its end)
+        short = r.choice([lm for lm in LIMITS if lm < lim])
         longer = r.choice([lm for lm in LIMITS[:6] if lm > lim])  # would delay the blocked job: waits
         a, b = (short, longer) if r.random() < 0.5 else (longer, short)
         jobs = [_whole(names[0], k, lim, 400),
@@ -254,14 +256,15 @@ def solve(problem: Problem) -> Solution:
         if name in started:
             backfilled.append(name)
             steps.append(f"Backfill: {name} fits in the free GPUs now and its window [0s, "
-                         f"{format_duration(j['time_limit'])}) touches no reservation: started at t=0 on "
+                         f"{format_duration(j['time_limit'])}] touches no reservation: started at t=0 on "
                          f"{nodes_text(state.cluster.alloc[name])} (BACKFILL).")
             continue
         if now_plan is None and alone is not None:
             clash = [f"{other} on {nodes_text(nodes)} from t={format_duration(s)}"
                      for other, (s, e, nodes) in pol.reservations.items()
-                     if other != name and s < j["time_limit"] and any(i for i, _ in alone if i in nodes)]
-            what = (f"it would fit in the free GPUs now, but running [0s, {format_duration(j['time_limit'])}) "
+                     if other != name and s <= j["time_limit"] and any(i for i, _ in alone if i in nodes)]
+            # (closed at its end, as Slurm's backfill: a reservation that begins as it would end counts)
+            what = (f"it would fit in the free GPUs now, but running [0s, {format_duration(j['time_limit'])}] "
                     "would delay a reservation" + (f" ({'; '.join(clash)})" if clash else ""))
         else:
             what = "not enough GPUs are free now"

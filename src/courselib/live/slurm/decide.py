@@ -16,8 +16,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-import numpy as np
-
 from courselib.live.slurm.replay import ReplayResult
 from courselib.live.slurm.result import node_indexes
 from courselib.model.gang import SchedState
@@ -39,9 +37,6 @@ class Decision:
     model: list[list[str]]   # the model's starts, under each reading of the same-second ends
     ambiguous: list[str]     # jobs that ended in the same second (before or after the starts)
     agrees: bool
-    #: it agrees once the model tests a backfill window as Slurm does, closed at its end (see
-    #: :class:`_ClosedWindow`): the one difference the busy replays showed (issue 35)
-    closed_window_agrees: bool = False
 
 
 def decisions(result: ReplayResult, *, slack: float = 2.0) -> list[Decision]:
@@ -60,47 +55,24 @@ def decisions(result: ReplayResult, *, slack: float = 2.0) -> list[Decision]:
         ambiguous = [n for n in before if real[n].end == t]
         soon = {n for n, rj in real.items() if rj.start is not None and t < rj.start <= t + slack}
 
-        def starts(policy_class) -> list[list[str]]:
-            out = []
-            for k in range(len(ambiguous) + 1):
-                for gone in itertools.combinations(ambiguous, k):
-                    for now in (t, t + CLOCK):
-                        m = _model_starts(plan_w, real, t, now, ended | set(gone), policy_class)
-                        if m not in out:
-                            out.append(m)
-            return out
-
-        def agree(options) -> bool:
-            return any(set(started) <= set(m) and set(m) - set(started) <= soon for m in options)
-        options = starts(Slurm)
-        ok = agree(options)
-        out.append(Decision(t, started, options, ambiguous, ok, ok or agree(starts(_ClosedWindow))))
+        options = []
+        for k in range(len(ambiguous) + 1):
+            for gone in itertools.combinations(ambiguous, k):
+                for now in (t, t + CLOCK):
+                    m = _model_starts(plan_w, real, t, now, ended | set(gone))
+                    if m not in options:
+                        options.append(m)
+        ok = any(set(started) <= set(m) and set(m) - set(started) <= soon for m in options)
+        out.append(Decision(t, started, options, ambiguous, ok))
     return out
 
 
-class _ClosedWindow(Slurm):
-    """The reference policy with Slurm's own test of a backfill window, for :func:`decisions` to tell
-    the one known difference from any other (not a policy the simulator runs). Slurm's backfill
-    tries a job at ``start_res`` on the nodes that no reservation holds over ``[start_res,
-    start_res + time limit]``, closed at its end: a reservation that begins exactly when the job
-    would end keeps its nodes (``src/plugins/sched/backfill/backfill.c`` at slurm-26-05-3-1, L3015
-    and L3088-3090, ``node_space[j].begin_time <= end_time``); the model's window is half-open."""
-
-    def _blocked(self, reserved: list, t: float, t1: float, n: int):
-        blocked = np.zeros(n, dtype=bool)
-        for start, end, nodes in reserved:
-            if start <= t1 and t < end:
-                blocked[nodes] = True
-        return blocked
-
-
-def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: set,
-                  policy_class=Slurm) -> list[str]:
+def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: set) -> list[str]:
     """The jobs the reference ``slurm`` policy starts at ``now`` (within the second ``t``) from the
     real state just before."""
     state = SchedState(workload, reference=True)
     state.now = now
-    policy = policy_class(workload)
+    policy = Slurm(workload)
     policy.reference = True
     waiting = {}
     for job in workload.jobs:
@@ -124,8 +96,6 @@ def format_decisions(ds: list[Decision]) -> str:
     lines = [f"t={d.t:g}s real {' '.join(d.real)}; model "
              + " | ".join(" ".join(m) or "-" for m in d.model)
              + (f" (ended that second: {' '.join(d.ambiguous)})" if d.ambiguous else "")
-             + ("" if d.agrees else "  NO (agrees with Slurm's closed window end)" if d.closed_window_agrees
-                else "  NO") for d in ds]
-    lines.append(f"decisions: {sum(d.agrees for d in ds)}/{len(ds)} agree; with the window closed at its "
-                 f"end as Slurm's: {sum(d.closed_window_agrees for d in ds)}/{len(ds)}")
+             + ("" if d.agrees else "  NO") for d in ds]
+    lines.append(f"decisions: {sum(d.agrees for d in ds)}/{len(ds)} agree")
     return "\n".join(lines)

@@ -12,7 +12,8 @@ PENDING until all of it can be allocated (``quickstart.shtml`` L36–41, ``sbatc
   (at most ``bf_max_job_test`` = 500), finds each one's earliest start from the running jobs'
   expected ends (start + ``time_limit``, or ``duration`` when no limit is given) and the
   reservations already made, starts it now if that delays no reservation, and otherwise
-  reserves **whole nodes** for it (L83, L88). Slurm's default ``bf_job_part_count_reserve=0``
+  reserves **whole nodes** for it (L83, L88). A reservation that begins exactly when the job
+  would end is in its way: Slurm's window is closed at its end (:meth:`Slurm._blocked`). Slurm's default ``bf_job_part_count_reserve=0``
   "will reserve resources for any pending job" (``slurm.conf.5`` L4345–4348): conservative-like,
   not EASY; set it to 1 to approximate EASY. Reservations reach ``bf_window`` = 1440 min ahead.
   Memory is planned from the running jobs' memory too; ``bf_resolution`` is not modelled.
@@ -139,10 +140,16 @@ class Slurm(Policy):
         return self._free_cache[key]
 
     def _blocked(self, reserved: list, t: float, t1: float, n: int):
-        """The nodes (a boolean array over ``n``) held by a reservation that overlaps ``[t, t1)``."""
+        """The nodes (a boolean array over ``n``) held by a reservation that overlaps ``[t, t1]``.
+
+        Closed at the job's end, as Slurm's backfill tests it: a reservation that begins exactly when
+        the job would end keeps its nodes (``node_space[j].begin_time <= end_time``, the job's end
+        being its start + time limit), one that ends exactly at the job's start does not
+        (``end_time <= start_res``): ``src/plugins/sched/backfill/backfill.c`` at slurm-26-05-3-1,
+        L3015, L3088-3090 (seen on the real 26.05.5: ``tests/test_slurm_plan.py``, the busy run)."""
         blocked = np.zeros(n, dtype=bool)
         for start, end, nodes in reserved:
-            if start < t1 and t < end:
+            if start <= t1 and t < end:
                 blocked[nodes] = True
         return blocked
 
@@ -157,8 +164,8 @@ class Slurm(Policy):
         return self._mask_cache[alt]
 
     def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
-        """Nodes and pod counts for ``job`` to run over ``[t, t + planned_runtime)`` without
-        touching a reservation (``reserved``: (start, end, node indexes)), or None."""
+        """Nodes and pod counts for ``job`` to run from ``t`` until ``t + planned_runtime`` without
+        touching a reservation (closed at its end: :meth:`_blocked`) (``reserved``: (start, end, node indexes)), or None."""
         spec, t1 = state.workload.cluster, t + job.planned_runtime
         free_g, free_m = self._free_at(state, t)
         blocked = self._blocked(reserved, t, t1, len(free_g))

@@ -174,10 +174,10 @@ class SlurmFast(Slurm):
         return free_g, free_m
 
     def _blocked(self, reserved: list, t: float, t1: float, n: int):
-        """:meth:`Slurm._blocked`, on arrays kept as the pass's reservations are made."""
+        """:meth:`Slurm._blocked` (closed at ``t1``), on arrays kept as the pass's reservations are made."""
         if reserved:
             starts, ends, nodes = self._reservation_arrays(reserved, n)
-            overlap = (starts < t1) & (t < ends)
+            overlap = (starts <= t1) & (t < ends)
             if overlap.any():
                 return nodes[overlap].any(axis=0)
         return np.zeros(n, dtype=bool)
@@ -429,7 +429,7 @@ class SlurmFast(Slurm):
                 if plain and last is not None and last > now:
                     # It failed at ``last`` and fails again until enough of its pods fit on nodes
                     # that no reservation blocked then (``bound``), or a reservation ends: until
-                    # then the blocked nodes only grow as the window [t, t + time limit) moves on.
+                    # then the blocked nodes only grow as the window [t, t + time limit] moves on.
                     r = bisect_right(res_ends, last)
                     nxt = min(bound, res_ends[r] if r < len(res_ends) else math.inf)
                     if nxt > t:
@@ -569,7 +569,7 @@ class SlurmFast(Slurm):
             """The earliest start of a carried job before ``until`` (its last start; None: it had
             none in the last window), its plan, and whether that is its answer from the whole
             window (a search was quicker); or (None, None, False). Only two kinds of candidate
-            time can be one: past the last window, and in ``(start - runtime, end)`` of a
+            time can be one: past the last window, and in ``[start - runtime, end)`` of a
             reservation the last pass made and this one moved (nothing else holds less than when
             the job failed last time). Each is counted from the pass's capacity curve at that
             time (a plan only where the job fits)."""
@@ -937,9 +937,10 @@ class _Staircase:
 
 
 def _hit(intervals: list, a: float, b: float) -> bool:
-    """Whether any of ``intervals`` ((start, end) pairs) overlaps ``[a, b)``."""
+    """Whether any of ``intervals`` ((start, end) pairs) overlaps ``[a, b]``: a job's window, closed
+    at its end as Slurm's backfill tests it (:meth:`Slurm._blocked`)."""
     for x, y in intervals:
-        if x < b and a < y:
+        if x <= b and a < y:
             return True
     return False
 

@@ -178,7 +178,7 @@ class Availability:
     def first_fit_outside(self, reserved: list, t: float, t1: float, g: int, pods: int,
                           times: list[float]) -> float:
         """The first of ``times`` (sorted; after ``t`` > now) at which ``pods`` pods of ``g`` GPUs
-        fit on the nodes that no reservation overlapping ``[t, t1)`` holds (inf if none): each
+        fit on the nodes that no reservation overlapping ``[t, t1]`` holds (inf if none): each
         time a node reaches another multiple of ``g`` free GPUs one more pod fits on it, and
         those times are running jobs' expected ends, which are all in ``times``."""
         mask = self.blocked(reserved, t, t1)
@@ -277,14 +277,14 @@ class Availability:
 
     def still_free(self, r: tuple, t: float, t1: float, reserved: list) -> bool:
         """Whether every node of ``r`` has all its GPUs free at ``t`` (> now) and no reservation
-        of ``reserved`` overlapping [t, t1) holds it."""
+        of ``reserved`` overlapping [t, t1] holds it."""
         m = self._mask_of(r)
         return m & self.level(t, self.top) & ~self.blocked(reserved, t, t1) == m
 
     def curve(self, reserved: list, t: float, g: int) -> list:
         """What :meth:`plan` counts at ``t`` for pods of ``g`` GPUs (t > now, or now itself when no
         running job is due to end now: the profile's times then say what is free), for every runtime at
-        once: the nodes that the reservations overlapping ``[t, t + runtime)`` hold grow with the
+        once: the nodes that the reservations overlapping ``[t, t + runtime]`` hold grow with the
         runtime one reservation start at a time, so one curve per (t, g) answers every job of the
         pass that asks there until a reservation is added or the profile changes (issue 23).
         A reservation added to ``reserved`` since a curve was made is taken into it when next
@@ -326,7 +326,7 @@ class Availability:
         """(blocked mask, pods that fit outside it) for a job at ``t`` until ``t1`` > ``t``, from
         the curve ``c`` of (t, g): what blocked() and plan() would compute."""
         fit, later, masks, prefix, counts, _ = c
-        k = bisect_left(later, t1)  # the reservations starting in (t, t1) count too
+        k = bisect_right(later, t1)  # the reservations starting in (t, t1] count too (closed end)
         while len(prefix) <= k:
             prefix.append(prefix[-1] | masks[len(prefix) - 1])
             counts.append(None)
@@ -336,16 +336,17 @@ class Availability:
         return m, n
 
     def blocked(self, reserved: list, t: float, t1: float) -> int:
-        """The nodes of every reservation that overlaps ``[t, t1)``, as a mask. The pass's
+        """The nodes of every reservation that overlaps ``[t, t1]``, as a mask: closed at ``t1``, as
+        :meth:`Slurm._blocked` (one that begins when the job would end keeps its nodes). The pass's
         reservations are kept sorted by start, with the longest one's length: only those that
-        start in ``(t - longest, t1)`` can overlap."""
+        start in ``(t - longest, t1]`` can overlap."""
         last = self._last_blocked
         if last[0] is reserved and last[1] == len(reserved) and last[2] == t and last[3] == t1:
             return last[4]
         _, _, starts, rows, longest = self._sorted(reserved)
         out, full = 0, self._full
         # (a second's margin: ``longest`` is a difference of floats, the test on ``e`` is exact)
-        for k in range(bisect_left(starts, t - longest - 1.0), bisect_left(starts, t1)):
+        for k in range(bisect_left(starts, t - longest - 1.0), bisect_right(starts, t1)):
             e, m = rows[k]
             if t < e:
                 out |= m
@@ -405,8 +406,9 @@ class Timeline:
     A row per candidate time ``t`` (now, the running jobs' expected ends, the reservations' ends:
     the pass's ``times``, kept in step with them), and for each row the nodes a reservation of the
     pass holds there (start <= t < end), as a mask (``held``). Every reservation starts and ends at
-    a candidate time, so the nodes that the reservations overlapping ``[t, t + runtime)`` hold are
-    exactly those held at some row of that span, the OR of its masks; what
+    a candidate time, so the nodes that the reservations overlapping ``[t, t + runtime]`` (closed at
+    its end, as :meth:`Slurm._blocked`) hold are exactly those held at some row of that span, the
+    rows from ``t`` to ``t + runtime`` inclusive, the OR of their masks; what
     :meth:`Availability.plan` counts there is the pods that fit on the other nodes, from the
     profile's masks of the nodes with at least f free GPUs at ``t`` (:meth:`Availability.free_mask`;
     now: the cluster's buckets). No row of the span can hold more pods than that row alone, with
@@ -527,7 +529,7 @@ class Timeline:
 
     def earliest(self, g: int, pods: int, runtime: float, k: int, hi: int):
         """The first row from ``k`` up to (not with) ``hi`` at which ``pods`` pods of ``g`` GPUs
-        fit on nodes that no reservation overlapping ``[t, t + runtime)`` holds (runtime > 0),
+        fit on nodes that no reservation overlapping ``[t, t + runtime]`` holds (runtime > 0),
         and those reservations' nodes (a mask); or None. The span's rows are a window that only
         moves forward: its OR is kept as two stacks (the rows taken in since the last split, ORed
         as they come; the older ones, ORed from the back once), so each row is ORed a few times
@@ -551,7 +553,7 @@ class Timeline:
                     continue
                 j1, front, back = j + 1, [], held[j]
             end = times[j] + runtime
-            while j1 < n and times[j1] < end:
+            while j1 < n and times[j1] <= end:  # (closed: a row at the job's end is in its span)
                 if cap(j1, g) < pods:
                     break
                 back |= held[j1]
