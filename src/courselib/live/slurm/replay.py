@@ -12,8 +12,9 @@ scheduling pass sees all of them at once, as the model's first cycle does. Later
 with one submit time) go the same way, each only once the scheduler has looked at every earlier
 job, so a submission never overtakes a decision the model makes before it. A job's pending
 reason is read ``settle`` seconds after its submission (the main scheduler and one backfill
-pass have run; ``bf_interval=1``) and compared with the model's reason right after its
-submission cycle.
+pass have run; ``bf_interval=1``), with the state squeue showed when that reason first appeared
+(:attr:`RealJob.reason_state`): :func:`courselib.live.slurm.result.compare` asks the model for its
+reason in that state.
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ class RealJob:
     nodes: str = ""
     reason: str | None = None  # pending reason `settle` s after submission (None: running)
     reasons: list = field(default_factory=list)  # [(t, reason)] every change seen while pending
+    #: every job's [state, nodes] in the poll that first showed ``reason`` (the state the scheduler
+    #: pass that gave it had just seen); None in replays recorded before it was kept
+    reason_state: dict | None = None
 
 
 @dataclass
@@ -159,6 +163,7 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
         t0 = time.monotonic()
         pending_reads = {rj.name: 0.0 + settle for rj in real.values() if rj.job_id is not None}
         quiet_since = None
+        change_state: dict[str, dict] = {}  # job -> every job's [state, nodes] when its reason last changed
         while True:
             now = time.monotonic() - t0
             if later and later[0].submit_at <= now and (
@@ -179,6 +184,7 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
                 cluster.run("scontrol", "update", f"partitionname={PARTITION}", "state=up")
             rows = _squeue(cluster)
             lines = []
+            changed = []
             for row in rows:
                 rj = by_id.get(row["id"])
                 if rj is None:
@@ -188,12 +194,17 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
                 if row["state"] == "PENDING":
                     if not rj.reasons or rj.reasons[-1][1] != row["reason"]:
                         rj.reasons.append((round(now, 2), row["reason"]))
+                        changed.append(rj.name)
                 elif row["start"] is not None and rj.start is None:
                     rj.start = row["start"] - math.floor(release)
                 if row["state"] in FINAL_STATES and row["end"] is not None:
                     rj.end = row["end"] - math.floor(release)
                 lines.append(f"{row['id']:>5} {row['name']:<12} {row['state']:<10} "
                              f"{row['reason']:<20} {row['nodes']}")
+            if changed:
+                seen = {by_id[row["id"]].name: [row["state"], row["nodes"]] for row in rows
+                        if row["id"] in by_id}
+                change_state.update({name: seen for name in changed})
             due = []
             for name, t in list(pending_reads.items()):
                 rj = real[name]
@@ -204,6 +215,7 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
                         now < t + REASON_PATIENCE:
                     continue  # the main scheduler has not looked at it yet: read it when it has
                 rj.reason = None if rj.state != "PENDING" else latest
+                rj.reason_state = change_state.get(name) if rj.reason is not None else None
                 del pending_reads[name]
                 due.append(name)
             if due:

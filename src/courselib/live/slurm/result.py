@@ -2,8 +2,8 @@
 
 :func:`compare` runs the model (:func:`courselib.sim.gang.simulate`) on exactly what was
 submitted and counts where the two agree: each job started in both or neither, the start order
-over pairs the model starts clearly apart, and each job's pending reason right after its
-submission. :func:`source` gives a chapter the live replay where a local Slurm of the right
+over pairs the model starts clearly apart, and each job's pending reason as the replay read it,
+against the model's reason in the real state in which Slurm gave it (:func:`reason_in_real_state`). :func:`source` gives a chapter the live replay where a local Slurm of the right
 shape is up, else the recorded one (:func:`courselib.live.recorded.live_or_recorded`).
 
 :func:`courselib.live.slurm.decide.decisions` checks a replay decision by decision instead (a busy
@@ -23,7 +23,9 @@ from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
 from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
 from courselib.live.slurm.plan import plan_replay
-from courselib.live.slurm.replay import TRIVIAL_REASONS, RealJob, ReplayResult, run_replay
+from courselib.live.slurm.replay import FINAL_STATES, TRIVIAL_REASONS, RealJob, ReplayResult, run_replay
+from courselib.model.gang import SchedState
+from courselib.model.policies.slurm import Slurm
 from courselib.model.topology import domains_spanned
 from courselib.model.workload import Workload
 
@@ -89,13 +91,51 @@ def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
     return out
 
 
+def reason_in_real_state(workload: Workload, result: ReplayResult, name: str) -> str | None:
+    """The reason the reference ``slurm`` policy gives job ``name`` after one cycle (main scheduler
+    and backfill) in the real state in which Slurm gave it its reason (:attr:`RealJob.reason_state`:
+    the poll that first showed it): the jobs squeue showed running, on their real nodes (each
+    expected to end at its real start + its time limit), and those it showed pending, in priority
+    order, at the moment of that poll. None: the model starts it then.
+
+    A reason is a verdict on a state. Read against the model's own timeline it also tests timing
+    neither side models (an epilog's second, a pass a second later), which on a loaded machine
+    flips ``Resources`` and ``Priority`` between the two jobs at the head of the queue; read against
+    the real state it tests the rule alone."""
+    rj = result.job(name)
+    t = next(t for t, r in reversed(rj.reasons) if r == rj.reason)
+    state = SchedState(workload, reference=True)
+    state.now = t
+    policy = Slurm(workload)
+    policy.reference = True
+    runs = {}
+    for job in workload.jobs:
+        st, nodes = rj.reason_state.get(job.name, ("", ""))
+        if not st or st in FINAL_STATES:
+            continue  # not submitted yet, or over
+        run = runs[job.name] = state.submit(job)
+        policy.jobs.append(run)
+        if st != "PENDING":
+            idx = node_indexes(nodes)  # (squeue names the nodes, not the tasks on each)
+            each, more = divmod(job.pods, len(idx))
+            state.bind_plan(run, [(i, each + (k < more)) for k, i in enumerate(idx)])
+            began = result.job(job.name).start
+            policy.expected_end[job.name] = (t if began is None else began) + job.planned_runtime
+    policy.schedule(state)
+    run = runs[name]
+    return None if state.bound(run) > 0 else run.pending_reason
+
+
 def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> Comparison:
     """Compare a real replay with the model run on the same (as-submitted) workload.
 
     Checks: (1) each job started in both or in neither; (2) for every pair of jobs the model
     starts at clearly different times (more than ``tolerance`` s apart), the real Slurm started
-    them in the same order; (3) each job's pending reason right after its submission, where
-    the model gives one. A job sbatch refused counts as pending with no reason.
+    them in the same order; (3) each job's pending reason: read while it waited, against the
+    model's reason in the real state in which Slurm gave it (:func:`reason_in_real_state`; a job
+    the model would start then that the real Slurm started within ``tolerance`` s is not held
+    against either); otherwise (a job that started before its reason was read, a replay recorded
+    before that state was kept), against the model's reason right after its submission. A job sbatch refused counts as pending with no reason.
     """
     plan = result.plan
     submitted = result.as_submitted()
@@ -108,6 +148,11 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
         real_reason = rj.reason if rj.rejected is None else f"rejected: {rj.rejected}"
         m_reason = reasons.get(sub.name)
         unseen = False
+        if rj.rejected is None and rj.reason is not None and rj.reason_state is not None:
+            m_reason = reason_in_real_state(submitted, result, sub.name)
+            # the model starts it in that state and so did Slurm's next pass: no verdict to compare
+            t = next(t for t, r in reversed(rj.reasons) if r == rj.reason)
+            unseen = m_reason is None and rj.start is not None and rj.start - t <= tolerance
         waited = bool(rj.reasons) or (rj.start is not None and rj.start - sub.submit_at >= 1.0)
         if real_reason is None and rj.rejected is None and rj.start is not None and waited:
             # It waited (squeue showed it pending, or it started a second or more after its
