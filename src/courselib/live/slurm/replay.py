@@ -12,8 +12,8 @@ scheduling pass sees all of them at once, as the model's first cycle does. Later
 with one submit time) go the same way, each only once the scheduler has looked at every earlier
 job, so a submission never overtakes a decision the model makes before it. A job's pending
 reason is read ``settle`` seconds after its submission (the main scheduler and one backfill
-pass have run; ``bf_interval=1``), with the state squeue showed when that reason first appeared
-(:attr:`RealJob.reason_state`): :func:`courselib.live.slurm.result.compare` asks the model for its
+pass have run; ``bf_interval=1``), with the states squeue showed just before and when that
+reason first appeared (:attr:`RealJob.reason_state`): :func:`courselib.live.slurm.result.compare` asks the model for its
 reason in that state.
 """
 from __future__ import annotations
@@ -52,9 +52,9 @@ class RealJob:
     nodes: str = ""
     reason: str | None = None  # pending reason `settle` s after submission (None: running)
     reasons: list = field(default_factory=list)  # [(t, reason)] every change seen while pending
-    #: every job's [state, nodes] in the poll that first showed ``reason`` (the state the scheduler
-    #: pass that gave it had just seen); None in replays recorded before it was kept
-    reason_state: dict | None = None
+    #: every job's [state, nodes] in the poll before and in the poll that first showed ``reason``:
+    #: the scheduler pass that gave it ran between the two; None in replays recorded before
+    reason_state: list | None = None
 
 
 @dataclass
@@ -163,7 +163,8 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
         t0 = time.monotonic()
         pending_reads = {rj.name: 0.0 + settle for rj in real.values() if rj.job_id is not None}
         quiet_since = None
-        change_state: dict[str, dict] = {}  # job -> every job's [state, nodes] when its reason last changed
+        change_state: dict[str, list] = {}  # job -> every job's [state, nodes] around its reason's last change
+        last_seen: dict = {}
         while True:
             now = time.monotonic() - t0
             if later and later[0].submit_at <= now and (
@@ -201,10 +202,10 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
                     rj.end = row["end"] - math.floor(release)
                 lines.append(f"{row['id']:>5} {row['name']:<12} {row['state']:<10} "
                              f"{row['reason']:<20} {row['nodes']}")
-            if changed:
-                seen = {by_id[row["id"]].name: [row["state"], row["nodes"]] for row in rows
-                        if row["id"] in by_id}
-                change_state.update({name: seen for name in changed})
+            seen = {by_id[row["id"]].name: [row["state"], row["nodes"]] for row in rows
+                    if row["id"] in by_id}
+            change_state.update({name: [last_seen, seen] for name in changed})
+            last_seen = seen
             due = []
             for name, t in list(pending_reads.items()):
                 rj = real[name]
