@@ -102,6 +102,8 @@ def test_replay_agrees_with_the_model(path, lab):
         pytest.skip(f"{path} is not in this checkout")
     c = _agreement(path, lab)
     report = replay.format_comparison(c)
+    # every reason read while the job waited comes with the states it was given in (result.compare)
+    assert all(rj.reason_state for rj in _replay(path, lab).jobs if rj.reason), report
     assert c.started_agree == c.started_checks, report
     if path.stem in TIMING_BOUND:
         # Every decision agrees (the model's backfill window is closed at its end, as Slurm's).
