@@ -520,11 +520,15 @@ def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, dat
     """Cluster.bind_plan (one plain job's pods, node by node, totals counted once) leaves the
     cluster exactly as Cluster.bind pod by pod does: free GPUs and memory, buckets, bindings, the
     jobs on each node, held GPUs and pods per job and per queue; a job that is not plain is bound
-    pod by pod; a plan that does not fit is refused as bind refuses it (issue 23)."""
+    pod by pod; a plan that does not fit is refused as bind refuses it (issue 23). Releasing a
+    job at once (its nodes' buckets moved together) is taking its pods off one by one, and the
+    free GPUs as an array follow both (issue 29)."""
     from courselib.model.cluster import Cluster
 
     spec = ClusterSpec(nodes, gpn, memory_per_node=memory)
     at_once, by_pod = Cluster(spec), Cluster(spec)
+    at_once.free_array()   # (kept from here on from the nodes changed)
+    jobs = []
     for k in range(data.draw(st.integers(1, 8))):
         g = data.draw(st.integers(1, gpn))
         job = Job(f"j{k}", 1, g, duration=60.0, queue=data.draw(st.sampled_from(["default", "q2"])),
@@ -542,10 +546,19 @@ def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, dat
                 at_once.bind_plan(job, plan)
             return  # (a refused plan: what bind left half done is no state to compare)
         assert at_once.bind_plan(job, plan) == sum(n for _, n in plan)
+        jobs.append(job)
+        if data.draw(st.booleans()):  # a job ends: released at once, or its pods one by one
+            gone = jobs.pop(data.draw(st.integers(0, len(jobs) - 1)))
+            freed = at_once.release(gone.name)
+            assert freed == sum(b.gpus for b in by_pod.alloc.get(gone.name, {}).values())
+            for i, b in sorted(list(by_pod.alloc.get(gone.name, {}).items())):
+                for _ in range(b.pods):
+                    by_pod.unbind_one(gone, i)
         for field in ("free", "free_mem", "_buckets", "jobs_on", "owner_exclusive", "_held", "_pods",
                       "_queue_of", "held_by_queue", "_free_total"):
             assert getattr(at_once, field) == getattr(by_pod, field), field
         assert {j: dict(b) for j, b in at_once.alloc.items()} == {j: dict(b) for j, b in by_pod.alloc.items()}
+        assert at_once.free_array().tolist() == at_once.free
 
 
 @pytest.mark.parametrize("options", [{}, {"bf_max_job_test": 8}, {"backfill": False}])
@@ -807,3 +820,79 @@ def test_the_topology_fast_paths_are_exercised(monkeypatch):
     for policy in ("kueue", "kube-gang"):
         same(w, policy)
     assert all(seen.values()), seen
+
+
+# ---- Slurm on a tree (issue 29): every job goes through the topology plugin ---------------------
+SLURM_TOPOLOGY_VARIANTS = sorted(v for v in VARIANTS if v.split("+")[0] == "slurm")
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology_crowds(), st.sampled_from(SLURM_TOPOLOGY_VARIANTS))
+def test_slurm_fast_path_matches_the_reference_on_topology_crowds(w, variant):
+    """On a tree no job is plain, but one that is plain but for the tree has its candidate times
+    ruled out by the profile's count of its pods on the nodes no reservation holds (and, after a
+    time where too few fit, the times before enough could); only the rest go to the tree search.
+    The reference plans every time: every pass's reservations and every job must be the same."""
+    same(w, variant, horizon=12 * 3600)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10 ** 6), st.sampled_from(SLURM_TOPOLOGY_VARIANTS),
+       st.sampled_from([(10, 8, (("rack", 5), ("block", 1))), (15, 4, (("rack", 5), ("block", 1)))]),
+       st.sampled_from(["overloaded", "scale"]))
+def test_slurm_fast_path_matches_the_reference_on_the_benchmarks_topology_workloads(seed, variant, shape, kind):
+    """The benchmark's Slurm topology rows (bench_scale.py TOPOLOGY_GRID), small."""
+    from courselib.model.generate import with_topology
+    nodes, gpn, tree = shape
+    base = overloaded_workload(seed, nodes=nodes, gpus_per_node=gpn, jobs=6 * nodes) if kind == "overloaded" \
+        else scale_workload(seed, nodes=nodes, gpus_per_node=gpn, jobs=10 * nodes, load=1.5)
+    same(with_topology(base, tree, seed), variant)
+
+
+def test_the_slurm_topology_gate_is_exercised_and_planted_slips_fail():
+    """The equivalence above is not vacuous: on the benchmark's overloaded tree, small, the
+    timeline finds the starts of jobs the tree refuses only for their count, the profile's count
+    rules out times for those waiting for --switches, and the arrays and the tree are planned far less
+    often than the reference plans them. A count that asks for one pod more than the job has (so rules out a
+    time the tree would take), or a timeline that answers the second time the pods fit rather
+    than the first, makes the checks fail."""
+    from dataclasses import replace
+    from courselib.model.generate import OVERLOADED_TOPOLOGY, with_topology
+    from courselib.model.policies import slurm_profile
+    w = with_topology(overloaded_workload(3, nodes=25, jobs=120), OVERLOADED_TOPOLOGY, 3)
+    plan, earliest, arrays = slurm_profile.Availability.plan, slurm_profile.Timeline.earliest, Slurm.plan
+    seen = {"count": 0, "timeline": 0, "arrays fast": 0, "arrays reference": 0}
+
+    def counting_plan(self, *a, **k):
+        seen["count"] += 1
+        return plan(self, *a, **k)
+
+    def counting_earliest(self, *a):
+        seen["timeline"] += 1
+        return earliest(self, *a)
+
+    def counting_arrays(self, *a):   # Slurm.plan: the free GPUs as arrays, then the tree
+        seen["arrays reference" if self.reference else "arrays fast"] += 1
+        return arrays(self, *a)
+
+    def one_more(self, job, *a, **k):
+        return plan(self, replace(job, pods=job.pods + 1), *a, **k)
+
+    def second(self, g, pods, runtime, k, hi):
+        hit = earliest(self, g, pods, runtime, k, hi)
+        return (earliest(self, g, pods, runtime, hit[0] + 1, hi) or hit) if hit else hit
+
+    try:
+        slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = counting_plan, counting_earliest
+        Slurm.plan = counting_arrays
+        same(w, "slurm")
+        assert seen["count"] and seen["timeline"], seen
+        assert 5 * seen["arrays fast"] < seen["arrays reference"], seen
+        Slurm.plan = arrays
+        for planted in ((one_more, earliest), (plan, second)):
+            slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = planted
+            with pytest.raises(AssertionError):
+                same(w, "slurm")
+    finally:
+        slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = plan, earliest
+        Slurm.plan = arrays

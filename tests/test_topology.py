@@ -532,3 +532,14 @@ def test_kueue_tas_fast_reads_node_labels_as_strings():
     k[1] = k[9] = 2
     assert topology.kueue_tas_fast(spec, k, 1, "unconstrained", None) == \
         topology.kueue_tas(spec, k, 1, "unconstrained", None) == ([(9, 1)], 1)
+
+
+@pytest.mark.parametrize("mode", ["required", "preferred"])
+def test_kueue_tas_fast_breaks_a_tie_between_domains_by_label(mode):
+    """Two racks hold the pod set with the same free pods: BestFit takes the first by label, as
+    strings (rack10 before rack2); the fast path finds it without sorting the racks."""
+    spec = ClusterSpec(22, 4, topology=(("rack", 2),))
+    k = [0] * 22
+    k[4] = k[5] = k[20] = k[21] = 1   # rack2 and rack10, one pod free on each node
+    assert topology.kueue_tas_fast(spec, k, 2, mode, "rack") == \
+        topology.kueue_tas(spec, k, 2, mode, "rack") == ([(20, 1), (21, 1)], 2)

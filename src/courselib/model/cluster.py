@@ -247,6 +247,55 @@ class Cluster:
             if len(self._dirty) > len(self.free):   # rebuilt at the next call instead
                 self._free_np, self._dirty = None, []
 
+    def _set_free_many(self, new: dict[int, int]) -> None:
+        """:meth:`_set_free` for every ``node: free GPUs`` of ``new`` (distinct nodes), the
+        same buckets and totals: a bucket that loses or gains many of them is filtered or merged
+        once instead of bisected node by node (a plan over dozens of nodes binds or frees them
+        all at once)."""
+        if len(new) <= 2:   # (a node or two: one by one is cheaper)
+            for i, v in new.items():
+                self._set_free(i, v)
+            return
+        free, buckets = self.free, self._buckets
+        out: dict[int, set] = {}
+        into: dict[int, list] = {}
+        delta = 0
+        for i, v in new.items():
+            old = free[i]
+            if old == v:
+                continue
+            gone, came = out.get(old), into.get(v)
+            if gone is None:
+                out[old] = {i}
+            else:
+                gone.add(i)
+            if came is None:
+                into[v] = [i]
+            else:
+                came.append(i)
+            free[i] = v
+            delta += v - old
+        for b, gone in out.items():
+            bucket = buckets[b]
+            if 8 * len(gone) >= len(bucket):
+                bucket[:] = [i for i in bucket if i not in gone]
+            else:
+                for i in gone:
+                    del bucket[bisect.bisect_left(bucket, i)]
+        for b, came in into.items():
+            bucket = buckets[b]
+            if 8 * len(came) >= len(bucket):
+                bucket += came
+                bucket.sort()
+            else:
+                for i in came:
+                    bisect.insort(bucket, i)
+        self._free_total += delta
+        if self._free_np is not None:
+            self._dirty += [i for v in into.values() for i in v]
+            if len(self._dirty) > len(free):   # rebuilt at the next call instead
+                self._free_np, self._dirty = None, []
+
     def bind(self, job: Job, i: int) -> int:
         """Bind one pod of ``job`` to node ``i``; returns the GPUs newly held (a whole node for
         the first pod of an exclusive job on it, 0 for its later pods there)."""
@@ -290,11 +339,13 @@ class Cluster:
         per_job = self.alloc.setdefault(name, {})
         free, owner, jobs_on = self.free, self.owner_exclusive, self.jobs_on
         n = gpus = 0
+        new: dict[int, int] = {}
         for i, k in plan:
             if k <= 0:
                 continue
-            f = free[i]
+            f = new.get(i, free[i])
             if owner[i] is not None or f < g * k:
+                self._set_free_many(new)   # (as node by node: the pods before it stay bound)
                 raise ValueError(f"pod of {name} does not fit on {self.nodes[i].name}")
             b = per_job.get(i)
             if b is None:
@@ -304,9 +355,10 @@ class Cluster:
                 b.pods += k
                 b.gpus += g * k
                 jobs_on[i][name] += k
-            self._set_free(i, f - g * k)
+            new[i] = f - g * k
             n += k
             gpus += g * k
+        self._set_free_many(new)
         if not per_job:
             del self.alloc[name]
         if n:
@@ -348,15 +400,18 @@ class Cluster:
     def release(self, job: str) -> int:
         """Free every pod of ``job``; returns the GPUs freed."""
         freed = pods = 0
-        for i, b in sorted(self.alloc.pop(job, {}).items()):
+        new: dict[int, int] = {}
+        free, nodes, owner, jobs_on = self.free, self.nodes, self.owner_exclusive, self.jobs_on
+        for i, b in self.alloc.pop(job, {}).items():
             freed += b.gpus
             pods += b.pods
-            del self.jobs_on[i][job]
-            if self.nodes[i].memory:
+            del jobs_on[i][job]
+            if nodes[i].memory:
                 self.free_mem[i] += b.memory
-            if self.owner_exclusive[i] == job:
-                self.owner_exclusive[i] = None
-            self._set_free(i, self.free[i] + b.gpus)
+            if owner[i] == job:
+                owner[i] = None
+            new[i] = free[i] + b.gpus
+        self._set_free_many(new)
         if pods:
             self._count(job, -pods, -freed)  # (the totals once: what node by node would leave)
         return freed

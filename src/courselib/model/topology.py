@@ -255,10 +255,30 @@ def _least_free_capacity(state, rank, pods: int) -> tuple[list | None, int]:
 def kueue_tas_fast(spec: ClusterSpec, k, pods: int, mode: str, level: str | None) -> tuple[list | None, int]:
     """:func:`kueue_tas`, the same answer with less work (the policies' fast path): an
     unconstrained pod set reads the nodes alone (:func:`_least_free_capacity_fast`), not every
-    level's sums; the others are :func:`kueue_tas`."""
+    level's sums; a pod set that one domain of its level holds takes the least free such domain
+    (BestFit's choice) without sorting the level and without the sums above it; a ``preferred``
+    one that no domain holds is :func:`kueue_tas`."""
+    kk = np.asarray(k, dtype=np.int64)
+    ranks = _ranks(spec)
     if mode == "unconstrained":
-        return _least_free_capacity_fast(np.asarray(k, dtype=np.int64), _ranks(spec)[-1], pods)
-    return kueue_tas(spec, k, pods, mode, level)
+        return _least_free_capacity_fast(kk, ranks[-1], pods)
+    levels = level_sizes(spec)
+    li = [name for name, _ in levels].index(level)
+    states = {lj: kk if levels[lj][1] == 1 else kk.reshape(-1, levels[lj][1]).sum(axis=1)
+              for lj in range(li, len(levels))}
+    state = states[li]
+    fits = np.nonzero(state >= pods)[0]
+    if not len(fits):
+        if mode == "required":
+            return None, int(state.max())
+        return kueue_tas(spec, kk, pods, mode, level)
+    least = fits[state[fits] == state[fits].min()]
+    chosen = [(int(least[np.argmin(ranks[li][least])]), pods)]
+    for lj in range(li, len(levels) - 1):
+        ratio = levels[lj][1] // levels[lj + 1][1]
+        children = np.concatenate([np.arange(d * ratio, (d + 1) * ratio) for d, _ in chosen])
+        chosen = _to_minimum(_sorted(children, states[lj + 1], ranks[lj + 1]), states[lj + 1], pods)
+    return [(d, n) for d, n in chosen if n > 0], pods
 
 
 def _least_free_capacity_fast(state, rank, pods: int) -> tuple[list | None, int]:
@@ -270,7 +290,18 @@ def _least_free_capacity_fast(state, rank, pods: int) -> tuple[list | None, int]
         least = state[whole].min()
         cands = np.nonzero(state == least)[0]
         return [(int(cands[np.argmin(rank[cands])]), pods)], pods
-    return _least_free_capacity(state, rank, pods)
+    # no node holds it: the nodes with free pods, least free first, until the pods are placed
+    nz = np.nonzero(state > 0)[0]
+    takes = state[nz]
+    total = int(takes.sum())
+    if total < pods:
+        return None, total
+    order = np.lexsort((rank[nz], takes))
+    takes = takes[order]
+    last = int(np.searchsorted(np.cumsum(takes), pods))   # the first prefix that holds them
+    plan = list(zip(nz[order[:last + 1]].tolist(), takes[:last + 1].tolist()))
+    plan[-1] = (plan[-1][0], pods - int(takes[:last].sum()))
+    return plan, pods
 
 
 def tas_not_fit(fit: int, pods: int, pod_set: str = "main", *, nodes: int = 0,
@@ -295,7 +326,10 @@ def tas_exclusions(k, allowed, short_of: str = "nvidia.com/gpu") -> dict:
     required node affinity (``allowed``: the indexes that do; None: all), else not one pod fits
     (counted under the resource that runs out, ``short_of``)."""
     affinity = 0 if allowed is None else len(k) - len(allowed)
-    full = sum(1 for i, n in enumerate(k) if n == 0 and (allowed is None or i in allowed))
+    if allowed is None and isinstance(k, np.ndarray):
+        full = int(np.count_nonzero(k == 0))
+    else:
+        full = sum(1 for i, n in enumerate(k) if n == 0 and (allowed is None or i in allowed))
     return {"affinity": affinity, f'resource "{short_of}"': full}
 
 

@@ -176,6 +176,9 @@ class Kueue(Policy):
         self._backoff: list[tuple] = []  # (eligible_at, seq, name) heap
         self._usage: dict[str, int] = {}
         self._deadlines: list[tuple] = []  # (admitted + timeout, seq, name, admitted) heap
+        self._specs: dict = {}                   # queue name -> its Queue (Workload.queue, once)
+        self._usage_moves = 0                    # fast path: bumped when quota in use changes
+        self._avail: dict[str, tuple] = {}       # fast path: queue -> (_usage_moves, available())
         self._queue_names = sorted({j.queue for j in workload.jobs} | {q.name for q in workload.queues})
         self.recovering: dict[str, float] = {}  # admitted workloads that lost pods -> since when
         self.was_ready: set[str] = set()         # admitted workloads that have been ready since
@@ -224,8 +227,16 @@ class Kueue(Policy):
                 self._rank.get(run.name, len(self._rank)), run.seq)
 
     # ---- quota -------------------------------------------------------------------------------
+    def spec(self, queue: str):
+        """The ClusterQueue ``queue`` as declared (``Workload.queue``), looked up once: a cycle asks
+        for it at every quota check, and an undeclared queue's default is built only once."""
+        spec = self._specs.get(queue)
+        if spec is None:
+            spec = self._specs[queue] = self.workload.queue(queue)
+        return spec
+
     def nominal(self, state: SchedState, queue: str) -> int:
-        q = self.workload.queue(queue).nominal_quota
+        q = self.spec(queue).nominal_quota
         return state.cluster.total_gpus if q is None else q
 
     def usage(self, queue: str) -> int:
@@ -249,11 +260,12 @@ class Kueue(Policy):
                 heapq.heappush(self._deadlines, (at + self.timeout, run.seq, run.name, at))
             sign = 1
         self._usage[run.job.queue] = self._usage.get(run.job.queue, 0) + sign * run.job.gpus
+        self._usage_moves += 1
 
     def _local(self, state: SchedState, queue: str) -> int:
         """``localQuota``: the part of a queue's nominal quota its ``lendingLimit`` keeps from the
         cohort (``pkg/cache/scheduler/resource_node.go``)."""
-        lending = self.workload.queue(queue).lending_limit
+        lending = self.spec(queue).lending_limit
         return 0 if lending is None else max(0, self.nominal(state, queue) - lending)
 
     def _cohort(self, state: SchedState, cohort: str) -> tuple[int, int]:
@@ -261,7 +273,7 @@ class Kueue(Policy):
         beyond what they keep for themselves."""
         quota = used = 0
         for q in self._queue_names:
-            if self.workload.queue(q).cohort == cohort:
+            if self.spec(q).cohort == cohort:
                 local = self._local(state, q)
                 quota += self.nominal(state, q) - local
                 used += max(0, self.usage(q) - local)
@@ -272,7 +284,17 @@ class Kueue(Policy):
         for a ClusterQueue in a flat cohort (``pkg/cache/scheduler/resource_node.go`` ``available``,
         ``potentialAvailable``): its own unused kept quota, plus what the cohort has left, capped by
         its ``borrowingLimit``; the potential is the same with nothing in use."""
-        spec, nominal, usage = self.workload.queue(queue), self.nominal(state, queue), self.usage(queue)
+        if not self.reference:   # a function of the quota in use: kept until an admission or a release
+            hit = self._avail.get(queue)
+            if hit is not None and hit[0] == self._usage_moves:
+                return hit[1]
+            out = self._available(state, queue)
+            self._avail[queue] = (self._usage_moves, out)
+            return out
+        return self._available(state, queue)
+
+    def _available(self, state: SchedState, queue: str) -> tuple[int, int]:
+        spec, nominal, usage = self.spec(queue), self.nominal(state, queue), self.usage(queue)
         if spec.cohort is None:
             return nominal - usage, nominal
         quota, used = self._cohort(state, spec.cohort)
@@ -368,7 +390,7 @@ class Kueue(Policy):
                 state.set_reason(run, BLOCKED)
                 continue
             ok, why = self.fits_quota(state, run)
-            if not ok and self.workload.queue(run.job.queue).within_cluster_queue == "LowerPriority":
+            if not ok and self.spec(run.job.queue).within_cluster_queue == "LowerPriority":
                 ok = self._preempt_within(state, run)
             if not ok:
                 self._refuse(state, run, why)

@@ -421,12 +421,31 @@ class SlurmFast(Slurm):
                     if hit is None:
                         return None, None
                     return times[hit[0]], line.plan(hit[0], hit[1], job)
-            if plain:  # from the first time at which enough pods fit, reservations aside
+            # On a tree every job is placed by the topology plugin (not plain), but one that is
+            # plain but for it needs, as the reference's plan asks first, its pods to fit on the
+            # nodes no reservation holds: the profile's count (``gate``) rules out the times where
+            # they do not, and only the others are planned (the same answer, without the arrays)
+            gate = not plain and direct and state.cluster.plain(job)
+            if gate and runtime > 0 and self.workload.cluster.slurm_topology != "block" \
+                    and not self.waits_for_switch(job, now):
+                # and the tree refuses a job only when too few pods fit, or for --switches while
+                # it waits (topology.slurm_tree): its start is the first time the count holds,
+                # which the pass's timeline finds as for a plain job; the tree plans it there
+                line = timeline()
+                if line is not None:
+                    hit = line.earliest(g, pods, runtime, k, bisect_right(times, horizon))
+                    if hit is None:
+                        return None, None
+                    plan = self.plan(state, job, times[hit[0]], reserved)
+                    if plan is not None:
+                        return times[hit[0]], plan
+                    k = hit[0] + 1   # (not expected: the walk below asks the tree at each time)
+            if plain or gate:  # from the first time at which enough pods fit, reservations aside
                 k = max(k, self._first_fit(times, state, avail, job))
             last, bound = None, -math.inf
             while k < len(times):
                 t = times[k]
-                if plain and last is not None and last > now:
+                if (plain or gate) and last is not None and last > now:
                     # It failed at ``last`` and fails again until enough of its pods fit on nodes
                     # that no reservation blocked then (``bound``), or a reservation ends: until
                     # then the blocked nodes only grow as the window [t, t + time limit] moves on.
@@ -448,6 +467,12 @@ class SlurmFast(Slurm):
                     if failed is not None and failed.covers(g, pods, runtime):
                         bound = -math.inf  # no bound known from this time's blocked nodes
                         continue
+                if gate:
+                    if avail.plan(job, t, reserved) is None:  # too few pods fit on the nodes left:
+                        if t > now:  # the reference's plan is None too, and stays None as above
+                            last, bound = t, avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
+                        continue
+                    last = None  # enough pods fit: the tree may still refuse, and nothing is known after
                 # a plain job's plan straight from the profile (up to date): what self.plan asks,
                 # unless a subclass watches self.plan (the backfill problems' explainer does)
                 plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
