@@ -108,6 +108,11 @@ def test_slurm_gang_time_slices_are_30_s_by_default():
     if man.is_file():
         m = re.search(r"SchedulerTimeSlice\\fR\n(.*?)\n\.TP", gzip.open(man, "rt", errors="replace").read(), flags=re.S)
         assert m and f"default value is {SCHEDULER_TIME_SLICE_S:g} seconds" in m.group(1)
+    # the exercise asks it of the reader; by hand: two jobs, 30 s each, a 60 s cycle, 60 suspensions an hour
+    exercise = section(text, ":label: ch5-ex-timeslice", 2500)
+    assert "does not set `SchedulerTimeSlice`" in exercise and cites(exercise, "slurm-gang")
+    assert 'glue_text("ch5_ts_per_hour", f"{3600 / cycle_s:g}")' in exercise
+    assert 3600 / (2 * SCHEDULER_TIME_SLICE_S) == 3600 / (2 * 30) == 60
 
 
 # ---- chapter 6 ---------------------------------------------------------------------------------
@@ -149,6 +154,18 @@ def test_overcommit_and_proportion_refuse_for_different_reasons():
     said = [e.what for e in simulate(w, "volcano").trace if e.job == "new"]
     assert any("queue resource quota insufficient (proportion)" in x for x in said)
     assert not any("overused" in x for x in said)
+    # the exercise on proportion: by hand, (256 - 200) // 8 = 7 pods fit the queue now; 128 GPUs wait for
+    # `running` to end at 60 min; overcommit's idle budget 512 x 1.2 - 200 = 414.4 would hold them
+    exercise = section(page("06-gang-deadlock"), ":label: ex-ch6-proportion", 2600)
+    assert "with_new(k)" in exercise and cites(exercise, "volcano-proportion")
+    fits = (capability - used) // 8
+    assert fits == 7 and round(total * 1.2 - used, 1) == 414.4 >= need
+
+    def start(pods):
+        return simulate(Workload(w.cluster, (w.jobs[0], Job("new", pods, 8, 60, 3600.0, queue="research")), queues=w.queues),
+                        "volcano").job("new").start
+
+    assert start(fits) == 60 and start(fits + 1) == start(16) == 3600
 
 
 def test_the_group_name_key_volcano_reads_and_its_look_alike():
@@ -176,6 +193,20 @@ def test_torchrun_elastic_scale_down_restarts_everyone_and_counts():
     for words in ("--nnodes=MIN:MAX", "`RANK`", "`WORLD_SIZE`", "--max-restarts", "scaling"):
         assert words in text, words
     assert cites(text, "torchrun-elastic") and cites(text, "torchrun-elastic-quickstart")
+    # the exercise: 4 nodes x 8, MIN 2, one restart allowed, two nodes leave. By hand: the first leave
+    # restarts everyone with WORLD_SIZE 3 x 8 = 24; the second finds no restart left and stops the job,
+    # although 2 nodes still meet MIN
+    from courselib.model.elastic import nodes_leave
+
+    exercise = section(page("07-nccl-barrier"), ":label: ex-ch7-elastic", 2200)
+    assert "--nnodes=2:4 --nproc-per-node=8 --max-restarts=1" in exercise
+    assert "nodes_leave(nodes=4, min_nodes=2, nproc_per_node=8, max_restarts=1, leaves=2)" in exercise
+    first, second = nodes_leave(nodes=4, min_nodes=2, nproc_per_node=8, max_restarts=1, leaves=2)
+    assert (first.nodes, first.world_size, first.restarts_used, first.state) == (3, 3 * 8, 1, "training")
+    assert (second.nodes, second.world_size, second.state) == (2, 0, "failed: restarts used up")
+    assert [s.world_size for s in nodes_leave(4, 2, 8, max_restarts=2, leaves=2)] == [24, 16]
+    with pytest.raises(ValueError, match="below MIN"):
+        nodes_leave(4, 2, 8, max_restarts=5, leaves=3)
 
 
 def test_daly_interval_is_the_mtbf_once_the_checkpoint_costs_twice_it():
