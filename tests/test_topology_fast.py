@@ -44,3 +44,24 @@ def test_switches_n_refuses_exactly_the_placements_over_n_leaves(case):
     if max_leaves == 1:   # one leaf: exactly when some leaf holds the job (the tightest is taken)
         holds = any(sum(k[j:j + leaf]) >= pods for j in range(0, spec.nodes, leaf))
         assert (plan is not None) == holds
+
+
+@st.composite
+def wide_tree_cases(draw):
+    """More leaf switches and levels than tree_cases: a job over many leaves, where the hops to
+    the leaves already chosen decide between switches in different racks and spines."""
+    levels = draw(st.sampled_from([(("spine", 16), ("rack", 4), ("block", 1)), (("spine", 12), ("rack", 6), ("block", 2)),
+                                   (("rack", 8), ("block", 1))]))
+    nodes = levels[0][1] * draw(st.integers(2, 4))
+    k = draw(st.lists(st.sampled_from([0, 0, 1, 2, 3, 4]), min_size=nodes, max_size=nodes))
+    return (ClusterSpec(nodes, 4, topology=levels), k, draw(st.integers(1, max(1, sum(k)))),
+            draw(st.sampled_from([None, None, 2, 4])))
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(wide_tree_cases())
+def test_slurm_tree_over_many_leaves_is_the_plugins_loop(case):
+    """A job no leaf switch holds: the loop with the hops and the ancestors' free pods kept as
+    leaves are chosen places it leaf by leaf as the plugin's loop does (the same plan)."""
+    spec, k, pods, max_leaves = case
+    assert topology.slurm_tree(spec, k, pods, max_leaves) == topology.slurm_tree_reference(spec, k, pods, max_leaves)

@@ -362,7 +362,85 @@ def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None) -
             if rem == 0:
                 break
         return plan, pods
-    return slurm_tree_reference(spec, kk.tolist(), pods, max_leaves)
+    return _slurm_tree_leaves(spec, kk.tolist(), pods, max_leaves)
+
+
+def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | None) -> tuple[list | None, int]:
+    """:func:`slurm_tree_reference`'s loop over the leaf switches, the same choices with less
+    work: each leaf's hops to the leaves chosen so far are kept and added to as a leaf is
+    chosen (the reference sums them over the chosen leaves for every comparison), and the free
+    pods under every ancestor are kept per level (the reference sums the leaves under it)."""
+    levels = [(name, size) for name, size in spec.topology]
+    leaf_size = levels[-1][1]
+    starts = range(0, spec.nodes, leaf_size)
+    avail = [sum(k[s:s + leaf_size]) for s in starts]
+    n_leaves, total = len(avail), sum(avail)
+    if total < pods:
+        return None, total
+    free_max = max(avail)
+    ups = [size // leaf_size for _, size in reversed(levels[:-1])] + [n_leaves]
+    spans = [1] + ups
+    # sums[s][j // spans[s]]: the free pods in leaf j's ancestor of spans[s] leaves (s = 0: the leaf)
+    sums = [avail] + [[sum(avail[a:a + span]) for a in range(0, n_leaves, span)] for span in ups]
+    anc = [[j // span for j in range(n_leaves)] for span in ups]
+    dist = [0] * n_leaves      # hops from each leaf to the leaves chosen (_dist)
+    depth = len(spans)
+
+    def compare(i: int, j: int, rem: int) -> tuple[bool, bool]:
+        s = 0
+        while True:
+            span = spans[s]
+            ci, cj = sums[s][i // span], sums[s][j // span]
+            i_fit = ci >= rem
+            if i_fit and cj >= rem:
+                if ci != cj:
+                    return ci < cj, True
+                break
+            if i_fit != (cj >= rem):
+                return i_fit, i_fit
+            if s + 1 < depth and i // spans[s + 1] != j // spans[s + 1]:
+                s += 1
+                continue
+            break
+        span = spans[s]
+        return sums[s][i // span] > sums[s][j // span], i_fit
+
+    plan, chosen, rem = [], [], pods
+    cands = [j for j in range(n_leaves) if avail[j]]
+    while rem > 0:
+        best = None
+        for j in cands:
+            if best is None:
+                best, db = j, dist[j]
+                continue
+            dj = dist[j]
+            tighter, fits_j = compare(j, best, rem)
+            if (dj < db and fits_j) or (dj == db and tighter):
+                best, db = j, dj
+        if best is None:
+            return None, pods - rem
+        chosen.append(best)
+        taken = avail[best]
+        for s in range(1, depth):
+            sums[s][best // spans[s]] -= taken
+        avail[best] = 0                              # (sums[0] is avail)
+        cands.remove(best)
+        mine = [a[best] for a in anc]
+        for j in cands:
+            for u, a in enumerate(anc):
+                if a[j] == mine[u]:
+                    dist[j] += 2 * (u + 1)
+                    break
+        for i in range(best * leaf_size, min((best + 1) * leaf_size, spec.nodes)):
+            take = min(k[i], rem)
+            if take:
+                plan.append((i, take))
+                rem -= take
+            if rem == 0:
+                break
+    if max_leaves and len(chosen) > max_leaves:
+        return None, free_max
+    return plan, pods
 
 
 def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None,
