@@ -431,13 +431,7 @@ def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | 
                 if a[j] == mine[u]:
                     dist[j] += 2 * (u + 1)
                     break
-        for i in range(best * leaf_size, min((best + 1) * leaf_size, spec.nodes)):
-            take = min(k[i], rem)
-            if take:
-                plan.append((i, take))
-                rem -= take
-            if rem == 0:
-                break
+        rem = _fill(range(best * leaf_size, min((best + 1) * leaf_size, spec.nodes)), k, rem, plan)
     if max_leaves and len(chosen) > max_leaves:
         return None, free_max
     return plan, pods
@@ -505,16 +499,23 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None
             return None, pods - rem
         chosen.append(best)
         avail[best] = 0                              # "Used all" (L1346–1347)
-        for i in leaves[best]:
-            take = min(k[i], rem)
-            if take:
-                plan.append((i, take))
-                rem -= take
-            if rem == 0:
-                break
+        rem = _fill(leaves[best], k, rem, plan)
     if max_leaves and len(chosen) > max_leaves:   # best_switch = false: waiting for switches
         return None, max(free)
     return plan, pods
+
+
+def _fill(nodes, k, rem: int, plan: list) -> int:
+    """Take up to ``k[i]`` pods on each of ``nodes`` in order until ``rem`` are placed (appended to
+    ``plan``); the pods still to place."""
+    for i in nodes:
+        take = min(k[i], rem)
+        if take:
+            plan.append((i, take))
+            rem -= take
+        if rem == 0:
+            break
+    return rem
 
 
 def _dist(chosen: list[int], j: int, ups: list[int]) -> int:

@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass
 
 from courselib.live.slurm.replay import ReplayResult
-from courselib.live.slurm.result import node_indexes
+from courselib.live.slurm.result import run_on_real_nodes
 from courselib.model.gang import SchedState
 from courselib.model.policies.slurm import Slurm
 from courselib.model.workload import Workload
@@ -82,10 +82,7 @@ def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: s
         run = state.submit(job)
         policy.jobs.append(run)
         if rj.start is not None and rj.start < t:
-            nodes = node_indexes(rj.nodes)  # (squeue names the nodes, not the tasks on each)
-            each, more = divmod(job.pods, len(nodes))
-            state.bind_plan(run, [(i, each + (k < more)) for k, i in enumerate(nodes)])
-            policy.expected_end[job.name] = rj.start + job.planned_runtime
+            run_on_real_nodes(state, policy, run, rj.nodes, rj.start)
         else:
             waiting[job.name] = run
     policy.schedule(state)

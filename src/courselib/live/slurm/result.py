@@ -93,6 +93,15 @@ def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
     return out
 
 
+def run_on_real_nodes(state: SchedState, policy: Slurm, run, nodes: str, began: float) -> None:
+    """Bind ``run`` to the nodes squeue named (its pods spread evenly: squeue names the nodes, not the
+    tasks on each), expected to end at ``began`` + its time limit, as Slurm's backfill expects."""
+    idx = node_indexes(nodes)
+    each, more = divmod(run.job.pods, len(idx))
+    state.bind_plan(run, [(i, each + (k < more)) for k, i in enumerate(idx)])
+    policy.expected_end[run.job.name] = began + run.job.planned_runtime
+
+
 def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
                           most: int = 4) -> set[str | None]:
     """The reasons the reference ``slurm`` policy gives job ``name`` after one cycle (main scheduler
@@ -129,11 +138,8 @@ def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
                 run = runs[job.name] = state.submit(job)
                 policy.jobs.append(run)
                 if st != "PENDING":
-                    idx = node_indexes(nodes)  # (squeue names the nodes, not the tasks on each)
-                    each, more = divmod(job.pods, len(idx))
-                    state.bind_plan(run, [(i, each + (k < more)) for k, i in enumerate(idx)])
                     began = result.job(job.name).start
-                    policy.expected_end[job.name] = (t if began is None else began) + job.planned_runtime
+                    run_on_real_nodes(state, policy, run, nodes, t if began is None else began)
         except ValueError:
             continue  # two jobs on one node: a mix of the polls that never happened
         policy.schedule(state)
