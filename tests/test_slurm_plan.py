@@ -229,6 +229,56 @@ def test_decisions_catch_a_start_the_model_would_not_make():
     assert "NO" in decide.format_decisions(decide.decisions(rec.result))
 
 
+#: A real busy replay (2026-12-03 15:13-15:15 UTC, Slurm 26.05.5, recorded by ``courselib slurm replay
+#: --record`` under the heavy lock) in which two scheduler passes fell into the second of 51 s: at
+#: 15:14:02.005 the main scheduler started b12 on node[1-3,6-8] while b17 still ran on node[4-5]; b17
+#: ended at .168; the backfill pass at .975 reserved b14 on node[1-5] from b12's end, so b21 (11 min)
+#: no longer fitted on node[4-5] and b22 (3 min) started there (slurmctld's log, DebugFlags=Backfill).
+TWO_PASSES = REPO / "tests" / "data" / "slurm-busy-two-passes.json"
+
+
+def _two_passes_until_51s(**changes):
+    """The two-passes recording as far as 51 s, with ``changes`` ({job: (start, nodes)}) made."""
+    rec = replay.load_recorded(TWO_PASSES)
+    for rj in rec.result.jobs:
+        if rj.start is not None and rj.start > 51.0:
+            rj.start = rj.end = None
+            rj.nodes = ""
+        if rj.name in changes:
+            rj.start, rj.nodes = changes[rj.name]
+            rj.end = None if rj.start is None else rj.start + 5.0
+    return next(d for d in decide.decisions(rec.result) if d.t == 51.0)
+
+
+def test_two_passes_in_one_second_are_read_as_two_passes():
+    """At 51 s the real Slurm started b12 and b22, and b17 ended in that second: no single reading
+    agrees (b17 running: the model starts b12 alone; b17 gone: b12 and b21), the reading of two
+    passes does (b12 while b17 ran, then b22 on b17's nodes; decide's module docstring cites the
+    source). Every other decision of the run agrees as it is."""
+    ds = decide.decisions(replay.load_recorded(TWO_PASSES).result)
+    assert all(d.agrees for d in ds) and len(ds) > 30, decide.format_decisions(ds)
+    at51 = next(d for d in ds if d.t == 51.0)
+    assert at51.real == ["b12", "b22"] and at51.ambiguous == ["b17"]
+    assert at51.model == [["b12"], ["b12", "b21"]], decide.format_decisions(ds)  # no one reading
+    assert at51.passes == (["b12"], ["b17"], ["b22"])
+    assert [d.t for d in ds if d.passes] == [51.0]
+    assert "two passes: b12 while b17 ran, then b22" in decide.format_decisions(ds)
+
+
+def test_two_passes_do_not_excuse_a_wrong_decision_in_that_second():
+    """The same second fails when no pass order explains it: b27 in b22's place (once b17 has ended
+    the model starts b22); b12 on node[1-6] beside b22 on node[7-8] (on b17's nodes, b12 started
+    after b17 had ended, and then the model starts b21); b12 on node[2-7] beside b22 on node[1,8]
+    (after b12 there the model would start b22, but b12 on b17's nodes cannot have started in a
+    pass before b17 ended: the split is refused)."""
+    assert _two_passes_until_51s().agrees
+    for changes, real in [(dict(b27=(51.0, "node[4-5]"), b22=(None, "")), ["b12", "b27"]),
+                          (dict(b12=(51.0, "node[1-6]"), b22=(51.0, "node[7-8]")), ["b12", "b22"]),
+                          (dict(b12=(51.0, "node[2-7]"), b22=(51.0, "node[1,8]")), ["b12", "b22"])]:
+        wrong = _two_passes_until_51s(**changes)
+        assert wrong.real == real and not wrong.agrees and wrong.passes is None, changes
+
+
 def test_record_refuses_to_overwrite_a_foreign_file(tmp_path):
     rec = replay.load_recorded("backfill")
     foreign = tmp_path / "mine.json"
