@@ -187,7 +187,6 @@ class Kueue(Policy):
         self._wake: list[float] = []             # timers asked for between cycles
         self._plans: dict[str, list] = {}        # TAS assignments found, not yet bound
         self._tas_refused: dict[str, int] = {}   # fast path: refused by TAS at this cluster.changes
-        self._admissions = 0                     # workloads admitted so far (a cycle re-walks after one)
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         plain = [r for r in runs if not self.managed(r.job)]
@@ -349,16 +348,18 @@ class Kueue(Policy):
                 if t0 is not None and run.state != RUNNING and not run.finished and now >= t0 + self.timeout \
                         and run.name not in self.was_ready:   # WaitForStart; after: WaitForRecovery
                     wake += self._evict(state, run)
-        # A workload refused earlier in this walk is tried again once another was admitted, as the
-        # real Kueue v0.17.1 does at the same instant (recorded on larger-than-domain: big-required,
-        # refused by TAS first, then shows the quota message "32 more needed" once big-preferred
-        # holds 48 of the 64 GPUs). Admission only uses capacity, so a second walk admits nothing
-        # the first refused; it gives the refused their current reason.
-        while True:
-            before = self._admissions
-            self._admit(state, wake)
-            if self._admissions == before:
-                break
+        # One walk: a workload refused in it is not tried again because another was admitted after
+        # it. Kueue v0.17.1 puts a refused workload among the ClusterQueue's inadmissible ones
+        # (pkg/cache/queue/cluster_queue.go L403-428, unless a requeue came after its pop) and only
+        # a requeue moves it back: a workload that finishes, is evicted or deleted
+        # (pkg/controller/core/workload_controller.go L1084, L1140-1199), or a change of a queue,
+        # flavor, topology or node (NotifyRetryInadmissible), each 1 s later (the requeuer's batch
+        # period, pkg/cache/queue/inadmissible_workloads.go L262-263, constants.go L33). An
+        # admission is none of these (workload_controller.go L1156-1163). A recorded run once
+        # showed a second try after an admission; the Kueue log showed its cause: the requeue
+        # that creating the replay's ClusterQueue had set off one second before (the replay now
+        # waits for it before the first job, live/kube/kueue/replay.py QUIET).
+        self._admit(state, wake)
         self.pods.schedule(state)
         return wake
 
@@ -491,7 +492,6 @@ class Kueue(Policy):
         return self.fits_quota(state, run)[0]
 
     def _admit_one(self, state: SchedState, run: JobRun, wake: list[float]) -> None:
-        self._admissions += 1
         self._set_admitted(run, state.now)
         state.set_reason(run, None)
         ready = self.describe_wait_for_pods_ready()

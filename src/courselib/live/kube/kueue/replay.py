@@ -78,6 +78,16 @@ from courselib.units import format_duration as _fmt
 REAL_TIMEOUT = kueue.PodsReady.timeout
 REAL_TIMEOUT_PER_POD = 0.25
 REAL_BACKOFF = kueue.PodsReady.backoff_base
+#: Seconds between creating the replay's queue objects and its first job. Creating (and deleting)
+#: a ClusterQueue, ResourceFlavor or Topology makes Kueue requeue the ClusterQueue's inadmissible
+#: workloads one batch period later (v0.17.1 NotifyRetryInadmissible, the requeuer's
+#: ``AddAfter(.., batchPeriod)`` pkg/cache/queue/inadmissible_workloads.go L262-263, 1 s:
+#: pkg/constants/constants.go L33; a TAS flavor's reconcile on a node event adds one more). A job
+#: refused in that window was tried again when it fired, by chance before or after the next job's
+#: admission (a recorded run showed the quota message, a CI run the topology message for one job).
+#: On a real cluster the queues are old: nothing of the set-up is left to requeue a job. (The end of
+#: an earlier replay's Workloads does the same: :meth:`KueueReplay._wait_workloads_gone` first.)
+QUIET = 2.5
 #: The model options a Kueue replay takes (the Kueue policy's, minus the pod order).
 OPTIONS = ("wait_for_pods_ready", "config_api", "timeout", "block_admission", "backoff_base",
            "backoff_max", "backoff_limit")
@@ -301,9 +311,12 @@ class KueueReplay(ReplayHooks):
             kueue.stop(self.cp)
             kueue.start(self.cp, self.settings, say=self.say)
         self._delete_queues()
+        self._wait_workloads_gone()
         for path, body in queue_objects(self.plan.workload, self.cp.shape, self.replay_id):
             self.api.create(path, body)
+        created = time.monotonic()
         self._wait_queues_active()
+        time.sleep(max(0.0, created + QUIET - time.monotonic()))   # see QUIET
         self.watch.start()
         self.watch.wait_ready()
 
@@ -606,6 +619,19 @@ class KueueReplay(ReplayHooks):
                   for path in paths):
             if time.monotonic() > deadline:
                 raise CourseError("Kueue's queues of an earlier replay are still there after 60 s",
+                                  hint="run `courselib kube down` and `up` again")
+            time.sleep(0.2)
+
+    def _wait_workloads_gone(self) -> None:
+        """Until no Workload of an earlier replay is left: the garbage collector deletes a deleted
+        Job's Workload later, and its end requeues the inadmissible workloads of a ClusterQueue of the
+        same name (workload_controller.go L1084, L1140) - of this replay's, if it came after (seen:
+        2.5 s after the queues were made)."""
+        path = f"{KAPI}/namespaces/{NAMESPACE}/workloads"
+        deadline = time.monotonic() + 60
+        while self.api.raw("GET", path).get("items"):
+            if time.monotonic() > deadline:
+                raise CourseError("Kueue Workloads of an earlier replay are still there after 60 s",
                                   hint="run `courselib kube down` and `up` again")
             time.sleep(0.2)
 
