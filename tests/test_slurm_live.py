@@ -6,6 +6,7 @@ state file, so a cluster a developer has up on the default ports is never touche
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def _shape_order(p: Path):
 
 @pytest.mark.parametrize("path", sorted(_workloads(), key=_shape_order),
                          ids=lambda p: p.stem)
-def test_replay_agrees_with_the_model(path, lab):
+def test_replay_agrees_with_the_model(path, lab, tmp_path):
     if not path.exists():
         pytest.skip(f"{path} is not in this checkout")
     c = _agreement(path, lab)
@@ -110,6 +111,11 @@ def test_replay_agrees_with_the_model(path, lab):
         # second's starts may come from two passes with a job's end between: decide's docstring).
         from courselib.live.slurm import decide
         ds = decide.decisions(_replay(path, lab))
+        if not (ds and all(d.agrees for d in ds)):   # keep the run and slurmctld's log to read it
+            kept = replay.record(_replay(path, lab), tmp_path / f"slurm-{path.stem}.json",
+                                 workload_text=path.read_text(), workload_file=path.name)
+            shutil.copy(lab.cluster.state_dir / "log" / "slurmctld.log", tmp_path)
+            report += f"\n(kept: {kept} and {tmp_path / 'slurmctld.log'})"
         assert ds and all(d.agrees for d in ds), report + "\n" + decide.format_decisions(ds)
     else:
         assert c.order_agree == c.order_pairs, report

@@ -237,17 +237,23 @@ def test_decisions_catch_a_start_the_model_would_not_make():
 TWO_PASSES = REPO / "tests" / "data" / "slurm-busy-two-passes.json"
 
 
-def _two_passes_until_51s(**changes):
-    """The two-passes recording as far as 51 s, with ``changes`` ({job: (start, nodes)}) made."""
+def _two_passes_at(t: float, **changes):
+    """The decision at ``t`` of the two-passes recording as far as ``t``, with ``changes`` made to
+    jobs ({job: {"start": 51.0, "nodes": "node[4-5]", ...}}; a job given a start ends 5 s later)."""
     rec = replay.load_recorded(TWO_PASSES)
     for rj in rec.result.jobs:
-        if rj.start is not None and rj.start > 51.0:
+        for key, value in changes.get(rj.name, {}).items():
+            setattr(rj, key, value)
+            if key == "start":
+                rj.end = None if value is None else value + 5.0
+        if rj.start is not None and rj.start > t:
             rj.start = rj.end = None
             rj.nodes = ""
-        if rj.name in changes:
-            rj.start, rj.nodes = changes[rj.name]
-            rj.end = None if rj.start is None else rj.start + 5.0
-    return next(d for d in decide.decisions(rec.result) if d.t == 51.0)
+    return next(d for d in decide.decisions(rec.result) if d.t == t)
+
+
+def _two_passes_until_51s(**changes):
+    return _two_passes_at(51.0, **{n: dict(zip(("start", "nodes"), v)) for n, v in changes.items()})
 
 
 def test_two_passes_in_one_second_are_read_as_two_passes():
@@ -277,6 +283,26 @@ def test_two_passes_do_not_excuse_a_wrong_decision_in_that_second():
                           (dict(b12=(51.0, "node[2-7]"), b22=(51.0, "node[1,8]")), ["b12", "b22"])]:
         wrong = _two_passes_until_51s(**changes)
         assert wrong.real == real and not wrong.agrees and wrong.passes is None, changes
+
+
+def test_the_earlier_of_two_passes_may_be_the_main_scheduler_alone():
+    """The live busy test of 2026-12-03 15:21 UTC (not recorded; its report gave the starts): at 44 s
+    Slurm started b9 and b19, and b16 ended in that second; b17 started at 47 s, b28 at 80 s. Rebuilt
+    here on the two-passes recording (b7 ended at 43 s, b16 at 44 s on node[4-5]; the nodes of b9
+    and b19 are the ones left, assumed): the main scheduler's whole-second pass started b9 while b16
+    ran and backfilled nothing, the backfill pass after b16's end started b19 on node[4-5,8]. A full
+    cycle in b16's presence also backfills b28 onto node8, which Slurm did not do: only the main
+    scheduler's pass alone reads it."""
+    changes = {"b7": {"end": 43.0}, "b16": {"end": 44.0}, "b17": {"start": 47.0}, "b28": {"start": 80.0},
+               "b9": {"start": 44.0, "nodes": "node[1-3,6-7]"},
+               "b19": {"start": 44.0, "nodes": "node[4-5,8]"}}
+    at44 = _two_passes_at(44.0, **changes)
+    assert at44.model == [["b28", "b9"], ["b17", "b28", "b9"]] and at44.ambiguous == ["b16"]
+    assert at44.agrees and at44.passes == (["b9"], ["b16"], ["b19"]), decide.format_decisions([at44])
+    # b20 (after b19 in priority) in b19's place: no reading gives it
+    wrong = _two_passes_at(44.0, **{**changes, "b19": {"start": None, "nodes": ""},
+                                    "b20": {"start": 44.0, "nodes": "node[4-5,8]"}})
+    assert wrong.real == ["b20", "b9"] and not wrong.agrees and wrong.passes is None
 
 
 def test_record_refuses_to_overwrite_a_foreign_file(tmp_path):

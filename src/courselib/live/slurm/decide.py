@@ -94,7 +94,11 @@ def _two_passes(workload: Workload, real: dict, t: float, started: list[str], en
     """A split of the second's starts into an earlier pass, made while the jobs ``between`` still
     ran, and a later one, made once they had ended, each of which the model makes; or None. The
     earlier starts must lie off the nodes of the jobs still running then, and what else the model
-    starts in either pass Slurm started later that second or within the slack."""
+    starts in either pass Slurm started later that second or within the slack. The earlier pass
+    may be the main scheduler's alone (the whole-second pass starts jobs in priority order and
+    stops at the first that cannot start, ``job_scheduler.c`` L2081-2093, L1630-1650: it
+    backfills nothing) or a full cycle; the later one is a full cycle (a backfill pass tests every
+    job in priority order, ``backfill.c`` L2383, L2427)."""
     for first in _subsets(started, 1):
         later = set(started) - first
         held = {i for n in first for i in node_indexes(real[n].nodes)}
@@ -104,8 +108,8 @@ def _two_passes(workload: Workload, real: dict, t: float, started: list[str], en
             if held & {i for n in between for i in node_indexes(real[n].nodes)}:
                 continue  # the earlier pass could not place a job on a running job's nodes
             for gone in _subsets([n for n in ambiguous if n not in between]):
-                for now1 in (t, t + CLOCK):
-                    m1 = set(_model_starts(workload, real, t, now1, ended | gone))
+                for now1, backfill in itertools.product((t, t + CLOCK), (False, True)):
+                    m1 = set(_model_starts(workload, real, t, now1, ended | gone, backfill=backfill))
                     if not (first <= m1 and m1 - first <= soon | later):
                         continue
                     for now2 in sorted({now1, t + CLOCK}):
@@ -116,13 +120,13 @@ def _two_passes(workload: Workload, real: dict, t: float, started: list[str], en
 
 
 def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: set,
-                  running: set = frozenset()) -> list[str]:
+                  running: set = frozenset(), *, backfill: bool = True) -> list[str]:
     """The jobs the reference ``slurm`` policy starts at ``now`` (within the second ``t``) from the
     real state just before (with the jobs ``running``, started in an earlier pass of that second,
-    on their real nodes)."""
+    on their real nodes); with ``backfill=False`` its main scheduler's pass alone."""
     state = SchedState(workload, reference=True)
     state.now = now
-    policy = Slurm(workload)
+    policy = Slurm(workload, backfill=backfill)
     policy.reference = True
     waiting = {}
     for job in workload.jobs:
