@@ -397,6 +397,18 @@ class SlurmFast(Slurm):
         node_gpus = state.cluster.capacity  # (every node's GPUs: a start uses all of its nodes', or not)
 
         line_box: list = [None]
+        spec = self.workload.cluster
+        trees = direct and bool(spec.topology) and spec.slurm_topology != "block"
+
+        def tree_like(job: Job) -> bool:
+            """A job plain but for the tree plugin and not waiting for ``--switches``: the tree
+            refuses it only where too few of its pods fit, as the profile counts them, so it
+            starts where a plain job of its shape would, and the last pass's outcome carries as a
+            plain job's (a kept reservation is the tree's plan again: the same free GPUs and
+            reservations over its time give the same pods per node)."""
+            return trees and state.cluster.plain(job) and not self.waits_for_switch(job, now)
+
+        odd = [False]  # the tree refused a job where its pods fit (not expected; see tree_like)
 
         def timeline():
             """The pass's :class:`Timeline`, up to date with its times and reservations (made again
@@ -439,6 +451,7 @@ class SlurmFast(Slurm):
                     plan = self.plan(state, job, times[hit[0]], reserved)
                     if plan is not None:
                         return times[hit[0]], plan
+                    odd[0] = True  # (not expected: then its outcome is not carried, see tree_like)
                     k = hit[0] + 1   # (not expected: the walk below asks the tree at each time)
             if plain or gate:  # from the first time at which enough pods fit, reservations aside
                 k = max(k, self._first_fit(times, state, avail, job))
@@ -473,6 +486,7 @@ class SlurmFast(Slurm):
                             last, bound = t, avail.first_fit_outside(reserved, t, t + runtime, g, pods, times)
                         continue
                     last = None  # enough pods fit: the tree may still refuse, and nothing is known after
+                    odd[0] = True  # (its outcome is then not carried: see tree_like)
                 # a plain job's plan straight from the profile (up to date): what self.plan asks,
                 # unless a subclass watches self.plan (the backfill problems' explainer does)
                 plan = (avail.plan(job, t, reserved) if direct and plain and (reserved or t != now)
@@ -590,7 +604,19 @@ class SlurmFast(Slurm):
         unseeded, seeded = list(roots_now), set()
         released: list[tuple[float, float]] = []  # the last pass's reservations this one moved
 
-        def try_times(job: Job, until: float | None):
+        def at(job: Job, tree: bool, t: float, mask):
+            """try_times' answer at ``t``, where the count says the job's pods fit: a plain job's
+            plan from the profile; a tree job's from the topology plugin (which refuses it there
+            only unexpectedly: then the reference's search from the start answers it)."""
+            if not tree:
+                return t, avail.plan(job, t, reserved, mask), False
+            plan = self.plan(state, job, t, reserved)
+            if plan is None:
+                odd[0] = True
+                return search(job, False, 0) + (True,)
+            return t, plan, False
+
+        def try_times(job: Job, until: float | None, tree: bool = False):
             """The earliest start of a carried job before ``until`` (its last start; None: it had
             none in the last window), its plan, and whether that is its answer from the whole
             window (a search was quicker); or (None, None, False). Only two kinds of candidate
@@ -599,11 +625,15 @@ class SlurmFast(Slurm):
             the job failed last time). Each is counted from the pass's capacity curve at that
             time (a plan only where the job fits)."""
             g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
+            if tree and runtime <= 0:
+                return search(job, False, 0) + (True,)  # (the reference's search, from the start)
             if until is None and not released and runtime > 0 and edge >= now:
                 hit = fresh_fit(g, pods, runtime)
                 if hit is False:
-                    return search(job, True, fresh_span[1]) + (True,)
-                return (hit[0], avail.plan(job, hit[0], reserved, hit[1]), False) if hit else (None, None, False)
+                    return search(job, not tree, fresh_span[1]) + (True,)
+                if not hit:
+                    return None, None, False
+                return at(job, tree, hit[0], hit[1])
             top = (bisect_right(times_all, horizon) if until is None
                    else min(bisect_left(times_all, until), bisect_right(times_all, horizon)))
             spans = [(bisect_right(times_all, edge), top)]
@@ -615,7 +645,7 @@ class SlurmFast(Slurm):
                 # many times to try (a busy cluster: ends close together): the search from the
                 # first of them, with its jumps over times at which nothing freed up, answers it
                 lo = min((lo for lo, hi in spans if hi > lo))
-                return search(job, True, lo) + (True,)
+                return search(job, not tree, lo) + (True,)
             nxt = 0  # the spans may overlap: each time once, in order
             ends = self._distinct_ends or [math.inf]
             for lo, hi in spans:
@@ -626,8 +656,10 @@ class SlurmFast(Slurm):
                         # the profile would count its GPUs free; a zero-length job started now)
                         mask, fit = avail.curve_at(avail.curve(reserved, t, g), t, t + runtime, g)
                         if fit >= pods:
-                            return t, avail.plan(job, t, reserved, mask), False
+                            return at(job, tree, t, mask)
                         continue
+                    if tree:  # (now, with a running job due to end now: the reference's search)
+                        return search(job, False, 0) + (True,)
                     failed = failed_at.get(t)
                     if failed is not None and failed.covers(g, pods, runtime):
                         continue
@@ -724,7 +756,11 @@ class SlurmFast(Slurm):
                     fresh = keep(name, s0, s0 + run.job.planned_runtime, old[1]) or fresh
                     continue
             job = run.job
-            plain = old is not None or self._plain(state, job)
+            plain = self._plain(state, job)
+            # a job the tree plugin places but could equally be carried: its start is a plain
+            # job's (the first time its count holds), only its nodes are the tree's
+            tree = not plain and tree_like(job)
+            like = plain or tree
             runtime, pods = job.planned_runtime, job.pods
             if unseeded:  # the jobs before it that still have no start, not yet in ``never``
                 for r in unseeded:
@@ -732,7 +768,7 @@ class SlurmFast(Slurm):
                         never.add(r[2], r[3], r[4], checked=True, who=r[1])
                         seeded.add(r[1])
                 unseeded = []
-            d = never.owner(job.gpus_per_pod, pods, runtime) if plain else None
+            d = never.owner(job.gpus_per_pod, pods, runtime) if like else None
             self.carry_stats["seeded"] += d in seeded
             if same:
                 set_dom(name, d)
@@ -744,14 +780,16 @@ class SlurmFast(Slurm):
             elif old is None:
                 start, plan = search(job, plain, 0)
             elif old[0] is None:  # no start in the last window: none before its end now either
-                start, plan, _ = try_times(job, None)
+                start, plan, _ = try_times(job, None, tree)
             elif old[0] > now:  # every earlier time fails now as it did: is its plan still there?
-                start, plan, final = try_times(job, old[0])
+                start, plan, final = try_times(job, old[0], tree)
                 if start is None and not final:  # (still a candidate time unless what ended then moved)
                     start, plan = old[0], None
                     if _has(times_all, start):
                         r = last_resv.get(name)
-                        if job.gpus_per_pod == avail.top and r is not None and r[0] == start \
+                        if tree:  # (the tree's plan: it may choose other leaves now)
+                            plan = self.plan(state, job, start, reserved)
+                        elif job.gpus_per_pod == avail.top and r is not None and r[0] == start \
                                 and not (released and _hit(released, start, start + runtime)) \
                                 and avail.still_free(r, start, start + runtime, reserved):
                             # Whole-node pods take the free nodes in index order, and since the
@@ -776,15 +814,22 @@ class SlurmFast(Slurm):
                 released.append((old[0], old[0] + runtime))
                 changes.append(released[-1])
                 self.carry_stats["moved"] += 1
-            if not plain:
+            elif monotone and old is None and like and name in last_resv:
+                # not carried but reserved last time (a job that waited for --switches then, or
+                # that the tree refused where its pods fit): where it was, the later jobs look again
+                released.append(last_resv[name][:2])
+                changes.append(released[-1])
+            if odd[0]:  # the tree refused it where its pods fit: not carried, as a job not plain
+                like, odd[0] = False, False
+            if not like:
                 monotone = selective = False
             elif monotone and start is not None and (moved or old is None or (start, plan) != old):
                 changes.append((start, start + runtime))  # held now, not by the last pass's jobs
-            if plain:
+            if like:
                 outcomes[name] = (start, plan)
             elif same:
                 outcomes.pop(name, None)
-            if start is not None or not plain:
+            if start is not None or not like:
                 marks_now.append(idx)
                 if selective and name in kids:  # the jobs it ruled out: to be looked at again
                     if pos is None:
@@ -794,7 +839,7 @@ class SlurmFast(Slurm):
                         if k is not None and k > idx:
                             heappush(heap, k)
             if start is None:
-                if plain and d is None and not never.covers(job.gpus_per_pod, pods, runtime):
+                if like and d is None and not never.covers(job.gpus_per_pod, pods, runtime):
                     never.add(job.gpus_per_pod, pods, runtime, checked=True, who=name)
                     roots_now.append((idx, name, job.gpus_per_pod, pods, runtime))
                 continue
