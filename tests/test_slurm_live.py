@@ -124,7 +124,19 @@ def test_replay_agrees_with_the_model(path, lab, tmp_path):
         if known is not None:
             assert row.real_reason == known, report
         elif row.reason_agrees is not None:
-            assert row.reason_agrees, report
+            assert row.reason_agrees, report + _reason_evidence(_replay(path, lab), row.name)
+
+
+def _reason_evidence(result, name: str) -> str:
+    """For a reason that disagrees: the job's reasons as squeue showed them, and the two polls around
+    its last change (the states the model was asked in), so that a failure in CI can be read."""
+    rj = result.job(name)
+    out = [f"\n{name}: reasons seen {rj.reasons}; start {rj.start}"]
+    for label, rows in zip(("poll before", "poll that showed it"), rj.reason_state or ()):
+        out.append(f"  {label}: " + ", ".join(f"{k} {st} {nodes}".rstrip() for k, (st, nodes) in sorted(
+            rows.items(), key=lambda kv: int(kv[0][1:]) if kv[0][1:].isdigit() else 0)
+            if st not in replay.FINAL_STATES))
+    return "\n".join(out)
 
 
 def test_scenarios_show_what_the_issue_asks_for(lab):  # after the replays: reuses them
