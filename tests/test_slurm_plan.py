@@ -432,3 +432,52 @@ def test_the_reason_right_after_a_submission_is_read_for_every_submit_time():
     at = {"long": 0.0, "long2": 0.0, "head": 0.14, "small": 1.2}
     reasons = model_reasons_at_submit(w.replace_jobs(_replace(j, submit=at[j.name]) for j in w.jobs))
     assert set(reasons) == set(at)
+
+
+#: A real busy replay (2026-12-03 16:14-16:16 UTC, Slurm 26.05.5, 9th of 9 live runs that afternoon)
+#: in which b3 started before its reason was read: squeue showed it PartitionDown at 5.24 s, then
+#: ``Resources`` at 5.91 s, once the main pass at 16:14:27.004 had started b2 on node[4-6] (b1 ended at
+#: .962) and found no room for b3; b3 started at the next second. On the model's own timeline b2 was
+#: still waiting when b3 arrived, so the model's first reason was ``Priority`` (the CI failure of
+#: the kind "b3: real Priority, model Resources" is the same race the other way round).
+VERDICT = REPO / "tests" / "data" / "slurm-busy-verdict.json"
+#: b3's verdict polls as the recording's squeue lines at 5.6 s and 6.2 s show them (the adjacent polls
+#: were not kept then; these two bracket the change, and b4's submission in between is tried both ways)
+B3_POLLS = [{"b0": ["RUNNING", "node[1-3]"], "b1": ["RUNNING", "node[4-6]"], "b2": ["PENDING", ""],
+             "b3": ["PENDING", ""]},
+            {"b0": ["COMPLETED", "node[1-3]"], "b1": ["COMPLETED", "node[4-6]"], "b2": ["RUNNING", "node[4-6]"],
+             "b3": ["PENDING", ""], "b4": ["PENDING", ""]}]
+
+
+def _verdict_run(**b3):
+    rec = replay.load_recorded(VERDICT)
+    for key, value in b3.items():
+        setattr(rec.result.job("b3"), key, value)
+    return replay.compare(rec.result, name="busy")
+
+
+def test_a_verdict_given_before_a_start_is_judged_in_the_state_slurm_gave_it():
+    if not VERDICT.exists():
+        pytest.skip(f"{VERDICT} is not in this checkout")
+    old = _verdict_run()   # recorded before the polls were kept: the model's own timeline
+    row = next(r for r in old.jobs if r.name == "b3")
+    assert (row.real_reason, row.model_reason, row.reason_agrees) == ("Resources", "Priority", False)
+    new = _verdict_run(verdict_state=B3_POLLS)
+    row = next(r for r in new.jobs if r.name == "b3")
+    assert (row.real_reason, row.reason_agrees) == ("Resources", True), replay.format_comparison(new)
+    assert new.reason_agree == new.reason_checks
+
+
+def test_a_wrong_verdict_in_that_state_still_fails():
+    if not VERDICT.exists():
+        pytest.skip(f"{VERDICT} is not in this checkout")
+    # In the polls the model says Resources (b2 running) or Priority (b2 still waiting ahead): a
+    # verdict it gives in neither, here PartitionNodeLimit, still fails
+    said = replay.reasons_in_real_state(replay.load_recorded(VERDICT).result.as_submitted(),
+                                        replay.load_recorded(VERDICT).result, "b3",
+                                        reason="Resources", polls=B3_POLLS)
+    assert "Resources" in said
+    wrong = _verdict_run(verdict_state=B3_POLLS,
+                         reasons=[(5.24, "PartitionDown"), (5.91, "PartitionNodeLimit")])
+    row = next(r for r in wrong.jobs if r.name == "b3")
+    assert row.real_reason == "PartitionNodeLimit" and row.reason_agrees is False

@@ -55,6 +55,9 @@ class RealJob:
     #: every job's [state, nodes] in the poll before and in the poll that first showed ``reason``:
     #: the scheduler pass that gave it ran between the two; None in replays recorded before
     reason_state: list | None = None
+    #: the same two polls around the first reason the scheduler gave (not one of TRIVIAL_REASONS):
+    #: for a job that started before its reason was read, the verdict compared is that one
+    verdict_state: list | None = None
 
 
 @dataclass
@@ -205,6 +208,10 @@ def run_replay(cluster: Cluster, plan: ReplayPlan, *, settle: float = 2.0, poll:
             seen = {by_id[row["id"]].name: [row["state"], row["nodes"]] for row in rows
                     if row["id"] in by_id}
             change_state.update({name: [last_seen, seen] for name in changed})
+            for name in changed:
+                rj = real[name]
+                if rj.verdict_state is None and rj.reasons[-1][1] not in TRIVIAL_REASONS:
+                    rj.verdict_state = [last_seen, seen]
             last_seen = seen
             due = []
             for name, t in list(pending_reads.items()):

@@ -103,7 +103,8 @@ def run_on_real_nodes(state: SchedState, policy: Slurm, run, nodes: str, began: 
 
 
 def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
-                          most: int = 4) -> set[str | None]:
+                          most: int = 4, *, reason: str | None = None,
+                          polls: list | None = None) -> set[str | None]:
     """The reasons the reference ``slurm`` policy gives job ``name`` after one cycle (main scheduler
     and backfill) in the real states in which Slurm may have given it its reason. The pass that gave
     it ran between two polls of squeue (:attr:`RealJob.reason_state`: the one before, the one that
@@ -117,8 +118,9 @@ def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
     swaps ``Resources`` and ``Priority`` between the two jobs at the head of the queue; read against
     the real state it tests the rule alone."""
     rj = result.job(name)
-    t = next(t for t, r in reversed(rj.reasons) if r == rj.reason)
-    before, after = ({k: tuple(v) for k, v in rows.items()} for rows in rj.reason_state)
+    reason, polls = (rj.reason, rj.reason_state) if polls is None else (reason, polls)
+    t = next(t for t, r in reversed(rj.reasons) if r == reason)
+    before, after = ({k: tuple(v) for k, v in rows.items()} for rows in polls)
     moved = sorted(k for k in set(before) | set(after) if k != name and before.get(k) != after.get(k))
     states = [after, before] if len(moved) > most else [
         {**after, **{k: before.get(k, ("", "")) for k in subset}}
@@ -186,6 +188,16 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
             given = [r for _, r in rj.reasons if r not in TRIVIAL_REASONS]
             real_reason = given[0] if given and m_reason is not None else None
             unseen = not given
+            if given and rj.verdict_state is not None:
+                # that verdict, like a reason read while waiting, against the model in the real
+                # states in which Slurm gave it, not on the model's own timeline (where a job
+                # ahead of it may have started a moment sooner or later)
+                said = reasons_in_real_state(submitted, result, sub.name, reason=given[0],
+                                             polls=rj.verdict_state)
+                real_reason = given[0]
+                m_reason = real_reason if real_reason in said else " | ".join(sorted(r or "starts" for r in said))
+                t = next(t for t, r in rj.reasons if r == real_reason)
+                unseen = said == {None} and rj.start - t <= tolerance
         started_ok = (rj.start is not None) == (mj.start is not None)
         reason_ok = None if (m_reason is None and real_reason is None) or unseen else (m_reason == real_reason)
         rows.append(JobComparison(sub.name, rj.start, mj.start, real_reason, m_reason, rj.state,
