@@ -473,9 +473,8 @@ def test_a_wrong_verdict_in_that_state_still_fails():
         pytest.skip(f"{VERDICT} is not in this checkout")
     # In the polls the model says Resources (b2 running) or Priority (b2 still waiting ahead): a
     # verdict it gives in neither, here PartitionNodeLimit, still fails
-    said = replay.reasons_in_real_state(replay.load_recorded(VERDICT).result.as_submitted(),
-                                        replay.load_recorded(VERDICT).result, "b3",
-                                        reason="Resources", polls=B3_POLLS)
+    result = replay.load_recorded(VERDICT).result
+    said = replay.reasons_in_real_state(result.as_submitted(), result, "b3", 5.91, B3_POLLS)
     assert "Resources" in said
     wrong = _verdict_run(verdict_state=B3_POLLS,
                          reasons=[(5.24, "PartitionDown"), (5.91, "PartitionNodeLimit")])

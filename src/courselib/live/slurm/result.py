@@ -102,13 +102,12 @@ def run_on_real_nodes(state: SchedState, policy: Slurm, run, nodes: str, began: 
     policy.expected_end[run.job.name] = began + run.job.planned_runtime
 
 
-def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
-                          most: int = 4, *, reason: str | None = None,
-                          polls: list | None = None) -> set[str | None]:
+def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str, t: float,
+                          polls: list, most: int = 4) -> set[str | None]:
     """The reasons the reference ``slurm`` policy gives job ``name`` after one cycle (main scheduler
-    and backfill) in the real states in which Slurm may have given it its reason. The pass that gave
-    it ran between two polls of squeue (:attr:`RealJob.reason_state`: the one before, the one that
-    first showed it); each job that differs between them (started, ended, submitted) is tried both
+    and backfill) at ``t`` in the real states in which Slurm may have given it a reason seen at
+    ``t``. The pass that gave it ran between two polls of squeue (``polls``: the one before, the
+    one that first showed it; :attr:`RealJob.reason_state`, :attr:`RealJob.verdict_state`); each job that differs between them (started, ended, submitted) is tried both
     ways (up to ``most`` such jobs, else the two polls alone). In each state the jobs squeue showed
     running are on their real nodes (each expected to end at its real start + its time limit) and
     those it showed pending wait in priority order. None in the set: the model starts it there.
@@ -117,9 +116,6 @@ def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str,
     neither side models (an epilog's second, a pass a second later), which on a loaded machine
     swaps ``Resources`` and ``Priority`` between the two jobs at the head of the queue; read against
     the real state it tests the rule alone."""
-    rj = result.job(name)
-    reason, polls = (rj.reason, rj.reason_state) if polls is None else (reason, polls)
-    t = next(t for t, r in reversed(rj.reasons) if r == reason)
     before, after = ({k: tuple(v) for k, v in rows.items()} for rows in polls)
     moved = sorted(k for k in set(before) | set(after) if k != name and before.get(k) != after.get(k))
     states = [after, before] if len(moved) > most else [
@@ -171,12 +167,19 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
         real_reason = rj.reason if rj.rejected is None else f"rejected: {rj.rejected}"
         m_reason = reasons.get(sub.name)
         unseen = False
+
+        def judged(reason: str, t: float, polls: list) -> tuple[str, bool]:
+            """The model's reason in the real polls around ``reason`` (seen at ``t``): ``reason``
+            itself if the model gives it in one of them; and whether there is no verdict to compare
+            (the model starts it in those states, and so did Slurm's next pass)."""
+            said = reasons_in_real_state(submitted, result, sub.name, t, polls)
+            return (reason if reason in said else " | ".join(sorted(r or "starts" for r in said)),
+                    said == {None} and rj.start is not None and rj.start - t <= tolerance)
+
         if rj.rejected is None and rj.reason is not None and rj.reason_state is not None:
-            given = reasons_in_real_state(submitted, result, sub.name)
-            m_reason = rj.reason if rj.reason in given else " | ".join(sorted(r or "starts" for r in given))
-            # the model starts it in those states and so did Slurm's next pass: no verdict to compare
-            t = next(t for t, r in reversed(rj.reasons) if r == rj.reason)
-            unseen = given == {None} and rj.start is not None and rj.start - t <= tolerance
+            # the reason read while it waited, around its last change
+            m_reason, unseen = judged(rj.reason, next(t for t, r in reversed(rj.reasons) if r == rj.reason),
+                                      rj.reason_state)
         waited = bool(rj.reasons) or (rj.start is not None and rj.start - sub.submit_at >= 1.0)
         if real_reason is None and rj.rejected is None and rj.start is not None and waited:
             # It waited (squeue showed it pending, or it started a second or more after its
@@ -192,12 +195,9 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
                 # that verdict, like a reason read while waiting, against the model in the real
                 # states in which Slurm gave it, not on the model's own timeline (where a job
                 # ahead of it may have started a moment sooner or later)
-                said = reasons_in_real_state(submitted, result, sub.name, reason=given[0],
-                                             polls=rj.verdict_state)
                 real_reason = given[0]
-                m_reason = real_reason if real_reason in said else " | ".join(sorted(r or "starts" for r in said))
-                t = next(t for t, r in rj.reasons if r == real_reason)
-                unseen = said == {None} and rj.start - t <= tolerance
+                m_reason, unseen = judged(real_reason, next(t for t, r in rj.reasons if r == real_reason),
+                                          rj.verdict_state)
         started_ok = (rj.start is not None) == (mj.start is not None)
         reason_ok = None if (m_reason is None and real_reason is None) or unseen else (m_reason == real_reason)
         rows.append(JobComparison(sub.name, rj.start, mj.start, real_reason, m_reason, rj.state,

@@ -628,12 +628,8 @@ class KueueReplay(ReplayHooks):
         same name (workload_controller.go L1084, L1140) - of this replay's, if it came after (seen:
         2.5 s after the queues were made)."""
         path = f"{KAPI}/namespaces/{NAMESPACE}/workloads"
-        deadline = time.monotonic() + 60
-        while self.api.raw("GET", path).get("items"):
-            if time.monotonic() > deadline:
-                raise CourseError("Kueue Workloads of an earlier replay are still there after 60 s",
-                                  hint="run `courselib kube down` and `up` again")
-            time.sleep(0.2)
+        self.cp.wait_for(lambda: not self.api.raw("GET", path).get("items"), 60,
+                         "the end of the Kueue Workloads of an earlier replay")
 
     def _wait_queues_active(self) -> None:
         deadline = time.monotonic() + 60
