@@ -16,7 +16,7 @@ import pytest
 import grading_attacks as A
 from courselib.grading import build, markers
 from courselib.grading.grade import grade
-from courselib.grading.nbval import grade_with_nbval, graded_cells
+from courselib.grading.nbval import grade_with_nbval, graded_cells, pytest_command
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbval")
@@ -53,6 +53,21 @@ def test_the_graded_copy_holds_the_instructors_cells_and_the_students_answers_on
     assert {c["source"] for c in checks} == {s.source for s in ready.manifest.steps if s.role in ("check", "hidden")}
     text = "\n".join(c["source"] for c in cells if c["role"] == "answer")
     assert "# NBVAL_SKIP" not in text and "NBVAL-disabled-SKIP" in text              # no marker can skip a cell
+
+
+def test_the_graders_pytest_does_not_build_an_iri_parser(tmp_path):
+    """nbval's pytest reads notebooks with nbformat, and nbformat's jsonschema imports rfc3987_syntax when
+    it is installed: 39 Earley parsers built at import, 1.5-3.5 s of every graded copy, for a format no
+    notebook schema names. The grader's pytest runs without it and still validates a notebook."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_probe.py").write_text(
+        "import sys\nimport nbformat\n\n\ndef test_probe():\n"
+        "    nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')]))\n"
+        "    assert sys.modules.get('rfc3987_syntax') is None, 'the iri parser was built'\n")
+    done = subprocess.run([*pytest_command(), "-q", "-p", "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"),
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -37,6 +37,22 @@ KERNEL = "courselib-grading"
 _NBVAL_MARKER = re.compile(r"(#\s*)NBVAL_", re.IGNORECASE)
 
 
+#: ``python -m pytest`` without one import nothing here uses. nbval imports nbformat, whose jsonschema
+#: imports ``rfc3987_syntax`` for its "iri" format checker when that is installed (jsonschema 4.26.0
+#: ``_format.py`` L327-328; it comes with jsonschema's ``format-nongpl`` extra), and that module builds
+#: 39 Earley parsers of RFC 3987's grammar when imported (rfc3987-syntax 1.1.0 ``syntax_helpers.py``
+#: L50, L78 on): 1.5-3.5 s of every graded copy on a 2-core machine, for a format no notebook schema
+#: names. With it unimportable, jsonschema leaves that one checker out (the ``suppress(ImportError)``
+#: around it) and pytest starts in the time its own imports take.
+_PYTEST = "import sys; sys.modules['rfc3987_syntax'] = None; import pytest; sys.exit(pytest.main())"
+
+
+def pytest_command() -> list[str]:
+    """The command that runs pytest for the graded copy (arguments follow): ``python -m pytest``, less
+    ``rfc3987_syntax`` (:data:`_PYTEST`)."""
+    return [sys.executable, "-c", _PYTEST]
+
+
 def graded_cells(manifest, sub) -> list[dict]:
     """The graded copy's code cells, in order: (step id, role, question, source)."""
     out = []
@@ -84,7 +100,7 @@ def grade_with_nbval(path, *, source=None, hidden=None, timeout: float = 30.0, g
                     "JUPYTER_DATA_DIR": str(work / "data"), "IPYTHONDIR": str(work / "ipython"),
                     "PYTHONDONTWRITEBYTECODE": "1"})
         junit = work / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", "--nbval", str(graded), "--nbval-kernel-name", KERNEL,
+        cmd = [*pytest_command(), "--nbval", str(graded), "--nbval-kernel-name", KERNEL,
                f"--nbval-cell-timeout={int(timeout + grace + 60)}", "-p", "no:cacheprovider", "-c",
                str(work / "pytest.ini"), "--rootdir", str(work), f"--junitxml={junit}", "-rA", "--tb=line", "-q"]
         try:
