@@ -9,6 +9,8 @@ whole trace must be identical, for all five policies and their main options.
 from __future__ import annotations
 
 import functools
+import hashlib
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import math
@@ -74,14 +76,17 @@ def workloads(draw, max_jobs: int = 9, oversize: int = 1):
     return Workload(cluster, jobs, queues)
 
 
-def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> None:
+def same(w: Workload, variant: str, horizon: float | None = None, *, reuse: bool = False, **extra) -> None:
+    """The fast path's result on ``w`` is the reference's. ``reuse=True``: the reference's run may be one
+    made earlier in this session on the same workload and options (:func:`_reference`), for the tests
+    that plant slips in the fast path and compare each planted run with the same reference."""
     policy, options = variant.split("+")[0], {**VARIANTS[variant], **extra}
     with _slurm_passes() as passes:
         fast = simulate(w, policy, horizon=horizon, check=True, **options)
-        ref = simulate(w, policy, horizon=horizon, reference=True, **options)
+    ref, ref_passes = _reference(w, policy, horizon, options, reuse)
     # Slurm's backfill: every pass made the same reservations (start, end, nodes), not only the
     # same starts, so a wrong plan for a job that waits is caught before it changes a schedule
-    assert passes[False] == passes[True], variant
+    assert passes[False] == ref_passes, variant
     for a, b in zip(fast.jobs, ref.jobs, strict=True):
         assert (a.name, a.start, a.end, a.state, a.pending_reason) == \
             (b.name, b.start, b.end, b.state, b.pending_reason), variant
@@ -89,6 +94,28 @@ def same(w: Workload, variant: str, horizon: float | None = None, **extra) -> No
     assert fast.deadlock == ref.deadlock and fast.verdict == ref.verdict
     assert fast.trace == ref.trace
     assert _decided(fast.to_dict()) == _decided(ref.to_dict())
+
+
+#: the last reference runs (result, every Slurm pass's reservations), by workload and options: the
+#: reference path is a pure function of them, and the tests that reuse a run patch only the fast
+#: path's classes (SlurmFast, slurm_profile), which the reference (Slurm) never calls
+_REFERENCES: OrderedDict[str, tuple] = OrderedDict()
+_KEPT = 8
+
+
+def _reference(w: Workload, policy: str, horizon: float | None, options: dict, reuse: bool) -> tuple:
+    """The reference's result and its passes: run now (and kept), or with ``reuse`` the kept run of the
+    same workload, policy, horizon and options (keyed on their whole text)."""
+    key = hashlib.sha256(repr((w, policy, horizon, sorted(options.items()))).encode()).hexdigest()
+    if reuse and key in _REFERENCES:
+        _REFERENCES.move_to_end(key)
+        return _REFERENCES[key]
+    with _slurm_passes() as passes:
+        ref = simulate(w, policy, horizon=horizon, reference=True, **options)
+    _REFERENCES[key] = ref, passes[True]
+    while len(_REFERENCES) > _KEPT:
+        _REFERENCES.popitem(last=False)
+    return _REFERENCES[key]
 
 
 def _decided(data: dict) -> dict:
@@ -712,7 +739,7 @@ def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
     try:
         for seed in range(6):
             try:
-                same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm")
+                same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm", reuse=True)
             except AssertionError:
                 failed += 1
     finally:
@@ -892,7 +919,7 @@ def test_the_slurm_topology_gate_is_exercised_and_planted_slips_fail():
         for planted in ((one_more, earliest), (plan, second)):
             slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = planted
             with pytest.raises(AssertionError):
-                same(w, "slurm")
+                same(w, "slurm", reuse=True)
     finally:
         slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = plan, earliest
         Slurm.plan = arrays
@@ -937,7 +964,7 @@ def test_slurm_tree_jobs_carry_the_last_pass_and_planted_slips_fail():
             setattr(cls, name, planted)
             try:
                 with pytest.raises(AssertionError):
-                    same(w, "slurm")
+                    same(w, "slurm", reuse=True)
             finally:
                 setattr(cls, name, carried if name == "_carried" else curve_at)
     finally:
