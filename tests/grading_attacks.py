@@ -141,7 +141,7 @@ def fake_check_cell(lab, solution=None):
     fake = nbformat.v4.new_code_cell("pass  # looks like a check to the old grader")
     fake.metadata = {"course": {"question": "q99", "points": 100}, "tags": ["check"]}
     fake_q1 = nbformat.v4.new_code_cell("pass")
-    fake_q1.metadata = {"course": {"question": "q1", "points": 3}, "tags": ["check"]}
+    fake_q1.metadata = {"course": {"question": "q1", "points": 2}, "tags": ["check"]}
     nb.cells = [c for c in nb.cells if not (markers.is_check(c) and markers.course_meta(c)["question"] == "q1")]
     nb.cells.insert(1, fake_q1)
     nb.cells.append(fake)
@@ -488,6 +488,14 @@ _kube = simulate(W, "kube-default").job("train")
 _held = W.cluster.total_gpus - W.jobs[0].gpus
 _bill = gang_wait_cost(GangWait(_held, _kube.wasted_gpu_hours * 3600.0 / _held, Price(PRICE_LOW, PRICE_HIGH)))
 weekly_saving_usd = tuple(RUNS_PER_WEEK * x for x in _bill.saving_usd)
+""",
+    "q6": """
+from courselib.model import collective
+from courselib.model.cost import Price, split_placement_cost
+split_link_gb_s = collective.split_link_bps([SPLIT_BIG, SPLIT_SMALL]) / collective.GB
+split_slowdown = collective.step_slowdown(TP_COMM_FRACTION, collective.NVLINK_H100_BPS, split_link_gb_s * collective.GB)
+_split = split_placement_cost(TUNE_GPUS, TUNE_HOURS * 3600.0, split_slowdown, Price(PRICE_LOW, PRICE_HIGH))
+budget_price = GPU_BUDGET_USD / _split["extra_gpu_hours"]
 """,
 }
 

@@ -2,9 +2,12 @@
 and the capstone's policy options are written where a learner looks.
 
 - The reference solution of every "predict" question works the case out: it calls no simulator of
-  ``courselib.sim`` (``simulate``, ``simulate_barrier``) on the lab's own inputs. Where running the
-  simulator is the point (the capstone's questions 2 and 4), the question says so in its heading and
-  asks for a reading of the run, not a prediction.
+  ``courselib.sim`` (``simulate``, ``simulate_barrier``) on the lab's own inputs, by any route: the
+  test follows the call graph of the notebook's code (aliases, modules, ``getattr``, helper functions
+  and lambdas, ``partial``), and each route is planted (``EVASIONS``) and seen to fail it, where the
+  first version of the test, which looked for a direct call by name, let every one of them pass. Where
+  running the simulator is the point (the capstone's questions 2 and 4), the question says so in its
+  heading and asks for a reading of the run, not a prediction.
 - ``simulate``'s docstring and the capstone's question 1 name every option of every policy, read from
   the policies' own signatures.
 - Labs with per-student variants (issue 33) carry a ``parameters`` and a ``variant`` cell.
@@ -12,6 +15,7 @@ and the capstone's policy options are written where a learner looks.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import re
 from pathlib import Path
@@ -71,6 +75,247 @@ def calls(source: str) -> set[str]:
     return {n.func.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 
 
+def old_check_flags(path: Path, solution: str, given: str = "") -> set[str]:
+    """The first version of the predict test: direct calls, by name, of a name imported from courselib.sim
+    (in the notebook, the added cell or the solution) or named ``simulate``/``simulate_barrier``."""
+    names = simulator_names(path) | {"simulate", "simulate_barrier"}
+    for src in (given, solution):
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("courselib.sim"):
+                names.update(a.asname or a.name for a in node.names)
+    return calls(solution) & names
+
+
+# --- who runs a simulator: the call graph of a reference solution ----------------------------------
+#
+# The first version of this test looked only for calls of a simulator by its imported name, so
+# `s = simulate; s(W)`, `gang.simulate(W)`, a helper that calls one, or `getattr(gang, "simulate")(W)`
+# passed it. `SimulatorCalls` follows what each name is bound to through the notebook's cells up to the
+# answer (imports, aliases, assignments, `getattr`, `importlib.import_module`, `__import__`,
+# `functools.partial`) and into the functions and lambdas the answer calls, wherever they are defined.
+
+SIM_PACKAGE = "courselib.sim"
+SIMULATORS = {"simulate", "simulate_barrier"}   # bare names the old test knew: still simulators
+_IS_MODULE: dict[str, bool] = {}
+
+
+def _is_module(path: str) -> bool:
+    if path not in _IS_MODULE:
+        try:
+            _IS_MODULE[path] = importlib.util.find_spec(path) is not None
+        except (ImportError, ValueError, AttributeError):
+            _IS_MODULE[path] = False
+    return _IS_MODULE[path]
+
+
+def _under_sim(path: str) -> bool:
+    return path == SIM_PACKAGE or path.startswith(SIM_PACKAGE + ".")
+
+
+class SimulatorCalls:
+    """Runs code cells' statements symbolically, binding each name to what it refers to as far as
+    simulators go: ``("module", "courselib.sim.gang")``, ``("sim", "courselib.sim.gang.simulate")``, a
+    function or lambda (``("def", node)``), one of the builtins that reach an attribute by name, or
+    ``None`` (anything else). ``scan(source, record=True)`` lists the calls in ``source`` that run a
+    simulator: directly, through an alias or a module, by ``getattr``, or through a function that does,
+    and calls that hand a simulator to another function (``map``, ``partial``)."""
+
+    BUILTINS = {"getattr": ("getattr",), "__import__": ("__import__",)}
+    FROM = {("importlib", "import_module"): ("import_module",), ("functools", "partial"): ("partial",)}
+
+    def __init__(self):
+        self.env: dict[str, object] = {}
+        self.found: list[str] = []
+        self._busy: set[int] = set()
+
+    # -- expressions --------------------------------------------------------------------------------
+    def value(self, node, env):
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                return env[node.id]
+            if node.id in SIMULATORS:
+                return ("sim", node.id)
+            return self.BUILTINS.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(self.value(node.value, env), node.attr)
+        if isinstance(node, ast.Lambda):
+            return ("def", node)
+        if isinstance(node, ast.Call):
+            fn = self.value(node.func, env)
+            args = node.args
+            if fn == ("getattr",) and len(args) >= 2:
+                base = self.value(args[0], env)
+                if isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+                    return self._attribute(base, args[1].value)
+                if base and base[0] in ("module", "sim") and _under_sim(base[1]):
+                    return ("sim", f"{base[1]}.<computed>")      # a name built at run time: assume the worst
+                return None
+            if fn in (("import_module",), ("__import__",)) and args and isinstance(args[0], ast.Constant) \
+                    and isinstance(args[0].value, str):
+                return ("module", args[0].value)
+            if fn == ("partial",) and args:
+                return self.value(args[0], env)
+        return None
+
+    def _attribute(self, base, attr):
+        if not base:
+            return None
+        if base[0] == "module":
+            path = f"{base[1]}.{attr}"
+            if base[1] == "importlib" and attr == "import_module":
+                return ("import_module",)
+            if base[1] == "functools" and attr == "partial":
+                return ("partial",)
+            if _is_module(path):
+                return ("module", path)
+            return ("sim", path) if _under_sim(path) else None
+        if base[0] == "sim":
+            return ("sim", f"{base[1]}.{attr}")
+        return None
+
+    def runs_simulator(self, target, env) -> bool:
+        """Does calling ``target`` (a value) run a simulator?"""
+        if not target:
+            return False
+        if target[0] == "sim":
+            return True
+        if target[0] == "def":
+            node = target[1]
+            if id(node) in self._busy:               # recursion: decided by its other paths
+                return False
+            self._busy.add(id(node))
+            try:
+                local = dict(env)
+                params = node.args
+                for a in params.posonlyargs + params.args + params.kwonlyargs + [params.vararg, params.kwarg]:
+                    if a is not None:
+                        local[a.arg] = None
+                body = [ast.Return(node.body)] if isinstance(node, ast.Lambda) else node.body
+                return self._block(body, local, record=False)
+            finally:
+                self._busy.discard(id(node))
+        return False
+
+    def _calls_in(self, node, env, record: bool) -> bool:
+        """The calls in an expression (not inside lambdas, which run only when called)."""
+        hit = False
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, ast.Lambda):
+                continue
+            if isinstance(n, ast.Call):
+                handed = [a.value if isinstance(a, ast.Starred) else a for a in n.args] + [k.value for k in n.keywords]
+                if self.runs_simulator(self.value(n.func, env), env) or \
+                        any(self.runs_simulator(self.value(a, env), env) for a in handed):
+                    hit = True
+                    if record:
+                        self.found.append(ast.unparse(n)[:80])
+            todo.extend(ast.iter_child_nodes(n))
+        return hit
+
+    # -- statements ---------------------------------------------------------------------------------
+    def _bind(self, target, value, env):
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value if isinstance(value, list) and len(value) == len(target.elts) else [None] * len(target.elts)
+            for t, v in zip(target.elts, values):
+                self._bind(t, v, env)
+
+    def _block(self, stmts, env, record: bool) -> bool:
+        hit = False
+        for st in stmts:
+            if isinstance(st, ast.Import):
+                for a in st.names:
+                    if a.asname:
+                        env[a.asname] = ("module", a.name)
+                    else:
+                        top = a.name.split(".")[0]
+                        env[top] = ("module", top)
+            elif isinstance(st, ast.ImportFrom):
+                for a in st.names:
+                    full = f"{st.module}.{a.name}"
+                    if (st.module, a.name) in self.FROM:
+                        v = self.FROM[(st.module, a.name)]
+                    elif _is_module(full):
+                        v = ("module", full)
+                    else:
+                        v = ("sim", full) if _under_sim(st.module or "") else None
+                    env[a.asname or a.name] = v
+            elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                env[st.name] = ("def", st)
+                for d in st.decorator_list:
+                    hit |= self._calls_in(d, env, record)
+            elif isinstance(st, ast.ClassDef):
+                env[st.name] = None
+            elif isinstance(st, ast.Assign):
+                hit |= self._calls_in(st.value, env, record)
+                v = ([self.value(e, env) for e in st.value.elts] if isinstance(st.value, (ast.Tuple, ast.List))
+                     else self.value(st.value, env))
+                for t in st.targets:
+                    self._bind(t, v, env)
+            elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+                if st.value is not None:
+                    hit |= self._calls_in(st.value, env, record)
+                self._bind(st.target, self.value(st.value, env) if isinstance(st, ast.AnnAssign) and st.value else None, env)
+            else:
+                for field, child in ast.iter_fields(st):
+                    if isinstance(child, list) and child and isinstance(child[0], ast.stmt):
+                        hit |= self._block(child, env, record)
+                    elif isinstance(child, list):
+                        for c in child:
+                            if isinstance(c, ast.expr):
+                                hit |= self._calls_in(c, env, record)
+                            elif isinstance(c, ast.withitem):
+                                hit |= self._calls_in(c.context_expr, env, record)
+                            elif isinstance(c, ast.excepthandler):
+                                hit |= self._block(c.body, env, record)
+                    elif isinstance(child, ast.expr):
+                        hit |= self._calls_in(child, env, record)
+        return hit
+
+    def scan(self, source: str, record: bool = False) -> list[str]:
+        before = len(self.found)
+        self._block(ast.parse(source).body, self.env, record)
+        return self.found[before:]
+
+
+def _parse_safe(source: str) -> str:
+    """A cell's source without IPython's magics and shell lines (which are not Python)."""
+    return "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines())
+
+
+def simulator_calls(path: Path, question: str, solution: str | None = None, given: str = "") -> list[str]:
+    """The calls of ``question``'s reference solution (or of ``solution``, put in place of its answer) that
+    run a simulator, following the notebook's cells before and within the question's answer (and
+    ``given``, code added just before it)."""
+    walker = SimulatorCalls()
+    current, found, seen = None, [], False
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type == "markdown":
+            m = HEADING.search(cell.source)
+            current = f"q{m.group(1)}" if m else current
+            if seen and current != question:
+                break                       # the question's answers are all read
+            continue
+        if cell.cell_type != "code":
+            continue
+        if markers.has_markers(cell.source) and current == question:
+            if not seen and given:
+                walker.scan(given)
+            if solution is None:
+                found += walker.scan(_parse_safe(markers.solution_source(cell.source, path.name)), record=True)
+            elif not seen:
+                found += walker.scan(solution, record=True)
+            seen = True
+        else:
+            src = markers.solution_source(cell.source, path.name) if markers.has_markers(cell.source) else cell.source
+            walker.scan(_parse_safe(src))
+    assert seen, f"{path.name} has no answer cell for {question}"
+    return found
+
+
 def predict_questions() -> list[tuple[str, str]]:
     out = []
     for path in SOLUTIONS:
@@ -90,8 +335,91 @@ def test_a_predict_questions_reference_solution_calls_no_simulator(lab, question
     path = ROOT / "solutions" / f"{lab}.ipynb"
     info = questions(path)[question]
     assert info["solution"].strip(), (lab, question)
-    used = calls(info["solution"]) & (simulator_names(path) | {"simulate", "simulate_barrier"})
-    assert not used, f"{lab} {question} ({info['heading']}): the reference solution calls {sorted(used)} on the lab's inputs"
+    used = simulator_calls(path, question)
+    assert not used, f"{lab} {question} ({info['heading']}): the reference solution runs a simulator: {used}"
+
+
+# Ways a reference solution could run the simulator on Lab 8 question 4's own inputs (`W`) that the first
+# version of the predict test did not see: (label, a cell added before the answer, the answer).
+EVASIONS = [
+    ("an alias", "", "from courselib.sim.gang import simulate\ns = simulate\n"
+                     "kube_idle_gpu_hours = s(W, 'kube-default').job('train').wasted_gpu_hours"),
+    ("a module alias", "", "from courselib.sim import gang as g\n"
+                           "kube_idle_gpu_hours = g.simulate(W, 'kube-default').job('train').wasted_gpu_hours"),
+    ("the dotted module", "", "import courselib.sim.gang\n"
+                              "run = courselib.sim.gang.simulate(W, 'kube-default')"),
+    ("a helper in the answer", "", "from courselib.sim import gang\n"
+                                   "def _run(policy):\n    return gang.simulate(W, policy)\n"
+                                   "kube_idle_gpu_hours = _run('kube-default').job('train').wasted_gpu_hours"),
+    ("a helper in an earlier cell", "from courselib.sim.gang import simulate\n"
+                                    "def kube_run(w):\n    return simulate(w, 'kube-default')\n",
+     "kube_idle_gpu_hours = kube_run(W).job('train').wasted_gpu_hours"),
+    ("helpers calling each other, defined out of order", "",
+     "import courselib.sim.gang as g\n"
+     "def _outer(p):\n    return _inner(p)\n"
+     "def _inner(p):\n    return g.simulate(W, p)\n"
+     "held = _outer('volcano')"),
+    ("a lambda", "", "from courselib.sim import gang\nrun = lambda p: gang.simulate(W, p)\nkube = run('kube-default')"),
+    ("getattr with the name", "", "from courselib.sim import gang\n"
+                                  "kube = getattr(gang, 'simulate')(W, 'kube-default')"),
+    ("getattr with a name built at run time", "", "import courselib.sim.gang as g\n"
+                                                  "f = getattr(g, 'simu' + 'late')\nkube = f(W, 'kube-default')"),
+    ("importlib", "", "import importlib\n"
+                      "kube = importlib.import_module('courselib.sim.gang').simulate(W, 'kube-default')"),
+    ("__import__", "", "kube = __import__('courselib.sim.gang', fromlist=['simulate']).simulate(W, 'kube-default')"),
+    ("functools.partial", "", "from functools import partial\nfrom courselib.sim.gang import simulate\n"
+                              "kube = partial(simulate, W)('kube-default')"),
+    ("map", "", "from courselib.sim.gang import simulate as run\n"
+                "(kube,) = list(map(run, [W], ['kube-default']))"),
+]
+# What runs no simulator: the new test must let it pass (the last one failed the first version, which
+# counted a call inside a function that is never called).
+HONEST = [
+    ("a hand derivation", "", "free = W.cluster.total_gpus - W.jobs[0].gpus\nidle = free * 35 / 60"),
+    ("the cost model", "", "from courselib.model.cost import GangWait, Price, gang_wait_cost\n"
+                           "bill = gang_wait_cost(GangWait(8, 60.0, Price(1.0, 1.0)))"),
+    ("a name that only sounds like it", "", "simulated = {'a': 1}\nx = simulated['a']\nimport math\ny = math.ceil(2.5)"),
+    ("a module's other function", "", "import courselib.model.cost as c\nx = c.gpu_hours(8, 3600.0)"),
+    ("a helper defined and never called", "", "from courselib.sim.gang import simulate\n"
+                                              "def _afterwards(w):\n    return simulate(w, 'volcano')\nx = 3"),
+]
+LAB8 = ROOT / "solutions" / "08-gang-cost.ipynb"
+
+
+@pytest.mark.parametrize("label, given, answer", EVASIONS, ids=[e[0] for e in EVASIONS])
+def test_each_planted_route_to_the_simulator_fails_the_new_test_and_passed_the_old(label, given, answer):
+    assert not old_check_flags(LAB8, answer, given), f"{label}: the first version already caught it"
+    assert simulator_calls(LAB8, "q4", answer, given), f"{label}: the call graph missed it"
+
+
+@pytest.mark.parametrize("label, given, answer", HONEST, ids=[e[0] for e in HONEST])
+def test_an_answer_that_runs_no_simulator_passes(label, given, answer):
+    assert simulator_calls(LAB8, "q4", answer, given) == [], label
+
+
+def test_the_planted_answers_run_as_python_on_lab_8():
+    """Every planted answer is real code on Lab 8's question 4 (so each route is a real one): each runs,
+    and the evasions do run the simulator (counted by wrapping ``courselib.sim.gang.simulate``)."""
+    import courselib.sim.gang as gang
+    from courselib.model.workload import ClusterSpec, Job, Workload
+
+    real, runs = gang.simulate, []
+
+    def counting(*args, **kw):
+        runs.append(args[1:2])
+        return real(*args, **kw)
+
+    W = Workload(ClusterSpec(nodes=8, gpus_per_node=8), [Job("blocker", pods=2, gpus_per_pod=8, duration=600.0),
+                                                         Job("train", pods=64, gpus_per_pod=1, submit=60.0,
+                                                             duration=600.0)])
+    gang.simulate = counting
+    try:
+        for label, given, answer in EVASIONS + HONEST:
+            before = len(runs)
+            exec(given + "\n" + answer, {"W": W})  # noqa: S102 (our own planted code)
+            assert (len(runs) > before) is ((label, given, answer) in EVASIONS), label
+    finally:
+        gang.simulate = real
 
 
 def test_a_question_that_runs_the_simulator_says_so_and_asks_for_a_reading():

@@ -145,6 +145,22 @@ def ch8_seed_bill() -> str:
             f"story_cost_usd = {bill.wasted_gpu_hours * cost.SEED.price.low!r}\n")
 
 
+def ch8_split() -> str:
+    """Bill three's worked split (one TP group 7 + 1, Megatron's 39B layer on H100s): its link and slowdown
+    copied, and the rest of Lab 8's question 6 worked out by the reference solution from that slowdown."""
+    from courselib.model import collective as cl
+
+    on_page("08-cost.md", "shape = dict(micro_batch=1, seq=2048, hidden=8192, tp=8, efficiency=0.44)",
+            "split = cl.step_slowdown(fast.comm_fraction, cl.NVLINK_H100_BPS, cl.IB_PER_GPU_BPS)")
+    fast = cl.tp_layer(link_bps=cl.NVLINK_H100_BPS, micro_batch=1, seq=2048, hidden=8192, tp=8, efficiency=0.44)
+    split = cl.step_slowdown(fast.comm_fraction, cl.NVLINK_H100_BPS, cl.IB_PER_GPU_BPS)
+    path = ROOT / "solutions" / "08-gang-cost.ipynb"
+    (cell,) = [c for c in nbformat.read(path, 4).cells if markers.has_markers(c.source) and "split_slowdown =" in c.source]
+    lines = markers.solution_source(cell.source, str(path)).splitlines()
+    rest = lines[next(i for i, ln in enumerate(lines) if ln.startswith("split_slowdown =")) + 1:]
+    return f"split_link_gb_s = {cl.IB_PER_GPU_BPS / cl.GB!r}\nsplit_slowdown = {split!r}\n" + "\n".join(rest) + "\n"
+
+
 #: lab -> question -> the chapter's worked example, as the answer a student would copy
 WORKED = {
     "01-namespaces-cgroups": {"q3": ch2_cpu_max, "q4": ch2_burst},
@@ -152,7 +168,7 @@ WORKED = {
     "04-images": {"q1": ch4_rebuilt},
     "06-gang-deadlock": {"q2": ch6_held_idle},
     "07-barrier": {"q3": ch7_rank_37, "q4": ch8_young, "q6": ch7_ladder},
-    "08-gang-cost": {"q2": ch8_seed_bill},
+    "08-gang-cost": {"q2": ch8_seed_bill, "q6": ch8_split},
 }
 
 

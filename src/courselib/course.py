@@ -70,7 +70,7 @@ LABS = (   # in the chapters' order; each lab's title states the same level and 
     Lab("labs/05-slurm", "reading Slurm's queue", "book/05-slurm", 45),
     Lab("labs/06-gang-deadlock", "gang deadlock", "book/06-gang-deadlock", 65),
     Lab("labs/07-barrier", "barrier and lost rank", "book/07-nccl-barrier", 100),
-    Lab("labs/08-gang-cost", "a partial gang's cost", "book/08-cost", 60),
+    Lab("labs/08-gang-cost", "a partial gang's cost", "book/08-cost", 100),
     Lab("labs/09-capstone", "capstone: choose a scheduler", "book/09-choosing", 120),
 )
 
