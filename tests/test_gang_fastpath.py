@@ -483,11 +483,13 @@ def test_the_capacity_curve_counts_what_a_plan_counts(setup, data):
             assert (fit < pods) == (avail.plan(job, t, grown) is None), (runtime, pods, fit)
 
 
-@pytest.mark.parametrize("touched", [1, 3, 40])
+@pytest.mark.parametrize("touched", [1, 3, 40, 70])
 def test_the_profile_after_a_change_is_the_profile_made_from_scratch(touched):
     """Availability.refresh moves a changed node's times level by level when few nodes changed,
     and sorts every level again when many did: either way the profile is the one a new
-    Availability computes from the cluster as it is."""
+    Availability computes from the cluster as it is. So are its masks of the nodes free enough at
+    a time (free_mask), which a change of few nodes updates where they were kept: some are asked
+    after every change, some after many, some for the first time."""
     from courselib.model.cluster import Cluster
     from courselib.model.policies.slurm_profile import Availability
     from courselib.model.workload import ClusterSpec, Job
@@ -518,6 +520,10 @@ def test_the_profile_after_a_change_is_the_profile_made_from_scratch(touched):
         fresh.refresh(0.0)
         assert (avail.when == fresh.when).all(), step
         assert avail.sorted == fresh.sorted, step
+        for t in (0.0, 59.0, 60.0, 61.0, 600.0, 1500.0, 3000.0, math.inf):
+            for f in range(1, 9):
+                if rng.random() < (0.9 if t < 100 else 0.05):
+                    assert avail.free_mask(t, f) == fresh.free_mask(t, f), (step, t, f)
 
 
 def test_the_carried_record_holds_only_the_jobs_backfill_tests():
@@ -719,14 +725,16 @@ def test_the_pass_timeline_is_exercised():
     assert seen["refree"] > seen["searches"] // 50, seen  # (one per pass, more when jobs start in it)
 
 
-@pytest.mark.parametrize("plant", ["a later row", "a span a minute short"])
+@pytest.mark.parametrize("plant", ["a later row", "a span a minute short", "a level at the row before's time"])
 def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
     """The busy-queue equalities above can fail: a Timeline that answers a job's search with a later
     row than the first that fits, or that reads a job's span a minute short (a reservation that
     starts in the job's last minute not seen in its way), makes other reservations than the
-    reference's walk, and the same checks (every pass's reservations, every start) say so."""
+    reference's walk, and the same checks (every pass's reservations, every start) say so; so does
+    a row whose free-GPU level, packed when first asked (``Timeline._level``), is the profile's at
+    the row before's time (what a level list shared with that row would hold if GPUs freed between)."""
     from courselib.model.policies import slurm_profile
-    earliest = slurm_profile.Timeline.earliest
+    earliest, level = slurm_profile.Timeline.earliest, slurm_profile.Timeline._level
 
     def planted(self, g, pods, runtime, k, hi):
         if plant == "a later row":
@@ -734,7 +742,16 @@ def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
             return earliest(self, g, pods, runtime, hit[0] + 1, hi) if hit else hit
         return earliest(self, g, pods, runtime - 60.0 if runtime > 60.0 else runtime, k, hi)
 
-    slurm_profile.Timeline.earliest = planted
+    def planted_level(self, r, f):
+        lv = self._lv[r] or self._row(r)
+        if lv[f] is None and r > 1:
+            lv[f] = self.avail.free_mask(self.times[r - 1], f)
+        return level(self, r, f)
+
+    if plant.startswith("a level"):
+        slurm_profile.Timeline._level = planted_level
+    else:
+        slurm_profile.Timeline.earliest = planted
     failed = 0
     try:
         for seed in range(6):
@@ -743,7 +760,7 @@ def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
             except AssertionError:
                 failed += 1
     finally:
-        slurm_profile.Timeline.earliest = earliest
+        slurm_profile.Timeline.earliest, slurm_profile.Timeline._level = earliest, level
     assert failed >= 3, (plant, failed)
 
 

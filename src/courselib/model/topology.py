@@ -414,6 +414,8 @@ def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | 
                 best, db = j, dist[j]
                 continue
             dj = dist[j]
+            if dj > db:  # farther than the best so far: it cannot take its place
+                continue
             tighter, fits_j = compare(j, best, rem)
             if (dj < db and fits_j) or (dj == db and tighter):
                 best, db = j, dj

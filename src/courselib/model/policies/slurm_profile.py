@@ -65,8 +65,12 @@ class Availability:
         self._resv: list = [None]
         self._masks: dict[int, tuple] = {}  # id(reservation) -> (it, its nodes' mask)
         self._curves: list = [None, {}]  # reserved, (t, g) -> curve (see curve())
-        #: t -> by level f, the nodes with at least f free GPUs at t as a mask (free_mask)
+        #: t -> [the change it was last brought up to, then by level f the nodes with at least f
+        #: free GPUs at t as a mask] (free_mask); a change of few nodes is applied to the masks
+        #: kept, when next asked, instead of packing them again (_changes, _catch_up)
         self._free_masks: dict[float, list] = {}
+        self._changes: list = []  # (changed nodes' mask, by level f: (their times there, sorted; masks))
+        self._change = 0  # changes made: the last is _changes[-1]
         self._full = (1 << n) - 1
         #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
         self._blocked_times: dict[tuple, list[float]] = {}
@@ -98,7 +102,7 @@ class Availability:
         if not self.dirty:
             return
         self._levels, self._blocked_times, self._last_out = {}, {}, (None, 0, [])
-        self._curves, self._free_masks = [None, {}], {}
+        self._curves = [None, {}]
         cluster, when, top, ends = self.cluster, self.when, self.top, self.expected_end
         free, jobs_on, alloc = cluster.free, cluster.jobs_on, cluster.alloc
         dirty, neg, whole = sorted(self.dirty), -math.inf, self._whole
@@ -135,6 +139,7 @@ class Availability:
                 f += gp
             cols[:, k] = col[1:]
         self.dirty.clear()
+        self._note_change(dirty, cols)
         if len(dirty) * 8 >= self.n:
             when[1:top + 1, dirty] = cols
             self.sorted[1:] = np.sort(when[1:top + 1], axis=1).tolist()
@@ -148,6 +153,50 @@ class Availability:
                     insort(lst, e)
                     when[level, i] = e
 
+    def _note_change(self, nodes: list[int], cols) -> None:
+        """Keep what changed for the free masks already packed (:meth:`free_mask`): ``nodes``
+        (sorted) now reach level f at ``cols[f - 1]``. A mask of f at t is then the old one
+        without those nodes, with those of them that have f free by t (one OR per distinct time).
+        Many nodes changed (a job on many): the masks are packed again when asked."""
+        self._change += 1
+        if len(nodes) > 64:
+            self._free_masks, self._changes = {}, []
+            return
+        bits = [1 << i for i in nodes]
+        out = 0
+        for b in bits:
+            out |= b
+        by_level = [None]
+        for col in cols.tolist():
+            times, masks, m = [], [], 0
+            for e, b in sorted(zip(col, bits)):
+                m |= b
+                if times and times[-1] == e:
+                    masks[-1] = m
+                else:
+                    times.append(e)
+                    masks.append(m)
+            by_level.append((times, masks))
+        self._changes.append((out, by_level))
+        if len(self._changes) > 32:  # (a time not asked for that long is packed again)
+            del self._changes[:16]
+
+    def _catch_up(self, ms: list) -> None:
+        """Bring the masks ``ms`` of one time (see :meth:`free_mask`) up to the last change."""
+        behind, t = self._change - ms[0], ms[-1]
+        changes = self._changes
+        if behind > len(changes):
+            ms[1:-1] = [None] * self.top
+        else:
+            asked = [f for f in range(1, self.top + 1) if ms[f] is not None]
+            for out, by_level in changes[len(changes) - behind:]:
+                keep = ~out
+                for f in asked:
+                    times, masks = by_level[f]
+                    k = bisect_right(times, t)
+                    ms[f] = (ms[f] & keep) | masks[k - 1] if k else ms[f] & keep
+        ms[0] = self._change
+
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
         if 2 * g > self.top:  # one level
@@ -156,12 +205,15 @@ class Availability:
 
     def free_mask(self, t: float, f: int) -> int:
         """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
-        ``f``), as a mask; once per time and level until the profile changes."""
+        ``f``), as a mask; packed once per time and level, and brought up to date when a start or
+        an end changed few nodes since (:meth:`_note_change`)."""
         ms = self._free_masks.get(t)
         if ms is None:
             if len(self._free_masks) > 4096:  # (a pass's rows ask a few hundred times)
                 self._free_masks.clear()
-            ms = self._free_masks[t] = [None] * (self.top + 1)
+            ms = self._free_masks[t] = [self._change] + [None] * self.top + [t]
+        elif ms[0] != self._change:
+            self._catch_up(ms)
         m = ms[f]
         if m is None:
             m = ms[f] = int.from_bytes(np.packbits(self.when[f] <= t, bitorder="little").tobytes(), "little")
@@ -444,9 +496,8 @@ class Timeline:
         top); after now the profile's (:meth:`Availability.free_mask`), now the cluster's buckets
         (what :meth:`Availability.level` reads now). Kept until the free GPUs change."""
         avail, top = self.avail, self.avail.top
-        if r:
-            t, free_mask = self.times[r], avail.free_mask
-            lv = [0] + [free_mask(t, f) for f in range(1, top + 1)]
+        if r:  # each level read when first asked (_level): most searches ask one or two
+            lv = [0] + [None] * top
         else:
             lv, m = [0] * (top + 1), 0
             for f in range(top, 0, -1):
@@ -455,11 +506,19 @@ class Timeline:
         self._lv[r] = lv
         return lv
 
+    def _level(self, r: int, f: int) -> int:
+        """Row ``r``'s mask of the nodes with at least ``f`` free GPUs (see :meth:`_row`)."""
+        lv = self._lv[r] or self._row(r)
+        m = lv[f]
+        if m is None:
+            m = lv[f] = self.avail.free_mask(self.times[r], f)
+        return m
+
     def count(self, r: int, g: int, blocked: int) -> int:
         """Pods of ``g`` GPUs that fit at row ``r`` on the nodes not in ``blocked``: a node with at
         least k * g free holds k pods, so one pod for each level g, 2g, ... it reaches."""
-        lv, keep = self._lv[r] or self._row(r), ~blocked
-        return sum((lv[f] & keep).bit_count() for f in range(g, self.avail.top + 1, g))
+        level, keep = self._level, ~blocked
+        return sum((level(r, f) & keep).bit_count() for f in range(g, self.avail.top + 1, g))
 
     def cap(self, r: int, g: int) -> int:
         """:meth:`count` at row ``r`` with only the row's own held nodes left out (kept)."""
@@ -474,7 +533,8 @@ class Timeline:
     def _insert(self, t: float) -> None:
         """A row for the new time ``t`` (> now). No reservation taken in starts or ends between
         the row before it and ``t`` (they all do at rows): the nodes held are the row before's;
-        and no running job is due to end between (their ends are rows): past now, its free GPUs."""
+        and no running job is due to end between (their ends are rows): past now, its free GPUs,
+        so the two rows share one list of levels, each packed when either first asks (_level)."""
         k = bisect_left(self.times, t)
         self.times.insert(k, t)
         self.held.insert(k, self.held[k - 1])
@@ -537,10 +597,10 @@ class Timeline:
         top = self.avail.top
         if g > top:
             return None
-        times, held, cap, lvs, row = self.times, self.held, self.cap, self._lv, self._row
+        times, held, cap, level = self.times, self.held, self.cap, self._level
         if pods == 1 or 2 * g > top:  # one level decides: the nodes with at least g free
             def cap(r, g):  # noqa: F811 (one popcount: not kept)
-                return ((lvs[r] or row(r))[g] & ~held[r]).bit_count()
+                return (level(r, g) & ~held[r]).bit_count()
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
