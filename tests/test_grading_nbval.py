@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,18 @@ def test_the_graders_pytest_does_not_build_an_iri_parser(tmp_path):
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+def test_the_cli_builds_a_lab_with_nbformat_and_without_the_iri_parser(tmp_path):
+    """`courselib labs variant` (the grader's tests run it about 25 times) writes the lab with nbformat, and
+    nbformat's jsonschema would build the iri parser: the CLI starts without it."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "courselib", "labs", "variant", LAB, "--seed", "7",
+                           "-o", str(tmp_path / f"{LAB}.ipynb")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = set(re.findall(r"\|\s*([\w.]+)\s*$", done.stderr, re.M))
+    # (-X importtime lists a refused import too: the parsers are built in rfc3987_syntax.syntax_helpers)
+    assert "nbformat" in imported and "rfc3987_syntax.syntax_helpers" not in imported, sorted(m for m in imported if "rfc" in m)
+    assert nbformat.read(tmp_path / f"{LAB}.ipynb", 4).cells
+
+
 @pytest.mark.slow
 def test_points_come_from_nbvals_report_and_agree_with_the_grader(lab, tmp_path):
     pytest_report: list[str] = []
@@ -94,7 +107,10 @@ def test_an_attack_earns_nothing_under_nbval_either(lab, attack, tmp_path):
     solution = nbformat.read(SOLUTION, 4)
     path = tmp_path / f"{LAB}.ipynb"
     A.write(A.ATTACKS[attack](lab, solution), path)
-    report, _ = grade_with_nbval(path, source=SOLUTION, timeout=10, grace=2, time_limit=240)
+    # the SIGINT-ignoring answer with test_grading_integrity's short limits (SIGINT_TIMES: the same path,
+    # interrupted at the timeout and killed the grace later), the others with room for a loaded machine
+    report, _ = grade_with_nbval(path, source=SOLUTION, timeout=4 if attack == "ignores_sigint" else 10, grace=2,
+                                 time_limit=240)
     earned = {r.question: r.points for r in report.questions if r.kind == "auto"}
     honest = {q: (2 if attack in A.HONEST_Q1 and q == "q1" else 0) for q in earned}   # question 1's points
     assert earned == honest, json.dumps(report.to_dict())[:3000]

@@ -31,25 +31,21 @@ from pathlib import Path
 from courselib.errors import CourseError
 from courselib.grading import safe
 from courselib.grading.grade import QuestionResult, SandboxError, _OutOfTime, prepare
+from courselib.grading.notebook import IRI_PARSER
 
 PLAN_ENV = "COURSELIB_NBVAL_PLAN"
 KERNEL = "courselib-grading"
 _NBVAL_MARKER = re.compile(r"(#\s*)NBVAL_", re.IGNORECASE)
 
 
-#: ``python -m pytest`` without one import nothing here uses. nbval imports nbformat, whose jsonschema
-#: imports ``rfc3987_syntax`` for its "iri" format checker when that is installed (jsonschema 4.26.0
-#: ``_format.py`` L327-328; it comes with jsonschema's ``format-nongpl`` extra), and that module builds
-#: 39 Earley parsers of RFC 3987's grammar when imported (rfc3987-syntax 1.1.0 ``syntax_helpers.py``
-#: L50, L78 on): 1.5-3.5 s of every graded copy on a 2-core machine, for a format no notebook schema
-#: names. With it unimportable, jsonschema leaves that one checker out (the ``suppress(ImportError)``
-#: around it) and pytest starts in the time its own imports take.
-_PYTEST = "import sys; sys.modules['rfc3987_syntax'] = None; import pytest; sys.exit(pytest.main())"
+#: ``python -m pytest`` without the module nbformat's jsonschema builds 39 parsers in for a format no notebook
+#: names (:data:`courselib.grading.notebook.IRI_PARSER`): 1.5-3.5 s of every graded copy otherwise.
+_PYTEST = f"import sys; sys.modules.setdefault({IRI_PARSER!r}, None); import pytest; sys.exit(pytest.main())"
 
 
 def pytest_command() -> list[str]:
     """The command that runs pytest for the graded copy (arguments follow): ``python -m pytest``, less
-    ``rfc3987_syntax`` (:data:`_PYTEST`)."""
+    the iri parser (:data:`_PYTEST`)."""
     return [sys.executable, "-c", _PYTEST]
 
 

@@ -6,12 +6,27 @@ unreadable is one located :class:`courselib.errors.InputError`.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from courselib.errors import InputError
 from courselib.io.policy import read_text
 
 KERNELSPEC = {"display_name": "Python 3 (courselib)", "language": "python", "name": "python3"}
+
+#: A module nbformat's jsonschema imports for its "iri" format checker when it is installed (jsonschema
+#: 4.26.0 ``_format.py`` L327-328; it comes with jsonschema's ``format-nongpl`` extra): rfc3987-syntax 1.1.0
+#: builds 39 Earley parsers of RFC 3987's grammar when imported (``syntax_helpers.py`` L50, L78 on),
+#: 1.5-3.5 s on a 2-core machine, for a format no notebook schema names and courselib never checks (its
+#: validators take no format checker).
+IRI_PARSER = "rfc3987_syntax"
+
+
+def skip_the_iri_parser() -> None:
+    """In courselib's own processes (the CLI, the grader's pytest): make :data:`IRI_PARSER` unimportable
+    before nbformat is imported, so jsonschema leaves that one checker out (its ``suppress(ImportError)``).
+    The library's functions do not call it: a reader's own process keeps the modules it has."""
+    sys.modules.setdefault(IRI_PARSER, None)
 
 
 class Node(dict):
