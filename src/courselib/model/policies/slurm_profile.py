@@ -517,8 +517,13 @@ class Timeline:
     def count(self, r: int, g: int, blocked: int) -> int:
         """Pods of ``g`` GPUs that fit at row ``r`` on the nodes not in ``blocked``: a node with at
         least k * g free holds k pods, so one pod for each level g, 2g, ... it reaches."""
-        level, keep = self._level, ~blocked
-        return sum((level(r, f) & keep).bit_count() for f in range(g, self.avail.top + 1, g))
+        lv, keep, n = self._lv[r] or self._row(r), ~blocked, 0
+        for f in range(g, self.avail.top + 1, g):
+            m = lv[f]
+            if m is None:  # (_level, inline: a busy pass counts tens of millions of rows)
+                m = self._level(r, f)
+            n += (m & keep).bit_count()
+        return n
 
     def cap(self, r: int, g: int) -> int:
         """:meth:`count` at row ``r`` with only the row's own held nodes left out (kept)."""
@@ -597,10 +602,12 @@ class Timeline:
         top = self.avail.top
         if g > top:
             return None
-        times, held, cap, level = self.times, self.held, self.cap, self._level
+        times, held, cap, level, lvs = self.times, self.held, self.cap, self._level, self._lv
         if pods == 1 or 2 * g > top:  # one level decides: the nodes with at least g free
             def cap(r, g):  # noqa: F811 (one popcount: not kept)
-                return (level(r, g) & ~held[r]).bit_count()
+                lv = lvs[r]
+                m = lv[g] if lv is not None else None
+                return ((level(r, g) if m is None else m) & ~held[r]).bit_count()
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
