@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urljoin, urlparse
 import pytest
 import yaml
 
-from book_exec import build_config
+from book_exec import build_config, jupyter_book
 from site_browser import MATHJAX_CDN, Chromium, chromium_binary
 from test_book import page_path, toc_files
 
@@ -52,10 +52,9 @@ def _build(out: Path, **config) -> Path:
     """Build the book into ``out`` with the book's _config.yml (``config`` changes, e.g. hide_solutions),
     executing each page at most once per run: the execution cache is shared with tests/test_book.py's
     page test and the other edition (tests/book_exec.py)."""
-    jb = Path(sys.executable).with_name("jupyter-book")
     conf = build_config(ROOT / f".config_site_test_{os.getpid()}.yml", **config)
     try:
-        done = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going",
+        done = subprocess.run([*jupyter_book(), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going",
                                "--config", str(conf)], capture_output=True, text=True, timeout=1800)
     finally:
         conf.unlink()

@@ -9,10 +9,11 @@ whole book is checked the same way by tests/test_site.py's student-edition test.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from book_exec import jupyter_book
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,8 +77,7 @@ sphinx:
 def _build(book: Path, out: Path, cache: Path, hide: bool) -> tuple[str, str]:
     (book / "_config.yml").write_text(CONFIG.format(cache=cache, ext=ROOT / "book" / "_ext",
                                                     hide=str(hide).lower()))
-    jb = Path(sys.executable).with_name("jupyter-book")
-    done = subprocess.run([str(jb), "build", str(book), "--path-output", str(out), "-W", "-n", "--keep-going"],
+    done = subprocess.run([*jupyter_book(), "build", str(book), "--path-output", str(out), "-W", "-n", "--keep-going"],
                           capture_output=True, text=True, timeout=600)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-3000:]
