@@ -106,10 +106,9 @@ def jupyter_book() -> list[str]:
     """The ``jupyter-book`` command (its arguments follow), less the iri parser that nbformat's jsonschema
     builds when it starts (:data:`courselib.grading.notebook.IRI_PARSER`: 39 parsers, 1.5-3.5 s of each
     build, for a format that neither a page nor the book's configuration is checked against)."""
-    from courselib.grading.notebook import IRI_PARSER
+    from courselib.grading.notebook import without_the_iri_parser
 
-    return [sys.executable, "-c", f"import sys; sys.modules.setdefault({IRI_PARSER!r}, None); "
-                                  "from jupyter_book.cli.main import main; sys.exit(main())"]
+    return without_the_iri_parser("from jupyter_book.cli.main import main; sys.exit(main())")
 
 
 def build_config(path: Path, **changes) -> Path:

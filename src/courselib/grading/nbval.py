@@ -31,22 +31,18 @@ from pathlib import Path
 from courselib.errors import CourseError
 from courselib.grading import safe
 from courselib.grading.grade import QuestionResult, SandboxError, _OutOfTime, prepare
-from courselib.grading.notebook import IRI_PARSER
+from courselib.grading.notebook import without_the_iri_parser
 
 PLAN_ENV = "COURSELIB_NBVAL_PLAN"
 KERNEL = "courselib-grading"
 _NBVAL_MARKER = re.compile(r"(#\s*)NBVAL_", re.IGNORECASE)
 
 
-#: ``python -m pytest`` without the module nbformat's jsonschema builds 39 parsers in for a format no notebook
-#: names (:data:`courselib.grading.notebook.IRI_PARSER`): 1.5-3.5 s of every graded copy otherwise.
-_PYTEST = f"import sys; sys.modules.setdefault({IRI_PARSER!r}, None); import pytest; sys.exit(pytest.main())"
-
-
 def pytest_command() -> list[str]:
     """The command that runs pytest for the graded copy (arguments follow): ``python -m pytest``, less
-    the iri parser (:data:`_PYTEST`)."""
-    return [sys.executable, "-c", _PYTEST]
+    the iri parser that nbformat's jsonschema builds for a format no notebook names (1.5-3.5 s of every
+    graded copy otherwise; :data:`courselib.grading.notebook.IRI_PARSER`)."""
+    return without_the_iri_parser("import pytest; sys.exit(pytest.main())")
 
 
 def graded_cells(manifest, sub) -> list[dict]:

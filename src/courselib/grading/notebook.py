@@ -29,6 +29,12 @@ def skip_the_iri_parser() -> None:
     sys.modules.setdefault(IRI_PARSER, None)
 
 
+def without_the_iri_parser(then: str) -> list[str]:
+    """A Python command that runs ``then`` (a line of code; arguments follow the command) with
+    :data:`IRI_PARSER` unimportable, as :func:`skip_the_iri_parser` does in this process."""
+    return [sys.executable, "-c", f"import sys; sys.modules.setdefault({IRI_PARSER!r}, None); {then}"]
+
+
 class Node(dict):
     """A notebook, cell or metadata mapping read with the standard library (attribute access like nbformat's)."""
 
