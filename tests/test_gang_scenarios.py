@@ -331,6 +331,50 @@ def test_preempting_one_rank_restarts_the_whole_job():
 
 
 @pytest.mark.parametrize("reference", [False, True])
+def test_preemption_frees_a_whole_exclusive_node_or_takes_every_pod_for_one(reference):
+    """The dry run removes every lower-priority pod, then reprieves each only if the preemptor
+    still passes every filter (kube-scheduler v1.37.2 ``default_preemption.go`` L286-448): a node
+    owned by an exclusive job is free only once all its pods there are gone, and an exclusive pod
+    needs a node with no pod on it. Counting GPUs alone reprieved a pod that still blocked the
+    node: the victim was deleted, the preemptor did not fit, the victim came back, for ever."""
+    one = ClusterSpec(1, 8)
+    w = Workload(one, [Job("low", 2, 4, duration=3600, exclusive=True),
+                       Job("high", 1, 1, submit=600, duration=600, priority=100)])
+    r = simulate(w, "kube-default", check=True, preemption=True, reference=reference)
+    assert r.job("high").start == 600 and r.job("high").end == 1200
+    low = r.job("low")
+    assert (low.start, low.restarts, low.end) == (0, 1, 1200 + 3600)
+    assert sum("preempted" in e.what for e in r.trace if e.job == "low") >= 1
+    w2 = Workload(one, [Job("low", 8, 1, duration=3600),
+                        Job("high", 1, 1, submit=600, duration=600, priority=100, exclusive=True)])
+    r2 = simulate(w2, "kube-default", check=True, preemption=True, reference=reference)
+    assert r2.job("high").start == 600 and r2.job("low").end == 1200 + 3600
+    r3 = simulate(LIVELOCK, "kube-default", check=True, preemption=True, reference=reference)
+    assert r3.job("high").start == 600 and r3.job("low").end == 1200 + 3600
+
+
+# a third, waiting pod of "low" fits its own node again after each failed preemption
+LIVELOCK = Workload(ClusterSpec(1, 8), [Job("low", 3, 4, duration=3600, exclusive=True, min_member=2),
+                                        Job("high", 1, 1, submit=600, duration=600, priority=100)])
+
+
+def test_a_livelock_fails_with_the_time_instead_of_hanging(monkeypatch):
+    """The engine's bound on cycles at one instant: with the old GPU-only dry run (which reprieves
+    a pod that keeps the node exclusive) ``LIVELOCK`` never leaves t = 600 s."""
+    from courselib.model.policies.kube_default import KubeDefault
+    from courselib.sim.gang import NoProgress
+
+    def gpus_only(state, job, i, gone):
+        c = state.cluster
+        freed = sum(k * state.runs[name].job.gpus_per_pod for name, k in gone.items())
+        return c.free[i] + freed >= job.gpus_per_pod
+
+    monkeypatch.setattr(KubeDefault, "_fits_without", staticmethod(gpus_only))
+    with pytest.raises(NoProgress, match=r"at t = 600 s .*policy kube-default"):
+        simulate(LIVELOCK, "kube-default", preemption=True)
+
+
+@pytest.mark.parametrize("reference", [False, True])
 def test_kueue_block_admission_lifts_when_the_admitted_workload_is_ready(reference):
     # v1beta1 defaults: blockAdmission on. `first` is admitted, placed and ready at t=0; that
     # PodsReady unblocks `second` at once (same instant), not at the 5-minute PodsReady timer.

@@ -134,6 +134,8 @@ class Simulation:
         self.training: dict[str, simpy.Process] = {}
         self.timers: set[float] = set()
         self.deferred: list = []   # controller actions that wait for the end of a scheduling cycle
+        self._instant = (-1.0, 0)   # (time, scheduling cycles run at it): see ``cycle``
+        self._cycle_limit: int | None = None
 
     @property
     def now(self) -> float:
@@ -376,6 +378,7 @@ def cycle(sim: Simulation) -> None:
     """
     while True:
         sim.sync()
+        _count_cycle(sim)
         for t in sim.policy.schedule(sim.state):
             if t > sim.now and t not in sim.timers:
                 sim.timers.add(t)
@@ -401,6 +404,29 @@ def cycle(sim: Simulation) -> None:
             return
         if not (ready and sim.policy.cycle_when_ready()):
             return
+
+
+class NoProgress(RuntimeError):
+    """The simulated clock stopped: cycle after cycle at one instant, a policy's livelock."""
+
+
+def _count_cycle(sim: Simulation) -> None:
+    """Count the cycles run at this instant; raise :class:`NoProgress` past a bound.
+
+    A cycle at the same instant is run again only when something changed (pods lost and created
+    again, a barrier passed, a controller acted), and each of those is bounded by the pods of the
+    workload, so a run that needs more than ``1,000 + 20 × pods`` cycles at one instant is not
+    making progress: it fails with the time and the policy instead of hanging.
+    """
+    t, n = sim._instant
+    n = n + 1 if t == sim.now else 1
+    sim._instant = (sim.now, n)
+    if sim._cycle_limit is None:
+        sim._cycle_limit = 1000 + 20 * sum(j.pods for j in sim.workload.jobs)
+    if n > sim._cycle_limit:
+        raise NoProgress(f"no progress: {n - 1:,} scheduling cycles at t = {sim.now:g} s without the clock "
+                         f"moving (policy {sim.policy.name}); this is a bug in the model, please report it "
+                         f"with the workload")
 
 
 def timer(env: simpy.Environment, sim: Simulation, t: float):
