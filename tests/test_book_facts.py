@@ -56,14 +56,38 @@ def test_a_memcg_oom_with_every_task_immune_kills_nobody_and_does_not_panic():
 
 
 def test_a_scan_aborts_while_the_previous_victim_is_still_exiting():
+    from courselib.model import badness
+    from courselib.model.badness import Task
+    from courselib.model.memcg import Process, memcg_oom, node_oom
+
     text = section(page("03-oom-killer"), "**When the last victim is still dying.**", 900)
     assert "**aborts**" in text and "MMF_OOM_SKIP" in text and cites(text, "linux-oom-kill")
-    # the exercise asks it of the reader: no model, so its question and answer are checked by their words
-    exercise = section(page("03-oom-killer"), ":label: ex-ch3-edge", 3000)
+    exercise = section(page("03-oom-killer"), ":label: ex-ch3-edge", 3600)
     question, answer = exercise.split("```{solution-start} ex-ch3-edge")
-    assert "(d)" in question and "still exiting" in question
+    assert "(d)" in question and "still exiting" in question and "how many seconds" in question
     d = answer[answer.index("(d)"):answer.index("```{code-cell}")]
-    assert d.startswith("(d) Not while") and "aborts" in d and "MMF_OOM_SKIP" in d and cites(d, "linux-oom-kill")
+    assert "{glue:text}`ch3_ex_second`" in d and "**aborts**" in d and cites(d, "linux-oom-kill")
+    assert "{glue:text}`ch3_ex_skip_after`" in d
+    # the page's case, computed by the model: big (killed, still exiting) and small in a 262,144-page cgroup
+    code = answer[answer.index("```{code-cell}"):]
+    assert 'Task("big", 200_000, exiting_victim=True)), small], 262_144)' in code
+    assert 'glue_text("ch3_ex_second", "No, not yet" if dying.victim is None' in code
+    assert 'glue_text("ch3_ex_skip_after", f"{_b.oom_skip_after_s():g}")' in code
+    small, big = Task("small", 50_000), Task("big", 200_000, exiting_victim=True)
+    # a second way, the kernel's rule by hand (oom_evaluate_task): a victim not yet MMF_OOM_SKIP sets
+    # chosen = -1 and stops the scan, wherever it is in the scan and whatever was chosen before it;
+    # out_of_memory() then kills nobody and, chosen being non-NULL, does not panic
+    for order in ([small, big], [big, small]):
+        procs = [Process(t) for t in order]
+        for oom in (memcg_oom(procs, 262_144), node_oom(procs, 4_000_000)):
+            assert (oom.victim, oom.killed, oom.panic, oom.aborted) == (None, (), None, True), order
+    # once reaped (MMF_OOM_SKIP) the dying one is skipped ("goto next") and the small one is chosen
+    reaped = replace(big, unkillable=True)
+    assert memcg_oom([Process(reaped), Process(small)], 262_144).victim == "small"
+    # the reaper: OOM_REAPER_DELAY = 2*HZ, then at most MAX_OOM_REAP_RETRIES = 10 tries with HZ/10
+    # between them (a wait after each failed try), then MMF_OOM_SKIP regardless: 2 + 10 x 0.1 = 3 s
+    assert badness.oom_skip_after_s() == 2 + 10 * 0.1 == 3.0
+    assert badness.oom_skip_after_s(0) == 2.0 and badness.oom_skip_after_s(50) == 3.0
 
 
 def test_a_pod_that_sets_only_cpu_is_burstable_and_scores_999():
@@ -108,11 +132,29 @@ def test_slurm_gang_time_slices_are_30_s_by_default():
     if man.is_file():
         m = re.search(r"SchedulerTimeSlice\\fR\n(.*?)\n\.TP", gzip.open(man, "rt", errors="replace").read(), flags=re.S)
         assert m and f"default value is {SCHEDULER_TIME_SLICE_S:g} seconds" in m.group(1)
-    # the exercise asks it of the reader; by hand: two jobs, 30 s each, a 60 s cycle, 60 suspensions an hour
+    # the exercise asks it of the reader: two jobs, the default slice, an hour of compute
+    from courselib.model.slurm_states import gang_time_slicing
+
     exercise = section(text, ":label: ch5-ex-timeslice", 2500)
-    assert "does not set `SchedulerTimeSlice`" in exercise and cites(exercise, "slurm-gang")
-    assert 'glue_text("ch5_ts_per_hour", f"{3600 / cycle_s:g}")' in exercise
-    assert 3600 / (2 * SCHEDULER_TIME_SLICE_S) == 3600 / (2 * 30) == 60
+    assert "Two jobs" in exercise and "does not set `SchedulerTimeSlice`" in exercise and "one hour of compute" in exercise
+    assert cites(exercise, "slurm-gang")
+    assert "ts = gang_time_slicing(compute_s=3600.0)" in exercise
+    for key, field in (("slice", "ts.slice_s:g"), ("cycle", "ts.cycle_s:g"), ("per_hour", "ts.suspensions_per_hour:g"),
+                       ("wall", "ts.wall_s / 3600:g")):
+        assert f'glue_text("ch5_ts_{key}", f"{{{field}}}")' in exercise, key
+    ts = gang_time_slicing(compute_s=3600.0)
+    # a second way, by hand from the gang-scheduling page: the new job waits a slice, then the two take
+    # 30 s turns (a 60 s cycle, so 60 suspensions an hour each); the new job's 120th turn of 30 s ends at
+    # 120 x 60 s = 2 h; an hour of compute needs 120 turns
+    assert (ts.slice_s, ts.cycle_s, ts.suspensions_per_hour) == (30, 60, 3600 / 60) == (30, 60, 60)
+    assert ts.wall_s / 3600 == (3600 // 30) * 60 / 3600 == 2
+    # turn by turn, as a list of the new job's turns: [30, 60), [90, 120), ...; a 45 s job ends at 105 s
+    def ends(compute, slice_s=30.0):
+        t, left = slice_s, compute                  # it waits one slice first
+        while left > slice_s:
+            t, left = t + 2 * slice_s, left - slice_s
+        return t + left
+    assert all(gang_time_slicing(c).wall_s == ends(c) for c in (1.0, 29.0, 30.0, 45.0, 100.0, 3600.0))
 
 
 # ---- chapter 6 ---------------------------------------------------------------------------------
@@ -158,6 +200,13 @@ def test_overcommit_and_proportion_refuse_for_different_reasons():
     # `running` to end at 60 min; overcommit's idle budget 512 x 1.2 - 200 = 414.4 would hold them
     exercise = section(page("06-gang-deadlock"), ":label: ex-ch6-proportion", 2600)
     assert "with_new(k)" in exercise and cites(exercise, "volcano-proportion")
+    # the page's case is the one recomputed here: 25 pods running and 16 new, in a 256-GPU queue
+    for code in (text, exercise):
+        flat = " ".join(code.split())
+        assert 'Job("running", 25, 8, 0, 3600.0, queue="research")' in flat
+        assert 'queues=(Queue("research", nominal_quota=256),))' in flat
+    assert 'Job("new", 16, 8, 60, 3600.0, queue="research")' in " ".join(text.split())
+    assert 'glue_text("ch6_prop_pods", at_once)' in exercise and "== 60)" in exercise
     fits = (capability - used) // 8
     assert fits == 7 and round(total * 1.2 - used, 1) == 414.4 >= need
 

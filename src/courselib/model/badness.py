@@ -25,7 +25,9 @@ class Task:
     ``rss`` and ``swap`` are in pages (``get_mm_rss`` and ``MM_SWAPENTS``); ``pagetables`` is in
     bytes (``mm_pgtables_bytes``), because the kernel divides it by ``PAGE_SIZE`` itself.
     ``unkillable`` stands for the cases ``oom_unkillable_task()`` and ``MMF_OOM_SKIP`` cover:
-    kernel threads, global init, a task already reaped.
+    kernel threads, global init, a task already reaped. ``exiting_victim`` is a task an earlier OOM
+    kill chose that is still exiting, its memory not yet marked ``MMF_OOM_SKIP``: a scan that meets
+    it aborts (:func:`select_victim`).
     """
 
     name: str
@@ -34,6 +36,7 @@ class Task:
     pagetables: int = 0
     oom_score_adj: int = 0
     unkillable: bool = False
+    exiting_victim: bool = False
 
     def __post_init__(self):
         if not OOM_SCORE_ADJ_MIN <= self.oom_score_adj <= OOM_SCORE_ADJ_MAX:
@@ -76,6 +79,7 @@ class Choice:
 
     victim: int | None
     points: tuple[int, ...]  # oom_badness per task, in scan order; LONG_MIN = not a candidate
+    aborted: bool = False    # the scan met an earlier victim still exiting: nobody is chosen
 
     @property
     def chosen_points(self) -> int | None:
@@ -90,14 +94,42 @@ def select_victim(tasks: Sequence[Task], totalpages: int) -> Choice:
     among equals the **last one scanned** wins. ``chosen_points`` starts at ``LONG_MIN``, so any
     eligible task beats "nothing". The scan order is the order of ``tasks`` (courselib assumes the
     scenario's process order; the kernel's ``mem_cgroup_scan_tasks`` order is not documented).
+
+    A task an earlier kill chose that is still exiting (``exiting_victim``) **aborts** the scan,
+    whatever was chosen before it: ``if (tsk_is_oom_victim(task)) { if (MMF_OOM_SKIP) goto next;
+    goto abort; }``, and ``abort`` sets ``oc->chosen = -1``, so ``out_of_memory()`` kills nobody,
+    does not panic, and the allocation waits for the first victim's memory (mm/oom_kill.c
+    ``oom_evaluate_task()``, ``out_of_memory()``). A reaped victim (``unkillable``) is skipped.
     """
     points = tuple(oom_badness(t, totalpages) for t in tasks)
     chosen, chosen_points = None, LONG_MIN
-    for i, p in enumerate(points):
+    for i, (t, p) in enumerate(zip(tasks, points)):
+        if t.exiting_victim and not t.unkillable:
+            return Choice(None, points, aborted=True)
         if p == LONG_MIN or p < chosen_points:
             continue
         chosen, chosen_points = i, p
     return Choice(chosen, points)
+
+
+#: The OOM reaper starts on a victim that has not exited this long after the kill (OOM_REAPER_DELAY,
+#: 2*HZ), tries to take its mm's lock up to MAX_OOM_REAP_RETRIES times HZ/10 apart, and then sets
+#: MMF_OOM_SKIP whether it freed the memory or not (mm/oom_kill.c queue_oom_reaper(), oom_reap_task()).
+OOM_REAPER_DELAY_S = 2.0
+MAX_OOM_REAP_RETRIES = 10
+OOM_REAP_RETRY_S = 0.1
+
+
+def oom_skip_after_s(failed_tries: int = MAX_OOM_REAP_RETRIES) -> float:
+    """Seconds after a kill until the reaper marks a victim that has not exited ``MMF_OOM_SKIP``.
+
+    Until then every new scan aborts. ``failed_tries`` lock attempts fail first (each followed by a
+    wait of HZ/10); after the last allowed one the reaper sets the flag anyway, so a victim that
+    cannot exit holds back the next kill about ``2 + 10 × 0.1 = 3`` s (the time to unmap not counted).
+    """
+    if failed_tries < 0:
+        raise ValueError("failed_tries cannot be negative")
+    return OOM_REAPER_DELAY_S + min(failed_tries, MAX_OOM_REAP_RETRIES) * OOM_REAP_RETRY_S
 
 
 def global_totalpages(totalram_pages: int, total_swap_pages: int = 0) -> int:

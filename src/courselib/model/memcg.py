@@ -87,6 +87,7 @@ class OomKill:
     group: str | None                  # the memory.oom.group cgroup that was killed, if any
     events: MemoryEvents               # what this event adds to the domain's memory.events
     panic: str | None = None           # set when a global OOM finds nobody to kill
+    aborted: bool = False              # an earlier victim was still exiting: nobody chosen, no panic
 
 
 def oom_group_of(victim_cgroup: str, domain: str, groups: dict[str, bool], cgroup: str) -> str | None:
@@ -115,6 +116,8 @@ def invoke_oom(processes: Sequence[Process], *, scope: str, totalpages: int,
     - Victim: :func:`select_victim` (highest points, last among equals, -1000 never).
     - Nobody eligible: a memcg OOM kills nothing and does not panic; a node OOM panics with
       "System is deadlocked on memory" (FACTS §1.3).
+    - An earlier victim still exiting among the candidates: the scan aborts; nobody is killed and
+      neither scope panics (``aborted``; mm/oom_kill.c ``oom_evaluate_task()``).
     - Group kill (v2, ``memory.oom.group``): every other member of the group except tasks with
       ``oom_score_adj`` -1000 (FACTS §1.5, ``oom_kill_memcg_member``).
     - Counters: ``oom`` +1 for a memcg OOM (the cgroup "reached the limit"); ``oom_group_kill``
@@ -132,7 +135,8 @@ def invoke_oom(processes: Sequence[Process], *, scope: str, totalpages: int,
     if choice.victim is None:
         return OomKill(scope, domain, totalpages, names, points, None, (), None,
                        MemoryEvents(oom=oom_event),
-                       panic=DEADLOCK_PANIC if scope == "node" else None)
+                       panic=DEADLOCK_PANIC if scope == "node" and not choice.aborted else None,
+                       aborted=choice.aborted)
     victim = candidates[choice.victim]
     groups = {c.path: c.oom_group for c in cgroups}
     group = oom_group_of(victim.cgroup, domain if scope == "memcg" else "/", groups, cgroup)

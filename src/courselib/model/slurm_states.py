@@ -53,6 +53,32 @@ def slurm_time_limit_end(limit_s: float, *, kill_wait_s: float = KILL_WAIT_S,
     return JobEnd(TIMEOUT, limit_s, kill_wait_s, limit_s, None, SIGTERM)
 
 
+@dataclass(frozen=True)
+class TimeSlicing:
+    """Two jobs time-sliced on the same resources by Slurm's gang scheduler."""
+
+    slice_s: float                 # each turn (SchedulerTimeSlice)
+    cycle_s: float                 # both turns: one job's suspension to its next
+    suspensions_per_hour: float    # of each job
+    wall_s: float                  # when the job that waits first has had ``compute_s`` of turns
+
+
+def gang_time_slicing(compute_s: float, *, slice_s: float = SCHEDULER_TIME_SLICE_S) -> TimeSlicing:
+    """Two jobs allocated to the same resources (``PreemptMode=SUSPEND,GANG``, ``OverSubscribe=FORCE:2``).
+
+    The gang scheduler suspends the new job until the running one has had a ``SchedulerTimeSlice``, then
+    suspends the running one and lets the new one run a slice, and so on until one ends (``slurm-gang``):
+    each runs one slice in two. The new job's k-th turn ends at ``k × 2 × slice``; its last, partial turn
+    of ``r`` seconds ends ``r`` after that turn begins.
+    """
+    if not (compute_s > 0 and slice_s > 0):
+        raise ValueError("compute and the slice must be > 0 s")
+    cycle = 2 * slice_s
+    turns = -(-compute_s // slice_s)                      # ceil: the last turn may be partial
+    last = compute_s - (turns - 1) * slice_s
+    return TimeSlicing(slice_s, cycle, 3600 / cycle, (turns - 1) * cycle + slice_s + last)
+
+
 # Why a job is PENDING (``squeue``'s NODELIST(REASON), ``scontrol show job``'s Reason=), what it means
 # (doc/html/job_reason_codes.shtml, bibliography ``slurm-job-reason-codes``) and what to look at next.
 # "only the reason that was encountered by the attempted scheduling method will be displayed".
