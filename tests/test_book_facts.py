@@ -233,6 +233,26 @@ def test_the_group_name_key_volcano_reads_and_its_look_alike():
     assert right.startswith("`scheduling.k8s.io/group-name") and "pod template" in right
     assert any(c.startswith("`scheduling.volcano.sh/group-name") and "pod template" in c for c in wrong)
     assert "scheduling.volcano.sh/group-name" in check.why and "one at a time" in check.why
+    # a second way, through the manifest reader and the linter: write each choice as a Job of 4 GPU pods
+    # for Volcano; only the choice the self-check marks right puts the pods in a gang (no K006)
+    from courselib.io.manifests import read_manifests_text
+    from courselib.lint.manifests import gang_mechanism, lint_manifests
+
+    def joins_the_gang(choice: str) -> bool:
+        key = re.match(r"`([^:`]+): train`", choice).group(1)
+        line = f"{{{key}: train}}"
+        in_template = "pod template" in choice
+        assert in_template or "own metadata" in choice, choice
+        text = ("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n"
+                + ("" if in_template else f"  annotations: {line}\n")
+                + "spec:\n  parallelism: 4\n  completions: 4\n  template:\n    metadata:\n"
+                + (f"      annotations: {line}\n" if in_template else "      labels: {app: j}\n")
+                + "    spec:\n      schedulerName: volcano\n      restartPolicy: Never\n      containers:\n"
+                  "      - name: c\n        image: x\n        resources: {limits: {nvidia.com/gpu: 8}}\n")
+        readings = read_manifests_text(text, file="job.yaml", validate=False)
+        return gang_mechanism(readings[0]) == "podgroup" and "K006" not in {f.code for f in lint_manifests(readings)}
+
+    assert [i for i, c in enumerate(check.choices) if joins_the_gang(c)] == [check.answer]
 
 
 # ---- chapters 7 and 8 --------------------------------------------------------------------------
