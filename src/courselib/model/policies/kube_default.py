@@ -42,6 +42,15 @@ from courselib.model.policies.base import Policy
 from courselib.model.workload import Workload
 
 
+def unschedulable_reason(pods: int, nodes: int) -> str:
+    """A job's waiting reason when ``pods`` of its pods fit on none of ``nodes`` nodes for want of GPUs:
+    "k pods Unschedulable:" and the real scheduler's FailedScheduling message, every node counted
+    (``FitError.Error()``, pkg/scheduler/framework/types.go L1470-1521; its PostFilter part, preemption's
+    message, is left out). Held word for word by ``tests/test_kube_default_message.py``."""
+    return (f"{pods} pod{'s' if pods > 1 else ''} Unschedulable: 0/{nodes} nodes are available: "
+            f"{nodes} Insufficient nvidia.com/gpu.")
+
+
 class KubeDefault(Policy):
     name = "kube-default"
 
@@ -204,9 +213,7 @@ class KubeDefault(Policy):
         n = len(cluster.nodes)
         for run in sorted(self.known.values(), key=lambda r: self._known_pos[r.name]):
             k = unschedulable.get(run.name)
-            state.set_reason(run, None if k is None else
-                             f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-                             f"{n} Insufficient nvidia.com/gpu.")
+            state.set_reason(run, None if k is None else unschedulable_reason(k, n))
         return []
 
     def _schedule_fast(self, state: SchedState) -> list[float]:
@@ -274,9 +281,7 @@ class KubeDefault(Policy):
         for name in sorted(todo, key=self._known_pos.__getitem__):
             run = todo[name]
             k = None if run.finished else (self._queued.get(name) or None)
-            state.set_reason(run, None if k is None else
-                             f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-                             f"{n} Insufficient nvidia.com/gpu.")
+            state.set_reason(run, None if k is None else unschedulable_reason(k, n))
             if k is None:
                 self._queued.pop(name, None)
                 self._settled.discard(name)

@@ -83,6 +83,7 @@ import numpy as np
 from courselib.model import topology
 from courselib.model.gang import RUNNING, JobRun, SchedState
 from courselib.model.policies.base import Policy
+from courselib.model.policies.kube_default import unschedulable_reason
 from courselib.model.waitlist import NeedIndex
 from courselib.model.workload import Workload
 
@@ -118,11 +119,6 @@ def _group_order(value, workload: Workload) -> dict[str, int]:
                              f"({', '.join(sorted(names))})")
         order.setdefault(name, len(order))
     return order
-
-
-def _unschedulable(k: int, n: int) -> str:
-    return (f"{k} pod{'s' if k > 1 else ''} Unschedulable: 0/{n} nodes are available: "
-            f"{n} Insufficient nvidia.com/gpu.")
 
 
 class KubeGang(Policy):
@@ -331,14 +327,14 @@ class KubeGang(Policy):
             left = job.pods - state.bound(run)
             self.failed.pop(run.name, None)
             if left:  # requeued at once, timestamp kept (scheduling_queue.go L1215–1220)
-                state.set_reason(run, _unschedulable(left, n))
+                state.set_reason(run, unschedulable_reason(left, n))
                 return "partial"
             state.set_reason(run, None)
             self.groups.pop(run.name, None)
             return "placed"
         # failed (or, past its quorum, nothing more fits): back to the backoffQ
         if bound >= job.min_member:
-            state.set_reason(run, _unschedulable(waiting, n))
+            state.set_reason(run, unschedulable_reason(waiting, n))
         else:
             remaining = job.min_member - bound - fit - 1
             status = (f"minCount ({job.min_member}) cannot be satisfied: {bound + fit} scheduled, "
@@ -429,7 +425,7 @@ class KubeGang(Policy):
             self.failed.pop(run.name, None)
             left = job.pods - state.bound(run)
             if left:
-                state.set_reason(run, _unschedulable(left, n))
+                state.set_reason(run, unschedulable_reason(left, n))
                 return "partial"
             state.set_reason(run, None)
             self.groups.pop(run.name, None)
@@ -617,10 +613,10 @@ class KubeGang(Policy):
         for run in state.active():
             k = queued.get(run.name)
             if run.name in self.waiting and state.bound(run) < run.job.min_member:
-                state.set_reason(run, f"{state.bound(run)}/{run.job.min_member} pods waiting at Permit "
-                                      "for minCount (GangScheduling)" + (f"; {_unschedulable(k, n)}" if k else ""))
+                state.set_reason(run, f"{state.bound(run)}/{run.job.min_member} pods waiting at Permit for "
+                                      "minCount (GangScheduling)" + (f"; {unschedulable_reason(k, n)}" if k else ""))
             elif k:
-                state.set_reason(run, _unschedulable(k, n))
+                state.set_reason(run, unschedulable_reason(k, n))
             elif any(x[2] is run for x in self.later):
                 state.set_reason(run, "pods rejected at Permit (timeout): Unschedulable until the "
                                       "unschedulable-pods flush")
