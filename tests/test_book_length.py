@@ -92,6 +92,70 @@ def test_a_lesson_names_the_idea_not_the_module(page):
     assert not found, f"{page.name}: the lesson's prose names a courselib module: {found}"
 
 
+# ---- sentence length (issue 32: "shorter sentences, fewer stacked parentheticals") ----------------------
+
+#: the most words a chapter's lesson sentences may average (``mean_sentence_words``). Before the prose pass
+#: that set it, chapter 5 averaged 24.9, chapter 9 23.8 and chapter 2 23.5 (the old one-page chapter 6 of
+#: aa9339e 25.2); after it no chapter is above 20.7 (1 and 6b; 5 16.1, 9 15.4). 23 fails each of those and
+#: still leaves chapter 1, the tightest, room for six more 40-word sentences
+SENTENCE_WORDS = 23
+#: the most parenthetical groups one sentence may hold; three stacked in one sentence (ch9's table rows,
+#: 6a's list of policies, 6b's stuck-Pending checklist before the pass) is what a reader loses the thread in
+PARENS_PER_SENTENCE = 2
+
+
+def lesson_sentences(text: str) -> list[str]:
+    """The lesson's sentences of more than three words: the prose before "## Exercises" (``prose``: no
+    code, asides or solutions), a role or label as one word. Headings are not sentences; a list item and a
+    table row each start one; a sentence ends at . ! or ? before a capital, a digit, a role or code
+    (e.g., i.e., vs., cf. and etc. do not end one)."""
+    body = prose(text).split("\n## Exercises")[0]
+    body = re.sub(r"\{[\w:-]+\}`[^`]*`", "X", body)
+    body = re.sub(r"^\(.*\)=\s*$", "", body, flags=re.M)
+    lines: list[str] = []
+    for line in body.splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            lines.append("")
+            continue
+        if re.match(r"^([-*+]|\d+\.)\s", s) or s.startswith("|"):
+            lines.append("")
+        lines.append(line)
+    out = []
+    for para in re.split(r"\n\s*\n", "\n".join(lines)):
+        out += [s for s in _END.split(" ".join(para.split())) if len(_WORD.findall(s)) > 3]
+    return out
+
+
+_WORD = re.compile(r"[\w`'’.%-]*\w[\w`'’.%-]*")
+_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)(?<!etc\.)(?<!vs\.)(?<!cf\.)[)\"”’*_]*\s+(?=[\"“(*_]*[A-Z0-9{`])")
+
+
+def mean_sentence_words(text: str) -> float:
+    lengths = [len(_WORD.findall(s)) for s in lesson_sentences(text)]
+    return sum(lengths) / len(lengths)
+
+
+def test_the_sentence_splitter_reads_lists_tables_and_abbreviations():
+    page = ("# A heading of five words\n\nOne two three four five. Six seven eight nine, e.g. ten. Too short.\n\n"
+            "- a list item of five\n- another one of five words\n\n| a | table row | of five |\n|---|---|---|\n\n"
+            "Code `ends` here. `next` starts a sentence of six.\n\n## Exercises\n\nNot counted in the lesson at all.\n")
+    assert lesson_sentences(page) == ["One two three four five.", "Six seven eight nine, e.g. ten.",
+                                      "- a list item of five", "- another one of five words", "| a | table row | of five |",
+                                      "`next` starts a sentence of six."]
+    assert mean_sentence_words(page) == (5 + 6 + 5 + 5 + 5 + 6) / 6
+
+
+@pytest.mark.parametrize("page", chapters(), ids=lambda p: p.stem)
+def test_a_chapters_sentences_are_short(page):
+    text = page.read_text()
+    mean = mean_sentence_words(text)
+    assert mean <= SENTENCE_WORDS, (f"{page.name}: the lesson's sentences average {mean:.1f} words (limit "
+                                    f"{SENTENCE_WORDS}): split the longest ones")
+    stacked = [s for s in lesson_sentences(text) if s.count("(") > PARENS_PER_SENTENCE]
+    assert not stacked, f"{page.name}: sentences with more than {PARENS_PER_SENTENCE} parentheticals: {stacked}"
+
+
 # ---- reading times (courselib.course: read_min, the authors' estimate to read and run a chapter) ------
 
 #: the fastest reading rate any chapter's time was first set at (b9d7243, the course's first times: the
@@ -132,11 +196,12 @@ def test_a_chapters_time_covers_its_length(doc):
                                       f"courselib.course gives {chapter.read_min}")
 
 
-if __name__ == "__main__":      # python tests/test_book_length.py: words per chapter, and the time they need
+if __name__ == "__main__":      # python tests/test_book_length.py: words per chapter, the time they need, sentence length
     from courselib.course import CHAPTERS
 
     given = {c.doc: c.read_min for c in CHAPTERS}
     for p in chapters():
         t = p.read_text()
         doc = f"book/{p.stem}"
-        print(f"{words(t):6} {p.name:40} needs {needed_minutes(t):3} min, given {given.get(doc)}")
+        print(f"{words(t):6} {p.name:40} needs {needed_minutes(t):3} min, given {given.get(doc)}; "
+              f"{mean_sentence_words(t):4.1f} words a sentence")
