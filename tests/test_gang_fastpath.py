@@ -899,13 +899,24 @@ def test_the_slurm_topology_gate_is_exercised_and_planted_slips_fail():
     rules out times for those waiting for --switches, and the arrays and the tree are planned far less
     often than the reference plans them. A count that asks for one pod more than the job has (so rules out a
     time the tree would take), or a timeline that answers the second time the pods fit rather
-    than the first, makes the checks fail."""
+    than the first, makes the checks fail; so does a first row for the walk (SlurmFast._first_row,
+    which spares it the rows where the pods do not fit at all) one row too far on."""
     from dataclasses import replace
     from courselib.model.generate import OVERLOADED_TOPOLOGY, with_topology
     from courselib.model.policies import slurm_profile
     w = with_topology(overloaded_workload(3, nodes=25, jobs=120), OVERLOADED_TOPOLOGY, 3)
     plan, earliest, arrays = slurm_profile.Availability.plan, slurm_profile.Timeline.earliest, Slurm.plan
-    seen = {"count": 0, "timeline": 0, "arrays fast": 0, "arrays reference": 0}
+    first_row = SlurmFast._first_row
+    seen = {"count": 0, "timeline": 0, "arrays fast": 0, "arrays reference": 0, "rows spared": 0}
+
+    def counting_first_row(self, line, times, state, job, k):
+        r = first_row(self, line, times, state, job, k)
+        seen["rows spared"] += r - k
+        return r
+
+    def one_row_on(self, line, times, state, job, k):
+        r = first_row(self, line, times, state, job, k)
+        return r + (r < len(times))
 
     def counting_plan(self, *a, **k):
         seen["count"] += 1
@@ -928,18 +939,18 @@ def test_the_slurm_topology_gate_is_exercised_and_planted_slips_fail():
 
     try:
         slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = counting_plan, counting_earliest
-        Slurm.plan = counting_arrays
+        Slurm.plan, SlurmFast._first_row = counting_arrays, counting_first_row
         same(w, "slurm")
-        assert seen["count"] and seen["timeline"], seen
+        assert seen["count"] and seen["timeline"] and seen["rows spared"], seen
         assert 5 * seen["arrays fast"] < seen["arrays reference"], seen
         Slurm.plan = arrays
-        for planted in ((one_more, earliest), (plan, second)):
-            slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = planted
+        for planted in ((one_more, earliest, first_row), (plan, second, first_row), (plan, earliest, one_row_on)):
+            slurm_profile.Availability.plan, slurm_profile.Timeline.earliest, SlurmFast._first_row = planted
             with pytest.raises(AssertionError):
                 same(w, "slurm", reuse=True)
     finally:
         slurm_profile.Availability.plan, slurm_profile.Timeline.earliest = plan, earliest
-        Slurm.plan = arrays
+        Slurm.plan, SlurmFast._first_row = arrays, first_row
 
 
 def test_slurm_tree_jobs_carry_the_last_pass_and_planted_slips_fail():

@@ -1,6 +1,7 @@
 """Fast paths of the topology placements that the scale rows need (issue 29): each equals its reference."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from budget import examples
@@ -58,10 +59,17 @@ def wide_tree_cases(draw):
             draw(st.sampled_from([None, None, 2, 4])))
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["python", "numpy"])
 @settings(max_examples=examples(400), deadline=None)
-@given(wide_tree_cases())
-def test_slurm_tree_over_many_leaves_is_the_plugins_loop(case):
+@given(case=wide_tree_cases())
+def test_slurm_tree_over_many_leaves_is_the_plugins_loop(wide, case):
     """A job no leaf switch holds: the loop with the hops and the ancestors' free pods kept as
-    leaves are chosen places it leaf by leaf as the plugin's loop does (the same plan)."""
+    leaves are chosen places it leaf by leaf as the plugin's loop does (the same plan), with its
+    sums and hops in Python (few leaves) and in numpy (from ``WIDE_TREE`` leaves on)."""
     spec, k, pods, max_leaves = case
-    assert topology.slurm_tree(spec, k, pods, max_leaves) == topology.slurm_tree_reference(spec, k, pods, max_leaves)
+    was = topology.WIDE_TREE
+    try:
+        topology.WIDE_TREE = 1 if wide else 10 ** 9
+        assert topology.slurm_tree(spec, k, pods, max_leaves) == topology.slurm_tree_reference(spec, k, pods, max_leaves)
+    finally:
+        topology.WIDE_TREE = was

@@ -76,6 +76,7 @@ policies keep their own queues and pending messages; only the domain choice live
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from dataclasses import dataclass
@@ -362,28 +363,43 @@ def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None) -
             if rem == 0:
                 break
         return plan, pods
-    return _slurm_tree_leaves(spec, kk.tolist(), pods, max_leaves)
+    return _slurm_tree_leaves(spec, kk, pods, max_leaves, per_leaf)
 
 
-def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | None) -> tuple[list | None, int]:
+#: From this many leaf switches on, :func:`_slurm_tree_leaves` sums and adds hops in numpy
+#: (the 6,250-node tree's 625 leaves); below, in Python (the overloaded cluster's 15)
+WIDE_TREE = 64
+
+
+def _slurm_tree_leaves(spec: ClusterSpec, kk, pods: int, max_leaves: int | None,
+                       per_leaf=None) -> tuple[list | None, int]:
     """:func:`slurm_tree_reference`'s loop over the leaf switches, the same choices with less
     work: each leaf's hops to the leaves chosen so far are kept and added to as a leaf is
     chosen (the reference sums them over the chosen leaves for every comparison), and the free
-    pods under every ancestor are kept per level (the reference sums the leaves under it)."""
+    pods under every ancestor are kept per level (the reference sums the leaves under it).
+    ``kk``: the free pods per node as an array; ``per_leaf``: their sums per leaf, if known. The
+    sums per level are summed in numpy, once a call (625 leaves: the setup in Python took
+    most of a call), and the hops are added by level, not leaf by leaf."""
     levels = [(name, size) for name, size in spec.topology]
     leaf_size = levels[-1][1]
-    starts = range(0, spec.nodes, leaf_size)
-    avail = [sum(k[s:s + leaf_size]) for s in starts]
+    if per_leaf is None:
+        per_leaf = np.add.reduceat(kk, np.arange(0, spec.nodes, leaf_size))
+    avail = per_leaf.tolist()
     n_leaves, total = len(avail), sum(avail)
     if total < pods:
         return None, total
     free_max = max(avail)
     ups = [size // leaf_size for _, size in reversed(levels[:-1])] + [n_leaves]
     spans = [1] + ups
+    wide = n_leaves >= WIDE_TREE  # numpy pays only over many leaves
     # sums[s][j // spans[s]]: the free pods in leaf j's ancestor of spans[s] leaves (s = 0: the leaf)
-    sums = [avail] + [[sum(avail[a:a + span]) for a in range(0, n_leaves, span)] for span in ups]
-    anc = [[j // span for j in range(n_leaves)] for span in ups]
-    dist = [0] * n_leaves      # hops from each leaf to the leaves chosen (_dist)
+    if wide:
+        sums = [avail] + [np.add.reduceat(per_leaf, np.arange(0, n_leaves, span)).tolist() for span in ups]
+    else:
+        sums = [avail] + [[sum(avail[a:a + span]) for a in range(0, n_leaves, span)] for span in ups]
+    anc = _leaf_ancestors(n_leaves, tuple(ups), wide)
+    dist = np.zeros(n_leaves, dtype=np.int64) if wide else None  # (wide: dl's array)
+    dl = [0] * n_leaves  # hops from each leaf to the leaves chosen (_dist)
     depth = len(spans)
 
     def compare(i: int, j: int, rem: int) -> tuple[bool, bool]:
@@ -411,9 +427,9 @@ def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | 
         best = None
         for j in cands:
             if best is None:
-                best, db = j, dist[j]
+                best, db = j, dl[j]
                 continue
-            dj = dist[j]
+            dj = dl[j]
             if dj > db:  # farther than the best so far: it cannot take its place
                 continue
             tighter, fits_j = compare(j, best, rem)
@@ -427,13 +443,23 @@ def _slurm_tree_leaves(spec: ClusterSpec, k: list, pods: int, max_leaves: int | 
             sums[s][best // spans[s]] -= taken
         avail[best] = 0                              # (sums[0] is avail)
         cands.remove(best)
-        mine = [a[best] for a in anc]
-        for j in cands:
-            for u, a in enumerate(anc):
-                if a[j] == mine[u]:
-                    dist[j] += 2 * (u + 1)
-                    break
-        rem = _fill(range(best * leaf_size, min((best + 1) * leaf_size, spec.nodes)), k, rem, plan)
+        # each leaf's hops to ``best``: 2 per level up to their common ancestor (the first
+        # level, innermost first, at which they share one), for every leaf at once
+        if wide:
+            hops = np.full(n_leaves, 2 * len(anc), dtype=np.int64)
+            for u in range(len(anc) - 2, -1, -1):
+                hops[anc[u] == anc[u][best]] = 2 * (u + 1)
+            dist += hops
+            dl = dist.tolist()
+        else:
+            mine = [a[best] for a in anc]
+            for j in cands:
+                for u, a in enumerate(anc):
+                    if a[j] == mine[u]:
+                        dl[j] += 2 * (u + 1)
+                        break
+        lo, hi = best * leaf_size, min((best + 1) * leaf_size, spec.nodes)
+        rem = _fill(range(hi - lo), kk[lo:hi].tolist(), rem, plan, lo)
     if max_leaves and len(chosen) > max_leaves:
         return None, free_max
     return plan, pods
@@ -507,17 +533,27 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None
     return plan, pods
 
 
-def _fill(nodes, k, rem: int, plan: list) -> int:
+def _fill(nodes, k, rem: int, plan: list, base: int = 0) -> int:
     """Take up to ``k[i]`` pods on each of ``nodes`` in order until ``rem`` are placed (appended to
-    ``plan``); the pods still to place."""
+    ``plan`` as node ``base + i``); the pods still to place."""
     for i in nodes:
         take = min(k[i], rem)
         if take:
-            plan.append((i, take))
+            plan.append((base + i, take))
             rem -= take
         if rem == 0:
             break
     return rem
+
+
+@functools.lru_cache(maxsize=16)
+def _leaf_ancestors(n_leaves: int, ups: tuple, wide: bool) -> list:
+    """Per level above the leaves (innermost first, the root last), each leaf's ancestor there
+    (leaf j's is j // span), as arrays (``wide``) or lists: the same for every call on one tree."""
+    j = np.arange(n_leaves)
+    if wide:
+        return [j // span for span in ups]
+    return [(j // span).tolist() for span in ups]
 
 
 def _dist(chosen: list[int], j: int, ups: list[int]) -> int:
