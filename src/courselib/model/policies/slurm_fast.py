@@ -177,13 +177,18 @@ class SlurmFast(Slurm):
         return free_g, free_m
 
     def _blocked(self, reserved: list, t: float, t1: float, n: int):
-        """:meth:`Slurm._blocked` (closed at ``t1``), on arrays kept as the pass's reservations are made."""
-        if reserved:
-            starts, ends, nodes = self._reservation_arrays(reserved, n)
-            overlap = (starts <= t1) & (t < ends)
-            if overlap.any():
-                return nodes[overlap].any(axis=0)
-        return np.zeros(n, dtype=bool)
+        """:meth:`Slurm._blocked` (closed at ``t1``): the profile's mask of the reservations that
+        overlap (:meth:`Availability.blocked`: the pass's reservations sorted by start, each
+        one's nodes a mask kept while it is), as an array. (It was a reservations x nodes array
+        filled row by row as reservations were made: on the overloaded tree, where the tree
+        plugin's plans ask it, most of its cost.)"""
+        if not reserved:
+            return np.zeros(n, dtype=bool)
+        if self._avail is None:  # (backfill makes the profile before it reserves anything)
+            return super()._blocked(reserved, t, t1, n)
+        m = self._avail.blocked(reserved, t, t1)
+        return np.unpackbits(np.frombuffer(m.to_bytes((n + 7) // 8, "little"), np.uint8), count=n,
+                             bitorder="little").view(bool)
 
     def plan(self, state: SchedState, job: Job, t: float, reserved: list) -> list | None:
         """:meth:`Slurm.plan`; a plain job's from the free-GPU buckets (now) or the profile."""
@@ -347,27 +352,6 @@ class SlurmFast(Slurm):
                 out.append((i, f // g))
                 need -= f // g
         return None
-
-    def _reservation_arrays(self, reserved: list, n: int):
-        """(starts, ends, nodes-matrix) of this pass's reservations, filled in as they are made."""
-        cache = getattr(self, "_resv", None)
-        if cache is None or cache[0] is not reserved:
-            rows = max(1, min(self.bf_max_job_test, 64))
-            cache = self._resv = [reserved, 0, np.zeros(rows), np.zeros(rows), np.zeros((rows, n), dtype=bool)]
-        _, done, starts, ends, nodes = cache
-        if len(reserved) > len(starts):  # grow by doubling
-            rows = max(len(reserved), 2 * len(starts))
-            starts, ends = np.resize(starts, rows), np.resize(ends, rows)
-            nodes = np.vstack([nodes, np.zeros((rows - len(nodes), n), dtype=bool)])
-            cache[2:] = starts, ends, nodes
-        for r in range(done, len(reserved)):
-            starts[r], ends[r] = reserved[r][0], reserved[r][1]
-            nodes[r, :] = False
-            nodes[r, reserved[r][2]] = True
-        cache[1] = len(reserved)
-        k = len(reserved)
-        return starts[:k], ends[:k], nodes[:k]
-
 
     def _backfill(self, state: SchedState, pending: list[JobRun]) -> None:
         """:meth:`Slurm._backfill` (the reference) with the same decisions, from the availability
