@@ -361,15 +361,13 @@ LIVELOCK = Workload(ClusterSpec(1, 8), [Job("low", 3, 4, duration=3600, exclusiv
 def test_a_livelock_fails_with_the_time_instead_of_hanging(monkeypatch):
     """The engine's bound on cycles at one instant: with the old GPU-only dry run (which reprieves
     a pod that keeps the node exclusive) ``LIVELOCK`` never leaves t = 600 s."""
-    from courselib.model.policies.kube_default import KubeDefault
     from courselib.sim.gang import NoProgress
 
-    def gpus_only(state, job, i, gone):
-        c = state.cluster
-        freed = sum(k * state.runs[name].job.gpus_per_pod for name, k in gone.items())
-        return c.free[i] + freed >= job.gpus_per_pod
+    def gpus_only(cluster, job, i, gone):
+        freed = sum(cluster.alloc[name][i].gpus * k // cluster.jobs_on[i][name] for name, k in gone.items())
+        return cluster.free[i] + freed >= job.gpus_per_pod
 
-    monkeypatch.setattr(KubeDefault, "_fits_without", staticmethod(gpus_only))
+    monkeypatch.setattr(Cluster, "fits_without", gpus_only)
     with pytest.raises(NoProgress, match=r"at t = 600 s .*policy kube-default"):
         simulate(LIVELOCK, "kube-default", preemption=True)
 

@@ -179,6 +179,35 @@ class Cluster:
             return False
         return self.free[i] >= job.gpus_per_pod and self._mem_ok(job, i)
 
+    def fits_without(self, job: Job, i: int, gone: dict[str, int]) -> bool:
+        """:meth:`fits` (capacity only, the constraint aside) with ``gone`` pods per job taken off
+        node ``i``: what a preemption's dry run asks (kube-scheduler v1.37.2 ``default_preemption.go``
+        ``SelectVictimsOnNode`` L286–448 runs every filter with the victims removed). Free GPUs and
+        memory come back pod by pod, but a node an exclusive job owns only with its last pod there,
+        and an exclusive pod needs a node with no pod left on it."""
+        free, mem, owner, left = self.free[i], self.free_mem[i], self.owner_exclusive[i], False
+        for name, count in self.jobs_on[i].items():
+            k = gone.get(name, 0)
+            left = left or k < count
+            if not k:
+                continue
+            b = self.alloc[name][i]
+            if owner == name:       # exclusive: the whole node comes back with its last pod
+                if k == count:
+                    free, owner = free + b.gpus, None
+            else:
+                free += b.gpus * k // count
+            mem += b.memory * k // count
+        if job.exclusive:
+            if owner == job.name:
+                return self._room_in_own_node(job, i) > 0
+            if left:
+                return False
+        elif owner is not None:
+            return False
+        return free >= job.gpus_per_pod and (
+            job.memory_per_pod == 0 or self.nodes[i].memory == 0 or mem >= job.memory_per_pod)
+
     def _mem_ok(self, job: Job, i: int) -> bool:
         return job.memory_per_pod == 0 or self.nodes[i].memory == 0 or \
             self.free_mem[i] >= job.memory_per_pod

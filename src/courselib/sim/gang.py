@@ -134,8 +134,8 @@ class Simulation:
         self.training: dict[str, simpy.Process] = {}
         self.timers: set[float] = set()
         self.deferred: list = []   # controller actions that wait for the end of a scheduling cycle
-        self._instant = (-1.0, 0)   # (time, scheduling cycles run at it): see ``cycle``
-        self._cycle_limit: int | None = None
+        self._instant = (-1.0, 0)   # (time, scheduling cycles run at it): see ``_count_cycle``
+        self._cycle_limit = 1000 + 20 * sum(j.pods for j in workload.jobs)
 
     @property
     def now(self) -> float:
@@ -421,8 +421,6 @@ def _count_cycle(sim: Simulation) -> None:
     t, n = sim._instant
     n = n + 1 if t == sim.now else 1
     sim._instant = (sim.now, n)
-    if sim._cycle_limit is None:
-        sim._cycle_limit = 1000 + 20 * sum(j.pods for j in sim.workload.jobs)
     if n > sim._cycle_limit:
         raise NoProgress(f"no progress: {n - 1:,} scheduling cycles at t = {sim.now:g} s without the clock "
                          f"moving (policy {sim.policy.name}); this is a bug in the model, please report it "

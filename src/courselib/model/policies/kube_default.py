@@ -331,22 +331,19 @@ class KubeDefault(Policy):
             if allowed is not None and i not in allowed:
                 continue
             pods = []  # (priority, start, job name) per lower-priority pod on the node
+            gone: dict[str, int] = {}  # pods taken off the node in the dry run, per job
             for name, count in cluster.jobs_on[i].items():
                 other = state.runs[name]
                 if other.job.priority < job.priority:
                     start = other.first_bound if other.first_bound is not None else state.now
                     pods += [(other.job.priority, start, other.seq, name)] * count
-            if not pods:
-                continue
-            gone: dict[str, int] = {}  # pods removed in the dry run, per job
-            for p in pods:
-                gone[p[3]] = gone.get(p[3], 0) + 1
-            if not self._fits_without(state, job, i, gone):
-                continue       # not even with every lower-priority pod gone
+                    gone[name] = count
+            if not pods or not cluster.fits_without(job, i, gone):
+                continue       # nothing to take, or no room even with every lower-priority pod gone
             victims = []
             for p in sorted(pods, key=lambda p: (-p[0], p[1], p[2])):  # most important first
                 gone[p[3]] -= 1                        # put it back ...
-                if not self._fits_without(state, job, i, gone):
+                if not cluster.fits_without(job, i, gone):
                     gone[p[3]] += 1                    # ... the pod no longer fits: a victim
                     victims.append(p)
             if not victims:
@@ -364,42 +361,3 @@ class KubeDefault(Policy):
         if not cluster.fits(job, i):
             return None
         return i
-
-    @staticmethod
-    def _fits_without(state: SchedState, job, i: int, gone: dict[str, int]) -> bool:
-        """Would one pod of ``job`` fit on node ``i`` with ``gone`` pods (per job) removed?
-
-        The filter the real dry run runs with the victims taken off the node
-        (``default_preemption.go`` ``SelectVictimsOnNode`` L286–448 calls every filter plugin):
-        free GPUs and memory, and whole-node ownership — an exclusive job's node is free only once
-        all its pods there are gone, and an exclusive pod needs a node with no pod left on it.
-        The constraint is checked by the caller (victims cannot change it).
-        """
-        cluster = state.cluster
-        free, mem, owner, left = cluster.free[i], cluster.free_mem[i], cluster.owner_exclusive[i], False
-        counted = cluster.nodes[i].memory
-        for name, count in cluster.jobs_on[i].items():
-            k = gone.get(name, 0)
-            if k < count:
-                left = True
-            if not k:
-                continue
-            other = state.runs[name].job
-            if other.exclusive:
-                if k == count:      # its last pod here: the whole node comes back
-                    free += cluster.alloc[name][i].gpus
-                    if owner == name:
-                        owner = None
-            else:
-                free += k * other.gpus_per_pod
-            if counted:
-                mem += k * other.memory_per_pod
-        if job.exclusive:
-            if owner == job.name:
-                return cluster.fits(job, i)
-            if left:
-                return False
-        elif owner is not None:
-            return False
-        return free >= job.gpus_per_pod and (
-            job.memory_per_pod == 0 or not counted or mem >= job.memory_per_pod)

@@ -925,18 +925,11 @@ class SlurmFast(Slurm):
         if k >= len(times) or line.cap(k, g) >= pods:
             return k
         k += 1  # (the rows after row k are all after now)
-        fit, n = self._availability(state).fit, len(times)
+        avail, n = self._availability(state), len(times)
         short, hi, step = k - 1, k, 1  # rows up to ``short`` are short; ``hi`` fits (or is n)
-        while hi < n and fit(times[hi], g) < pods:
+        while hi < n and avail.fit(times[hi], g) < pods:
             short, hi, step = hi, hi + step, 2 * step
-        lo, hi = short + 1, min(hi, n)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if fit(times[mid], g) >= pods:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return _first_fitting(times, avail, g, pods, short + 1, min(hi, n))
 
     @staticmethod
     def _first_fit(times: list[float], state: SchedState, avail: "Availability", job: Job) -> int:
@@ -945,14 +938,7 @@ class SlurmFast(Slurm):
         as the count never decreases with time."""
         if state.cluster.fit_count(job.gpus_per_pod) >= job.pods:  # (a plain job: what pods_that_fit says)
             return 0
-        lo, hi = 1, len(times)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if avail.fit(times[mid], job.gpus_per_pod) >= job.pods:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return _first_fitting(times, avail, job.gpus_per_pod, job.pods, 1, len(times))
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self._ends_seen += 1
@@ -1035,3 +1021,7 @@ def _has(sorted_list: list[float], t: float) -> bool:
     return k < len(sorted_list) and sorted_list[k] == t
 
 
+def _first_fitting(times: list[float], avail: "Availability", g: int, pods: int, lo: int, hi: int) -> int:
+    """The first index in ``[lo, hi)`` of ``times`` at which ``pods`` pods of ``g`` GPUs fit on the
+    cluster, reservations aside (``hi`` if none): a binary search, as the count never falls with time."""
+    return bisect_left(range(hi), True, lo, hi, key=lambda r: avail.fit(times[r], g) >= pods)
