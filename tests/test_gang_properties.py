@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.sim.gang import simulate
@@ -185,3 +185,116 @@ def test_the_permit_bound_check_can_fail():
     assert max(rel - b for _, b, rel in spans) == 300
     with pytest.raises(AssertionError):
         assert_permit_bounded(r, 299)
+
+
+@st.composite
+def preempting_workloads(draw):
+    """A few nodes under pressure from jobs of several priorities, some of which may preempt, with
+    whole-node (exclusive) jobs, memory and PodGroups of disruption mode All."""
+    nodes = draw(st.integers(1, 4))
+    gpn = draw(st.sampled_from([2, 4, 8]))
+    memory = draw(st.sampled_from([0, 64]))
+    jobs = []
+    for k in range(draw(st.integers(2, 6))):
+        gpp = draw(st.integers(1, gpn))
+        pods = draw(st.integers(1, max(1, nodes * gpn // gpp)))
+        jobs.append(Job(
+            name=f"j{k}", pods=pods, gpus_per_pod=gpp, submit=float(draw(st.sampled_from([0, 0, 600]))),
+            duration=float(draw(st.sampled_from([600, 3600]))),
+            min_member=draw(st.one_of(st.none(), st.integers(1, pods))),
+            priority=draw(st.integers(0, 3)),
+            exclusive=draw(st.sampled_from([False, False, True])),
+            memory_per_pod=draw(st.sampled_from([0, 16, 48])),
+            preemption_policy=draw(st.sampled_from([None, "PreemptLowerPriority"])),
+            disruption_mode=draw(st.sampled_from(["single", "single", "all"]))))
+    return Workload(ClusterSpec(nodes, gpn, memory_per_node=memory), jobs)
+
+
+def _fits_after_every_group_preemption(monkeypatch):
+    """Make kube-gang's workload-aware preemption fail the run at once if, right after it deleted
+    victims, the group's scheduling algorithm still cannot place ``minCount`` pods."""
+    from courselib.model.policies.kube_gang import KubeGang
+
+    original = KubeGang._preempt_for_group
+
+    def checked(self, state, run, want):
+        took = original(self, state, run, want)
+        if took:
+            placed = state.bound(run) + self._fit(state, run, want)
+            assert placed >= run.job.min_member, \
+                f"t = {state.now:g} s: victims deleted for {run.name}, which still places {placed}/{run.job.min_member}"
+        return took
+
+    monkeypatch.setattr(KubeGang, "_preempt_for_group", checked)
+
+
+_WHOLE_NODE = Workload(ClusterSpec(2, 8), [Job("a", 2, 1, duration=3600, exclusive=True),
+                                           Job("b", 2, 1, duration=3600, exclusive=True, priority=1),
+                                           Job("c", 2, 1, submit=600, duration=600, priority=3,
+                                               preemption_policy="PreemptLowerPriority")])
+_MEMORY = Workload(ClusterSpec(1, 8, memory_per_node=64), [
+    Job("a", 1, 4, duration=3600, priority=1, memory_per_pod=8),
+    Job("b", 1, 1, duration=3600, priority=2, memory_per_pod=48),
+    Job("c", 1, 4, submit=600, duration=600, priority=3, memory_per_pod=16,
+        preemption_policy="PreemptLowerPriority")])
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                          HealthCheck.function_scoped_fixture])
+@given(preempting_workloads())
+@example(_WHOLE_NODE)
+@example(_MEMORY)
+def test_kube_gang_preemption_never_deletes_victims_for_nothing(monkeypatch, w):
+    """A PodGroup's preemption deletes victims only when the group then places its ``minCount``:
+    the dry run's placement and reprieves ask every filter (kube-scheduler v1.37.2
+    ``podgrouppreemption.go`` L223-240, L258-331), so no victim is taken for a group that still
+    does not fit, and no run stalls at one instant (``NoProgress``) with victims coming back."""
+    with monkeypatch.context() as m:
+        _fits_after_every_group_preemption(m)
+        simulate(w, "kube-gang", check=True, horizon=6 * 3600)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.integers(1, 4), st.sampled_from([1, 2, 4, 8]), st.sampled_from([0, 64]), st.data())
+def test_the_dry_run_sees_what_taking_the_pods_off_would_leave(nodes, gpn, memory, data):
+    """``Cluster.room_without`` and ``Cluster.place_without`` (a preemption's dry run, read from the
+    bindings) answer what the cluster answers once those pods are really unbound: each node takes
+    as many pods of the preemptor one after another as ``bind`` accepts, and ``place`` with
+    ``spread`` puts the group where ``place_without`` said (GPUs, memory, nodes owned by exclusive
+    jobs, the preemptor's own nodes)."""
+    import copy
+
+    from courselib.model.cluster import Cluster
+
+    cluster = Cluster(ClusterSpec(nodes, gpn, memory_per_node=memory))
+    def job(name, pods):
+        return Job(name, pods, data.draw(st.integers(0, gpn)), duration=60.0,
+                   exclusive=data.draw(st.sampled_from([False, False, True])),
+                   memory_per_pod=data.draw(st.sampled_from([0, 16, 24])))
+    jobs = [job(f"j{k}", 8) for k in range(data.draw(st.integers(1, 4)))]
+    group = job("group", 4)
+    for j, i in data.draw(st.lists(st.tuples(st.sampled_from(jobs + [group]), st.integers(0, nodes - 1)),
+                                   max_size=12)):
+        if cluster.fits(j, i, None):
+            cluster.bind(j, i)
+    gone = {i: {name: data.draw(st.integers(0, count)) for name, count in cluster.jobs_on[i].items()
+                if name != "group"} for i in range(nodes)}
+    after = copy.deepcopy(cluster)
+    for i, taken in gone.items():
+        for name, k in taken.items():
+            for _ in range(k):
+                after.unbind_one(next(j for j in jobs if j.name == name), i)
+    for i in range(nodes):
+        trial, took = copy.deepcopy(after), 0
+        while took < 12 and trial.fits(group, i, None):
+            trial.bind(group, i)
+            took += 1
+        assert min(cluster.room_without(group, i, gone[i]), 12) == took, i
+        assert cluster.fits_without(group, i, gone[i]) == (took > 0)
+    want = data.draw(st.integers(1, 8))
+    plan = cluster.place_without(group, want, gone)
+    before = {i: b.pods for i, b in after.alloc.get("group", {}).items()}
+    after.fast = data.draw(st.booleans())
+    after.place(group, want, spread=True)
+    assert plan == {i: b.pods - before.get(i, 0) for i, b in after.alloc.get("group", {}).items()
+                    if b.pods > before.get(i, 0)}

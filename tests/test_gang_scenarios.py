@@ -372,6 +372,61 @@ def test_a_livelock_fails_with_the_time_instead_of_hanging(monkeypatch):
         simulate(LIVELOCK, "kube-default", preemption=True)
 
 
+def _preempted(r) -> dict[str, int]:
+    """Pods each job lost to preemption, read from the trace."""
+    out: dict[str, int] = {}
+    for e in r.trace:
+        if " preempted by " in e.what:
+            out[e.job] = out.get(e.job, 0) + 1
+    return out
+
+
+GiB = 2 ** 30
+# one 8-GPU node with 100 GiB: "hog" (more important than "wide") holds the memory the group needs
+MEMORY_BOUND = Workload(ClusterSpec(1, 8, memory_per_node=100 * GiB), [
+    Job("wide", 1, 4, duration=3600, priority=1, memory_per_pod=10 * GiB),
+    Job("hog", 1, 1, duration=3600, priority=2, memory_per_pod=80 * GiB),
+    Job("high", 1, 4, submit=600, duration=600, priority=100, memory_per_pod=50 * GiB,
+        preemption_policy="PreemptLowerPriority")])
+
+
+def test_group_preemption_takes_the_victim_that_holds_the_memory():
+    """kube-gang's workload-aware preemption runs the group's scheduling with every filter on the
+    cluster without victims, then reprieves each victim only if every placed pod still passes the
+    filters (kube-scheduler v1.37.2 ``podgrouppreemption.go`` L223-240, L258-331; memory is
+    NodeResourcesFit's ``Insufficient memory``, ``noderesources/fit.go`` L743-750). Counting GPUs
+    alone reprieved ``hog`` (1 GPU back, 3 left) and deleted ``wide``: 20 GiB free, the group
+    still did not fit, ``wide`` came back, at t = 600 s for ever."""
+    r = simulate(MEMORY_BOUND, "kube-gang", check=True)
+    assert _preempted(r) == {"hog": 1}
+    assert (r.job("high").start, r.job("high").end) == (600, 1200)
+    assert (r.job("wide").restarts, r.job("wide").end) == (0, 3600)
+    assert (r.job("hog").restarts, r.job("hog").end) == (1, 1200 + 3600)   # back when high ends
+
+
+def test_group_preemption_frees_an_exclusive_node_whole():
+    """A node an exclusive job owns is free only once its last pod there is gone. Counting GPUs
+    alone took 2 of the 3 pods of ``low`` (one stayed and kept the node), and on two owned nodes one
+    pod of each: the group placed nothing. The real dry run places the group once with every
+    victim gone, most free GPUs first, so its two pods go one to each node and both owners go
+    whole (not the fewest victims: one node would have held both pods). (Whole-node ownership by
+    pods smaller than a node is the model's filter: a replay refuses such a job, ``live/kube/plan.py``.)"""
+    one = Workload(ClusterSpec(1, 8), [
+        Job("low", 3, 1, duration=3600, exclusive=True),
+        Job("high", 2, 1, submit=600, duration=600, priority=100, preemption_policy="PreemptLowerPriority")])
+    r = simulate(one, "kube-gang", check=True)
+    assert _preempted(r) == {"low": 3}
+    assert r.job("high").start == 600 and r.job("low").end == 1200 + 3600
+    two = Workload(ClusterSpec(2, 8), [
+        Job("own-a", 2, 1, duration=3600, exclusive=True),
+        Job("own-b", 2, 1, duration=3600, exclusive=True, priority=1),
+        Job("high", 2, 1, submit=600, duration=600, priority=100, preemption_policy="PreemptLowerPriority")])
+    r2 = simulate(two, "kube-gang", check=True)
+    assert _preempted(r2) == {"own-a": 2, "own-b": 2}
+    assert r2.job("high").start == 600
+    assert r2.job("own-a").end == r2.job("own-b").end == 1200 + 3600
+
+
 @pytest.mark.parametrize("reference", [False, True])
 def test_kueue_block_admission_lifts_when_the_admitted_workload_is_ready(reference):
     # v1beta1 defaults: blockAdmission on. `first` is admitted, placed and ready at t=0; that

@@ -13,6 +13,7 @@ splits into the plain constraints to try one after another.
 from __future__ import annotations
 
 import bisect
+import heapq
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,24 @@ def is_plain(job, spec) -> bool:
 
 def node_matches(node: Node, terms: list[frozenset[str]] | None) -> bool:
     return terms is None or any(t <= node.features for t in terms)
+
+
+def fill_spread(nodes, room, free, want: int, gpus_per_pod: int) -> dict[int, int]:
+    """Where ``want`` pods of ``gpus_per_pod`` GPUs go one at a time, each to the node of ``nodes``
+    with the most free GPUs left (``free[i]``; ties to the lowest index) while it has room for more
+    (``room[i]`` pods): the model's spread (kube-scheduler's LeastAllocated when requests follow
+    GPUs), kept in a heap instead of a scan per pod. {node: pods}."""
+    heap = [(-int(free[i]), i, int(room[i])) for i in nodes if room[i] > 0]
+    heapq.heapify(heap)
+    placed: dict[int, int] = {}
+    for _ in range(want):
+        if not heap:
+            break
+        f, i, left = heapq.heappop(heap)
+        placed[i] = placed.get(i, 0) + 1
+        if left > 1:
+            heapq.heappush(heap, (f + gpus_per_pod, i, left - 1))
+    return placed
 
 
 @dataclass
@@ -182,9 +201,32 @@ class Cluster:
     def fits_without(self, job: Job, i: int, gone: dict[str, int]) -> bool:
         """:meth:`fits` (capacity only, the constraint aside) with ``gone`` pods per job taken off
         node ``i``: what a preemption's dry run asks (kube-scheduler v1.37.2 ``default_preemption.go``
-        ``SelectVictimsOnNode`` L286–448 runs every filter with the victims removed). Free GPUs and
-        memory come back pod by pod, but a node an exclusive job owns only with its last pod there,
-        and an exclusive pod needs a node with no pod left on it."""
+        ``SelectVictimsOnNode`` L286–448 runs every filter with the victims removed)."""
+        return self.room_without(job, i, gone) > 0
+
+    def room_without(self, job: Job, i: int, gone: dict[str, int]) -> int:
+        """How many pods of ``job`` :meth:`fits` would let onto node ``i`` one after another with
+        ``gone`` pods of other jobs taken off it (the constraint aside). Free GPUs and memory come
+        back pod by pod, but a node an exclusive job owns only with its last pod there; an
+        exclusive pod needs a node with no pod left on it, and its first pod owns the node."""
+        free, mem, owner, left = self._without(i, gone)
+        g, m = job.gpus_per_pod, job.memory_per_pod
+        if job.exclusive:
+            if owner == job.name:
+                return self._room_in_own_node(job, i)
+            if left or free < g or not (m == 0 or self.nodes[i].memory == 0 or mem >= m):
+                return 0
+            return self.nodes[i].gpus // g if g else 10 ** 9   # the rest go in its own node
+        if owner is not None:
+            return 0
+        n = free // g if g else 10 ** 9
+        if m and self.nodes[i].memory:
+            n = min(n, mem // m)
+        return n
+
+    def _without(self, i: int, gone: dict[str, int]) -> tuple[int, int, str | None, bool]:
+        """Node ``i``'s free GPUs, free memory, exclusive owner and whether any pod is left on it,
+        with ``gone`` pods per job taken off, read from the bindings."""
         free, mem, owner, left = self.free[i], self.free_mem[i], self.owner_exclusive[i], False
         for name, count in self.jobs_on[i].items():
             k = gone.get(name, 0)
@@ -198,15 +240,29 @@ class Cluster:
             else:
                 free += b.gpus * k // count
             mem += b.memory * k // count
+        return free, mem, owner, left
+
+    def place_without(self, job: Job, want: int, gone: dict[int, dict[str, int]]) -> dict[int, int]:
+        """Where :meth:`place` with ``spread`` would put ``want`` more pods of ``job`` (its
+        constraint, every filter) if the pods ``gone`` (node -> job -> pods) were taken off first:
+        {node: pods}, changing nothing. A preemption's dry run for a group (kube-scheduler v1.37.2
+        ``podgrouppreemption.go`` L223–240 removes every potential victim, then runs the group's
+        scheduling algorithm once). The order is :meth:`candidates`': an exclusive job fills the
+        nodes it owns, then takes empty ones by index; any other pod goes to the node with the most
+        free GPUs left, ties to the lowest index."""
+        allowed = self.allowed(job.constraint)
+        nodes = range(len(self.nodes)) if allowed is None else sorted(allowed)
+        plan: dict[int, int] = {}
         if job.exclusive:
-            if owner == job.name:
-                return self._room_in_own_node(job, i) > 0
-            if left:
-                return False
-        elif owner is not None:
-            return False
-        return free >= job.gpus_per_pod and (
-            job.memory_per_pod == 0 or self.nodes[i].memory == 0 or mem >= job.memory_per_pod)
+            mine, left = self.alloc.get(job.name, {}), want
+            for i in sorted(nodes, key=lambda i: (i not in mine, i)):
+                k = min(left, self.room_without(job, i, gone.get(i, {})))
+                if k > 0:
+                    plan[i], left = k, left - k
+            return plan
+        room = {i: self.room_without(job, i, gone.get(i, {})) for i in nodes}
+        free = {i: self._without(i, gone.get(i, {}))[0] for i in nodes if room[i] > 0}
+        return fill_spread(nodes, room, free, want, job.gpus_per_pod)
 
     def _mem_ok(self, job: Job, i: int) -> bool:
         return job.memory_per_pod == 0 or self.nodes[i].memory == 0 or \

@@ -77,13 +77,13 @@ policies keep their own queues and pending messages; only the domain choice live
 from __future__ import annotations
 
 import functools
-import heapq
 import random
 from dataclasses import dataclass
 
 import numpy as np
 
 from courselib.model import collective
+from courselib.model.cluster import fill_spread
 from courselib.model.workload import ClusterSpec
 
 TAS_TOPOLOGY = "default"   # the Topology object's name in the course's Kueue set-up
@@ -1048,18 +1048,8 @@ def kube_gang_topology(spec: ClusterSpec, k, need: int, want: int, level: str, f
 def spread_fill_fast(lo: int, hi: int, k, want: int, free_gpus, gpus_per_pod: int) -> list:
     """:func:`spread_fill` on the nodes ``lo`` to ``hi`` without a real run to follow: the same
     pods on the same nodes, the node with the most free GPUs (then the lowest index) kept at the
-    top of a heap instead of found by a scan per pod."""
-    heap = [(-int(free_gpus[i]), i, int(k[i])) for i in range(lo, hi) if k[i] > 0]
-    heapq.heapify(heap)
-    placed: dict[int, int] = {}
-    for _ in range(want):
-        if not heap:
-            break
-        f, i, room = heapq.heappop(heap)
-        placed[i] = placed.get(i, 0) + 1
-        if room > 1:
-            heapq.heappush(heap, (f + gpus_per_pod, i, room - 1))
-    return sorted(placed.items())
+    top of a heap instead of found by a scan per pod (:func:`~courselib.model.cluster.fill_spread`)."""
+    return sorted(fill_spread(range(lo, hi), k, free_gpus, want, gpus_per_pod).items())
 
 
 def kube_gang_topology_fast(spec: ClusterSpec, free, need: int, want: int, level: str,

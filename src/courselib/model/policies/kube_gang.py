@@ -230,27 +230,32 @@ class KubeGang(Policy):
         """Workload-aware preemption for the PodGroup ``run`` (KEP-5710; kube-scheduler v1.37.2
         ``framework/preemption/podgrouppreemption.go``, GenericWorkload on).
 
-        The domain is the whole cluster (L96–99). Each running pod of a lower priority (L373–376)
-        is a victim on its own — unless its PodGroup says ``disruptionMode: {all: {}}``, when the
-        group's scheduled pods are one victim (``types.go`` ``getCrossNodesVictims`` L250–279).
-        Every potential victim is removed, the group is placed on what is left (L238–243: else no
-        preemption), and the victims are reprieved one by one, most important first (higher
-        priority, a group before a pod, the larger group, the earlier start: ``util.go``
-        ``MoreImportantVictim`` L67–84), each kept if every placed pod of the group still fits with
-        it back (L264–325). The rest are preempted: **a victim with disruption mode All goes
-        whole**. The placement is the model's usual one (most free GPUs, lowest node index).
+        The domain is the whole cluster (L98–101). Each running pod of a lower priority (L207–213,
+        L377–379) is a victim on its own — unless its PodGroup says ``disruptionMode: {all: {}}``,
+        when the group's scheduled pods are one victim (``types.go`` ``getCrossNodesVictims``
+        L250–279). Every potential victim is removed and the group's scheduling algorithm runs once
+        on what is left (L223–240: no placement, no preemption), with every filter: here
+        :meth:`Cluster.place_without`, the model's usual placement (most free GPUs, lowest node
+        index) with GPUs, memory and whole-node ownership read from the bindings. The victims are
+        then reprieved one by one, most important first (higher priority, a group before a pod, the
+        larger group, the earlier start: ``util.go`` ``MoreImportantVictim`` L67–84): each is put
+        back and kept if every pod of that placement still passes the filters on its node
+        (L258–331, :meth:`Cluster.room_without`). The rest are preempted: **a victim with
+        disruption mode All goes whole**, and the group then fits where the dry run put it. The
+        placement is the one found with every victim gone, not the one needing the fewest victims:
+        as the real scheduler, the model may take a node's victims where another node would have
+        done with fewer.
         """
         cluster, job = state.cluster, run.job
-        allowed = cluster.allowed(job.constraint)
-        free = list(cluster.free)
         victims = []   # (priority, rank, size, start, seq, name, {node: pods})
+        gone: dict[int, dict[str, int]] = {}   # every potential victim taken off: node -> job -> pods
         for name, nodes in cluster.alloc.items():
             other = state.runs[name]
             if other is run or other.job.priority >= job.priority:
                 continue
             start = other.first_bound if other.first_bound is not None else state.now
             for i, b in nodes.items():
-                free[i] += b.pods * other.job.gpus_per_pod
+                gone.setdefault(i, {})[name] = b.pods
             if other.job.disruption_mode == "all":
                 victims.append((other.job.priority, 2, sum(b.pods for b in nodes.values()), start,
                                 other.seq, name, {i: b.pods for i, b in nodes.items()}))
@@ -259,23 +264,16 @@ class KubeGang(Policy):
                             for i, b in sorted(nodes.items()) for _ in range(b.pods)]
         if not victims:
             return False
-        g, placed = job.gpus_per_pod, 0
-        for _ in range(want):   # the group's pods on the cluster without victims
-            cands = [i for i in range(len(free)) if free[i] >= g and (allowed is None or i in allowed)]
-            if not cands:
-                break
-            i = max(cands, key=lambda k: (free[k], -k))
-            free[i] -= g
-            placed += 1
-        if state.bound(run) + placed < job.min_member:
+        plan = cluster.place_without(job, want, gone)   # the group's pods on the cluster without victims
+        if state.bound(run) + sum(plan.values()) < job.min_member:
             return False
         chosen = []
         for v in sorted(victims, key=lambda v: (-v[0], -v[1], -v[2], v[3], v[4])):
-            per = state.runs[v[5]].job.gpus_per_pod
-            if all(free[i] >= k * per for i, k in v[6].items()):
+            for i, k in v[6].items():
+                gone[i][v[5]] -= k                       # put it back ...
+            if any(cluster.room_without(job, i, gone[i]) < plan[i] for i in v[6] if i in plan):
                 for i, k in v[6].items():
-                    free[i] -= k * per      # reprieved
-            else:
+                    gone[i][v[5]] += k                   # ... a pod of the group no longer fits: a victim
                 chosen.append(v)
         for v in chosen:
             victim = state.runs[v[5]]
