@@ -9,6 +9,13 @@ A chapter shows a run through a code cell that calls one of courselib's run func
 without a change here. A box is an ``{admonition}`` titled "What … , and what it does not" (or "they do
 not"). Near means: in the same section (the text between two headings) and within ``NEAR`` lines of the
 cell. Each box is also shown to be needed: removing any one of today's boxes fails the check.
+
+The labs (``labs/*.ipynb``, the student edition that ``courselib labs build`` writes from ``solutions/``)
+are held to the same rule, cell by cell: a code cell that calls a run function, or calls anything it
+imports from ``courselib.live`` (a real kernel, runtime or builder, or its recording), needs a Markdown
+cell in its section, within ``NEAR_CELLS`` cells, that opens with "> **What this run shows, and what it
+does not.**" (a blockquote, which JupyterLab and the book both render; a MyST admonition would show as
+its raw fence in JupyterLab).
 """
 from __future__ import annotations
 
@@ -163,3 +170,104 @@ def test_removing_any_box_fails_the_check(page, first):
 
 def test_there_are_boxes_to_remove():
     assert len(every_box()) >= 20      # ch1 2, ch2 1, ch3 2, ch4 2, ch5 3, 6a 4, 6b 3, ch7 2, ch9 1
+
+
+# ---- the labs ----------------------------------------------------------------------------------------
+
+import json  # noqa: E402
+
+NEAR_CELLS = 2      # cells between a lab's run cell and its box (today's: the next cell)
+LAB_BOX = re.compile(r"^>\s*\*\*What .+, and what (it |they )?do(es)? not\.?\*\*")
+
+
+def labs() -> list[Path]:
+    return sorted((ROOT / "labs").glob("*.ipynb"))
+
+
+def live_calls(source: str) -> tuple[str, ...]:
+    """What a cell calls that it imported from ``courselib.live`` (``from courselib.live import memcg`` then
+    ``memcg.source(…)``; ``from courselib.live.rebuild import rebuild`` then ``rebuild(…)``)."""
+    tree = ast.parse(source)
+    live = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("courselib.live"):
+            live.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            live.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("courselib.live"))
+    called = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            while isinstance(f, ast.Attribute):
+                f = f.value
+            if isinstance(f, ast.Name) and f.id in live:
+                called.append(ast.unparse(node.func))
+    return tuple(called)
+
+
+def lab_cells(nb: dict, runs: set[str]) -> list[Block]:
+    """A lab's run cells and boxes; ``first``/``last`` are the cell's index, ``section`` its heading."""
+    out, section = [], "(before the first section)"
+    for i, cell in enumerate(nb["cells"]):
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            heading = re.match(r"^#{1,6} (.+)", source)
+            if heading:
+                section = heading.group(1).strip()
+            elif LAB_BOX.match(source):
+                out.append(Block("box", i, i, section))
+        elif cell["cell_type"] == "code":
+            called = cell_calls(source, set(runs)) + live_calls(source)
+            if called:
+                out.append(Block("run", i, i, section, called))
+    return out
+
+
+def missing_lab_boxes(nb: dict, name: str, runs: set[str]) -> list[str]:
+    found = lab_cells(nb, runs)
+    boxes = [b for b in found if b.kind == "box"]
+    return [f"{name} cell {run.first} ({run.section!r}) shows a run ({', '.join(sorted(set(run.calls)))}) with no "
+            f"'What this run shows, and what it does not' cell in its section within {NEAR_CELLS} cells"
+            for run in found if run.kind == "run"
+            and not any(b.section == run.section and abs(b.first - run.first) <= NEAR_CELLS for b in boxes)]
+
+
+@pytest.mark.parametrize("lab", labs(), ids=lambda p: p.stem)
+def test_every_run_a_lab_shows_has_its_box(lab):
+    assert missing_lab_boxes(json.loads(lab.read_text()), lab.name, RUNS) == []
+
+
+def test_the_lab_finder_sees_live_calls_and_boxes():
+    def md(s):
+        return {"cell_type": "markdown", "source": s}
+
+    def code(s):
+        return {"cell_type": "code", "source": s}
+
+    nb = {"cells": [md("## Q1"), code("from courselib.live.memcg import MiB\nx = 64 * MiB"),
+                    code("from courselib.live import memcg\nrun = memcg.source(('a',))"),
+                    md("> **What this run shows, and what it does not.**\n>\n> **It shows** a."),
+                    md("### A builder"), code("from courselib.live.rebuild import rebuild as rb\nrb('.')"),
+                    md("## Q2"), code("r = unshare.recorded_run()"),
+                    md("> **What this run shows, and what it does not.**")]}
+    found = lab_cells(nb, RUNS)
+    assert [(b.kind, b.first, b.section) for b in found] == [
+        ("run", 2, "Q1"), ("box", 3, "Q1"), ("run", 5, "A builder"), ("run", 7, "Q2"), ("box", 8, "Q2")]
+    assert found[0].calls == ("memcg.source",) and found[2].calls == ("rb",)
+    missing = missing_lab_boxes(nb, "x", RUNS)
+    assert len(missing) == 1 and "cell 5 ('A builder')" in missing[0]
+
+
+def every_lab_box() -> list[tuple[Path, int]]:
+    return [(p, b.first) for p in labs() for b in lab_cells(json.loads(p.read_text()), RUNS) if b.kind == "box"]
+
+
+@pytest.mark.parametrize("lab, index", every_lab_box(), ids=lambda x: x.stem if isinstance(x, Path) else str(x))
+def test_removing_any_lab_box_fails_the_check(lab, index):
+    nb = json.loads(lab.read_text())
+    del nb["cells"][index]
+    assert missing_lab_boxes(nb, lab.name, RUNS), f"{lab.name} cell {index}: its box can go without the check noticing"
+
+
+def test_there_are_lab_boxes_to_remove():
+    assert len(every_lab_box()) >= 4      # lab 1: unshare and the CPU quota; lab 3: the memcg OOM; lab 4: buildah
