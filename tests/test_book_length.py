@@ -105,9 +105,9 @@ PARENS_PER_SENTENCE = 2
 
 
 #: the most "(" a chapter's lesson prose may hold per 1,000 words (``parens_per_1000``). Before the pass that
-#: set it, chapter 1 had 15.2 and chapter 3 13.6; after it, 0.0 and 1.8. The highest left are chapters 4 and
-#: 8 (13.2), then 6b (11.3) and 7 (10.4); the chapters reworked for short sentences have 5.4-8.9 (issue 32)
-PARENS_PER_1000 = 13.5
+#: set it: chapter 1 15.2, 3 13.6, 4 13.2, 8 13.2, 6b 11.3, 7 10.4; after it: 0.0, 1.8, 6.2, 7.1, 8.9, 7.9.
+#: The highest now are 6a and 6b (8.9); the others 0.0-7.4 (issue 32)
+PARENS_PER_1000 = 10
 
 
 def _lesson(text: str) -> str:
