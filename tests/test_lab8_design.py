@@ -50,15 +50,17 @@ def _namespace(seed: int) -> dict:
     return ns
 
 
-def _lab(seed: int, dest: Path, q6: str | None = None) -> Path:
-    """Seed ``seed``'s lab, every question answered by the reference solution, question 6 by ``q6`` if given."""
+def _lab(seed: int, dest: Path, q6: str | None = None, **others: str) -> Path:
+    """Seed ``seed``'s lab, every question answered by the reference solution, question 6 by ``q6`` if given
+    (and any other question ``qN`` by ``others["qN"]``)."""
     nb_sol = _solution()
     by_id = {c["id"]: c for c in nb_sol.cells}
     nb = nbformat.reads(build.variant_text(nb_sol, str(SOLUTION), seed)[0], 4)
+    given = {**others, **({"q6": q6} if q6 is not None else {})}
     for cell in nb.cells:
         meta = markers.course_meta(cell)
         if meta.get("answer"):
-            cell.source = q6 if (q6 is not None and meta.get("question") == "q6") else \
+            cell.source = given.get(meta.get("question")) or \
                 markers.solution_source(by_id[cell["id"]].source, str(SOLUTION))
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dest)
@@ -194,3 +196,45 @@ def test_seed_0s_answer_typed_into_another_seed_fails_question_6(seed, tmp_path)
     (tmp_path / "own").mkdir()
     own = grade(_lab(seed, tmp_path / "own" / f"{LAB}.ipynb"), source=SOLUTION)
     assert own.total == own.max_points, [(r.question, r.feedback) for r in own.questions]
+
+
+# --- questions 3 and 5 (issue 32's tester): a wrong formula that scored, a delay counted from 00:00 ---------
+
+def _answer(marker: str, old: str, new: str) -> str:
+    """The reference answer of the question whose answer cell holds ``marker``, with ``old`` replaced."""
+    (cell,) = [c for c in _solution().cells if markers.has_markers(c.source) and marker in c.source]
+    src = markers.solution_source(cell.source, str(SOLUTION))
+    assert src.count(old) == 1, old
+    return src.replace(old, new)
+
+
+def test_saving_as_the_sum_of_the_bills_fails_question_3_alone(tmp_path):
+    """`saving = kube + volcano` equals `kube - volcano` whenever the gang bill is 0, which it always is under
+    PodGroup admission; the check also calls compare with a stand-in idle_cost that adds a fee to every bill
+    (the old check passed this answer: 12/12)."""
+    wrong = _answer("def compare(", '"saving": without - with_gang', '"saving": without + with_gang')
+    report = grade(_lab(0, tmp_path / f"{LAB}.ipynb", q3=wrong), source=SOLUTION)
+    auto = {r.question: r for r in report.questions if r.kind == "auto"}
+    assert [q for q, r in auto.items() if not r.passed] == ["q3"], {q: r.feedback for q, r in auto.items()}
+    assert "the first bill minus the second" in auto["q3"].feedback, auto["q3"].feedback
+    assert report.total == report.max_points - auto["q3"].max_points
+
+
+def test_a_delay_counted_from_00_00_fails_question_5_and_the_feedback_names_the_delay(tmp_path):
+    """"Each hour train waits between its submission and its start": a student who counts the delay from
+    minute 0 (BLOCKER_END_MINUTES, not BLOCKER_END_MINUTES - TRAIN_SUBMIT_MINUTES) gets feedback about the
+    delay term, without the number of minutes or dollars expected."""
+    wrong = _answer("weekly_cost_usd = {", "_delay = RUNS_PER_WEEK * _wait_h * DELAY_USD_PER_HOUR",
+                    "_delay = RUNS_PER_WEEK * BLOCKER_END_MINUTES / 60 * DELAY_USD_PER_HOUR")
+    report = grade(_lab(0, tmp_path / f"{LAB}.ipynb", q5=wrong), source=SOLUTION)
+    auto = {r.question: r for r in report.questions if r.kind == "auto"}
+    assert [q for q, r in auto.items() if not r.passed] == ["q5"], {q: r.feedback for q, r in auto.items()}
+    feedback = auto["q5"].feedback
+    assert "the delay dollars are off" in feedback and "from its submission at minute" in feedback, feedback
+    ns = _namespace(0)
+    late_min = ns["BLOCKER_END_MINUTES"] - ns["TRAIN_SUBMIT_MINUTES"]
+    delay = ns["RUNS_PER_WEEK"] * late_min / 60 * ns["DELAY_USD_PER_HOUR"]
+    shown = {float(x.replace(",", "")) for x in NUMBER.findall(feedback)}
+    assert late_min not in shown and not any(abs(x - delay) < 1 for x in shown), feedback
+    text = next(c.source for c in _solution().cells if c.source.startswith("## Question 5 "))
+    assert "waits between its\nsubmission" in text and "starts late" not in text

@@ -480,3 +480,65 @@ def test_a_seeds_solved_variant_scores_full_marks_and_its_untouched_variant_zero
     solved = grade(outs["solved"], source=ROOT / "solutions")
     assert solved.seed == 7 and solved.total == solved.max_points, [(q.question, q.feedback) for q in solved.questions]
     assert grade(outs["untouched"], source=ROOT / "solutions").total == 0
+
+
+# --- a count's message says why it is whole, in its own lab's terms (issue 32's tester, Lab 6 Q2) -----------
+
+# the kernel's labs: PIDs, cgroup counters, badness points and exit statuses are the kernel's integers, so
+# whole()'s default reason is theirs. Lab 4's `week_rebuilds_given` still takes the default (left to the
+# helper who owns Lab 4 this session); every other lab gives its own reason.
+KERNEL_LABS = {"01-namespaces-cgroups", "03-oom-killer", "04-images"}
+
+
+def _whole_calls(path: Path) -> list[ast.Call]:
+    calls = []
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type == "code" and (markers.is_check(cell) or markers.HIDDEN_TAG in markers.tags(cell)):
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "whole":
+                    calls.append(node)
+    return calls
+
+
+def test_whole_keeps_the_kernel_labs_reason_and_takes_a_labs_own():
+    from courselib.grading.checks import whole
+
+    with pytest.raises(AssertionError, match=r"^`exit_code` should be a whole number \(the kernel counts in "
+                                             r"integers\); found 137\.5$"):
+        whole("exit_code", 137.5)
+    with pytest.raises(AssertionError) as err:
+        whole("held_by_pretrain", 160.5, "a count of GPUs")
+    assert str(err.value) == "`held_by_pretrain` should be a whole number (a count of GPUs); found 160.5"
+    assert whole("n", 3.0, "a count of pods") == 3
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_a_count_outside_the_kernel_labs_says_why_it_is_whole(path):
+    """Lab 6 Q2 answered 1600.5 GPU-hours was told "the kernel counts in integers" (a message of the OOM lab)."""
+    calls = _whole_calls(path)
+    if path.stem in KERNEL_LABS:
+        return
+    bare = [ast.unparse(c) for c in calls if len(c.args) + len(c.keywords) < 3]
+    assert not bare, f"{path.name}: whole() without a reason of this lab's own: {bare}"
+    text = path.read_text()
+    assert "kernel counts in integers" not in text
+
+
+def test_the_capstone_says_where_each_policys_options_are_explained():
+    """Issue 32's tester: Lab 9 listed about 11 Kueue options with no word on what they do. Question 1 points
+    to simulate's docstring, to each policy's module (whose docstring explains its options) and to the
+    chapter sections of the mechanisms; every section it names exists."""
+    import importlib
+
+    lab = questions(ROOT / "solutions" / "09-capstone.ipynb")["q1"]["text"]
+    assert "help(simulate)" in lab and "help(courselib.model.policies.kueue)" in lab
+    for policy in policy_names():
+        module = policy.replace("-", "_")
+        assert f"`{module}`" in lab or f"policies.{module})" in lab, policy
+        assert importlib.import_module(f"courselib.model.policies.{module}").__doc__
+    named = [" ".join(title.split()) for title in re.findall(r"“([^”]+)”", lab)]
+    books = " ".join((ROOT / "book" / f).read_text() for f in ("05-slurm.md", "06-gang-deadlock.md",
+                                                               "06-native-gang-and-failures.md"))
+    assert len(named) >= 5
+    for title in named:
+        assert f"## {title}\n" in books, title

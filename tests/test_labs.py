@@ -11,7 +11,7 @@ against the real local Slurm where one can run.
 Each grading starts the student's process (1-3 s): 8 solutions, 8 untouched labs (run twice: cells,
 then the CLI), one run per question with only that answer filled in (slow), one wrong first answer per
 lab (slow), one with one answer left out, a partly solved lab, a hung answer, a killed process, a
-tampered check, the capstone under four configurations, the hidden checks.
+tampered check, the capstone under six configurations, the hidden checks.
 """
 from __future__ import annotations
 
@@ -153,11 +153,11 @@ def test_every_labs_header_states_its_level_on_a_level_line_that_agrees_with_its
     for path in SOLUTIONS:
         header = nbformat.read(path, 4).cells[0].source
         title = re.match(r"# Lab \d \(([a-z]+)", header).group(1)
-        m = re.search(r"^\*\*Level: (beginner|intermediate|advanced)( \(capstone\))?\.\*\* (.+?)(?:\n\n|\Z)",
+        m = re.search(r"^\*\*Level: (beginner|intermediate|advanced|capstone)\.\*\* (.+?)(?:\n\n|\Z)",
                       header, re.M | re.S)
         assert m, f"{path.name}: the header has no **Level: ….** line"
-        assert title == ("capstone" if m.group(2) else m.group(1)), f"{path.name}: title {title!r}, {m.group(0)!r}"
-        assert "question" in m.group(3).lower(), f"{path.name}: the level line should say what the questions ask"
+        assert title == m.group(1), f"{path.name}: title {title!r}, {m.group(0)!r}"   # "capstone" as labs/README says
+        assert "question" in m.group(2).lower(), f"{path.name}: the level line should say what the questions ask"
 
 
 def test_stub_keeps_the_answer_names_and_drops_scratch_and_the_solution():
@@ -486,6 +486,19 @@ def test_a_wrong_first_answer_costs_only_its_own_points_with_specific_feedback(l
     assert report.total == report.max_points - report.questions[0].max_points
 
 
+def test_a_fractional_gpu_hour_answer_in_lab_6_gets_lab_6s_feedback(labs, tmp_path):
+    """Issue 32's tester: Lab 6 Q2 answered with a fraction of a GPU-hour was told "should be a whole number
+    (the kernel counts in integers)", a message written for the OOM lab. GPU-hours are a number here; the
+    instructor's check says what they should be."""
+    name = "06-gang-deadlock"
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    report = grade(graft(lab, solution, {"q2"}, tmp_path / lab.name,
+                         wrong={"q2": "held_by_pretrain, idle_gpu_hours = 160, 1666.5"}))
+    q2 = next(r for r in report.questions if r.question == "q2")
+    assert q2.points == 0 and "kernel" not in q2.feedback, q2.feedback
+    assert "expected GPUs held idle × hours, over both jobs" in q2.feedback, q2.feedback
+
+
 def test_a_partly_solved_lab_gets_partial_credit_and_feedback_per_question(labs, tmp_path, capsys):
     """Question 1 wrong by a unit, 2 and 3 right (3 calls the wrong function from 1), 4, 5 and 6 untouched,
     7 a written answer."""
@@ -619,11 +632,14 @@ def test_a_correct_lab7_q2_answer_written_in_the_stubs_region_scores_3_of_3(labs
 # --- the capstone: its checks compute the consequences of the student's own configuration -----------
 
 CAPSTONE_CONFIGS = {
-    # policy and options: (meets both constraints, the deadline or budget feedback when it does not)
+    # policy and options: (meets both constraints with 15 minutes' margin, the feedback when it does not)
     "volcano": ({"policy": "volcano", "options": {}, "checkpoint_every_minutes": 45}, True, None),
+    "kueue, 1-minute waitForPodsReady": ({"policy": "kueue", "options": {"timeout": 60.0},
+                                          "checkpoint_every_minutes": 40}, True, None),
+    # the last fine-tune ends at exactly 13:00 on MIX: inside the deadline, with no margin (issue 32)
     "kueue, 5-minute waitForPodsReady": ({"policy": "kueue", "options": {"timeout": 300.0},
-                                          "checkpoint_every_minutes": 30}, True, None),
-    "kube-gang": ({"policy": "kube-gang", "options": {}, "checkpoint_every_minutes": 75}, True, None),
+                                          "checkpoint_every_minutes": 30}, False, "has no margin"),
+    "kube-gang": ({"policy": "kube-gang", "options": {}, "checkpoint_every_minutes": 75}, False, "has no margin"),
     "kube-default": ({"policy": "kube-default", "options": {}, "checkpoint_every_minutes": 60}, False,
                      "over the budget of 50"),
     "slurm without backfill": ({"policy": "slurm", "options": {"backfill": False},
@@ -633,7 +649,8 @@ CAPSTONE_CONFIGS = {
 
 @pytest.mark.slow
 def test_the_capstones_checks_follow_the_students_configuration(labs, tmp_path):
-    """Four configurations: question 1 passes exactly for those that meet the constraints; questions 2-4,
+    """Six configurations: question 1 passes exactly for those that meet the constraints with the margin
+    its text states (15 minutes before the same 13:00 deadline); questions 2-4,
     answered by the solution's own computation, pass for every one of them, and the consequences differ."""
     ns = _lab_namespace("09-capstone", answers=False)
     consequences = {}
@@ -655,6 +672,42 @@ def test_the_capstones_checks_follow_the_students_configuration(labs, tmp_path):
     # three or more configurations with different consequences, each checked as right above
     assert len({c[0] for c in consequences.values()}) >= 3, consequences
     assert len({c[1] for c in consequences.values()}) >= 2 and len({c[2] for c in consequences.values()}) >= 3
+
+
+def _capstone_q1_hidden(config) -> list[str]:
+    """The feedback of each of the capstone's hidden question-1 checks on ``config`` ('' where it passes),
+    run in the solution's own namespace (no kernel, no grader: the check's logic alone)."""
+    ns = _lab_namespace("09-capstone", answers=False)
+    ns["config"] = config
+    out = []
+    for cell in nbformat.read(ROOT / "solutions" / "09-capstone.ipynb", 4).cells:
+        if markers.HIDDEN_TAG in markers.tags(cell) and markers.course_meta(cell).get("question") == "q1":
+            try:
+                exec(compile(cell.source, "09-capstone.ipynb", "exec"), ns)  # noqa: S102 (our own notebook)
+                out.append("")
+            except AssertionError as err:
+                out.append(str(err))
+    return out
+
+
+def test_the_capstones_margin_check_tests_the_margin_its_text_states():
+    """Issue 32: the margin check shifted the deadline with the day, so it could hardly fail (kube-gang,
+    ending the last fine-tune at exactly 13:00, scored full marks). Now the day 15 minutes later must meet
+    the same 13:00 deadline: a configuration with no margin fails it, the reference solution passes, and
+    the question's text says so."""
+    ns = _lab_namespace("09-capstone")
+    checks = _capstone_q1_hidden(ns["config"])
+    assert len(checks) == 2 and checks == ["", ""], checks
+    for config in (CAPSTONE_CONFIGS["kube-gang"][0], CAPSTONE_CONFIGS["kueue, 5-minute waitForPodsReady"][0]):
+        r = ns["simulate"](ns["MIX"], config["policy"], horizon=ns["HORIZON"], **config["options"])
+        assert max(r.job(n).end for n in ns["FINETUNES"]) == 13 * 3600       # inside the deadline, no margin
+        value, margin = _capstone_q1_hidden(config)
+        assert value == "" and "has no margin" in margin and "after the same 13:00 deadline" in margin, margin
+        assert "12.75" not in margin and "12:45" not in margin            # the feedback does not give the target
+    cells = nbformat.read(ROOT / "solutions" / "09-capstone.ipynb", 4).cells
+    header, q1 = cells[0].source, next(c.source for c in cells if c.source.startswith("## Question 1 "))
+    for text in (q1, header):
+        assert "15 minutes later" in text and "same 13:00 deadline" in text, text
 
 
 @pytest.mark.slow

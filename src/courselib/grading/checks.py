@@ -74,10 +74,17 @@ def number(name: str, value) -> float:
     return float(value)
 
 
-def whole(name: str, value) -> int:
-    """``value`` as an int, or fail (a float such as 137.0 is accepted when it is whole)."""
+KERNEL_COUNTS = "the kernel counts in integers"
+
+
+def whole(name: str, value, why: str = KERNEL_COUNTS) -> int:
+    """``value`` as an int, or fail (a float such as 137.0 is accepted when it is whole).
+
+    ``why`` says why the quantity is whole, in the lab's own terms ("a count of GPUs"). The default is
+    the kernel labs' reason (PIDs, badness points, exit statuses); a lab about anything else gives its own.
+    """
     v = number(name, value)
-    expect(v == int(v), f"`{name}` should be a whole number (the kernel counts in integers); found {value!r}")
+    expect(v == int(v), f"`{name}` should be a whole number ({why}); found {value!r}")
     return int(v)
 
 
