@@ -86,9 +86,12 @@ test: setup
 # The two-minute loop: no chapter executed, no lab graded, no site, no real system, a tenth of each
 # property test's examples (tests/tiers.py says which test is in which tier; tests/budget.py the budgets).
 # One process: measured 67 s serial against 75 s on two pytest-xdist workers (each collects the suite).
+# No nbval (it collects no notebook here, and its import would build jsonschema's iri parsers: conftest.py).
+# The loop keeps its compiled modules (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
+# otherwise every run compiles courselib and rewrites every test module's asserts again (~5 s of CPU).
 FAST := not (book or site or lab or real or scale or slow)
 test-fast: setup
-	COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -m "$(FAST)" --durations=10
+	PYTHONDONTWRITEBYTECODE= COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -p no:nbval -m "$(FAST)" --durations=10
 
 # One topic: a chapter's module tests, its page, its lab and its solution (T=oom, T=gang, T=03, ...).
 test-topic: setup

@@ -2,8 +2,9 @@
 
 Every property test writes ``@settings(max_examples=examples(N), ...)``: ``N`` is its count in the
 full run (``make test``, CI), the count it always had. ``make test-fast`` sets
-``COURSE_TEST_BUDGET=dev``, which asks a tenth of ``N`` (at least 5): the same properties, fewer
-random cases, for a loop of two minutes. A module that names a count without this helper is
+``COURSE_TEST_BUDGET=dev``, which asks a tenth of ``N`` (at least 5), or the test's own ``dev=K`` where
+each example is a benchmark row: the same properties, fewer cases, for a loop of two minutes, drawn
+the same way every run (conftest.py's dev profile is derandomized). A module that names a count without this helper is
 shrunk the same way on the dev budget by tests/tiers.py, and a test that names none gets the dev
 profile's 10 (conftest.py); the full run keeps every count as written.
 """
@@ -23,7 +24,15 @@ def budget() -> str:
     return name
 
 
-def examples(full: int) -> int:
-    """The number of examples for a property test whose full-run count is ``full``."""
+def examples(full: int, *, dev: int | None = None) -> int:
+    """The number of examples for a property test whose full-run count is ``full``. ``dev``: the dev
+    tier's count for a test whose every example is a benchmark-sized run, where even a tenth costs
+    seconds (at most a tenth, at least 1); the full run always asks ``full``."""
     fraction, least = BUDGETS[budget()]
-    return full if fraction >= 1 else min(full, max(least, round(full * fraction)))
+    if fraction >= 1:
+        return full
+    if dev is not None:
+        if not 1 <= dev <= max(least, round(full * fraction)):
+            raise ValueError(f"examples({full}, dev={dev}): a dev count is between 1 and the tier's own")
+        return min(full, dev)
+    return min(full, max(least, round(full * fraction)))

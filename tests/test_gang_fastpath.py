@@ -820,7 +820,8 @@ def test_a_gang_waiting_for_a_domain_goes_exactly_when_one_holds_it(variant):
     same(w, variant)
 
 
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# each example a benchmark row (60-100 jobs; kube-gang pod by pod churns for up to 12 s): 2 in the dev tier
+@settings(max_examples=examples(20, dev=2), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10 ** 6), st.sampled_from(TOPOLOGY_VARIANTS),
        st.sampled_from([(10, 8, (("rack", 5), ("block", 1))), (8, 2, (("rack", 4), ("block", 2)))]),
        st.sampled_from(["overloaded", "scale"]))
@@ -880,7 +881,8 @@ def test_slurm_fast_path_matches_the_reference_on_topology_crowds(w, variant):
     same(w, variant, horizon=12 * 3600)
 
 
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# each example a benchmark row (60-150 jobs, up to 2 s): 2 in the dev tier
+@settings(max_examples=examples(20, dev=2), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10 ** 6), st.sampled_from(SLURM_TOPOLOGY_VARIANTS),
        st.sampled_from([(10, 8, (("rack", 5), ("block", 1))), (15, 4, (("rack", 5), ("block", 1)))]),
        st.sampled_from(["overloaded", "scale"]))

@@ -41,9 +41,24 @@ def test_the_dev_budget_shrinks_every_count_and_the_full_one_keeps_it(monkeypatc
     assert [budget.examples(n) for n in (8, 60, 1500)] == [8, 60, 1500]
     monkeypatch.setenv("COURSE_TEST_BUDGET", "dev")
     assert [budget.examples(n) for n in (3, 8, 60, 1500)] == [3, 5, 6, 150]
+    # a test's own dev count, below the tier's, for the dev tier only
+    assert [budget.examples(n, dev=2) for n in (1, 20, 1500)] == [1, 2, 2]
+    with pytest.raises(ValueError, match="dev count"):
+        budget.examples(20, dev=6)
+    monkeypatch.delenv("COURSE_TEST_BUDGET")
+    assert [budget.examples(n, dev=2) for n in (1, 20, 1500)] == [1, 20, 1500]
     monkeypatch.setenv("COURSE_TEST_BUDGET", "quick")
     with pytest.raises(ValueError, match="COURSE_TEST_BUDGET='quick'"):
         budget.examples(10)
+
+
+def test_the_dev_tier_draws_the_same_examples_every_run_and_the_full_run_draws_afresh():
+    """The loop's time is a figure, not a draw (an example costs 0.01 to 12 s): the dev profile is
+    derandomized; the full run (make test, CI) keeps Hypothesis' random draws."""
+    from hypothesis import settings as hsettings
+    assert hsettings.get_profile("dev").derandomize
+    assert not hsettings.get_profile("default").derandomize
+    assert hsettings.default.derandomize == (budget.budget() == "dev")
 
 
 def test_every_tier_is_a_registered_marker():

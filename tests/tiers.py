@@ -108,6 +108,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "test_lab7_recovery.py::": ("lab",),
     "test_labs.py::test_a_hung_answer_is_stopped": ("lab",),
     "test_gang_fastpath.py::test_fast_path_matches_the_reference_on_crowded_workloads": ("scale",),
+    # the website's barrier views against sixteen runs of the 512-rank barrier model: 7-10 s on the course machine
+    "test_steps.py::test_the_static_barrier_views_embed_the_models_steps": ("slow",),
     # fifty generated barrier problems, each simulated and solved: 20 s apiece on the course machine
     "test_problems.py::test_fifty_seeds_fifty_different_problems_all_solvable[barrier-medium]": ("scale",),
     "test_problems.py::test_fifty_seeds_fifty_different_problems_all_solvable[barrier-hard]": ("scale",),
