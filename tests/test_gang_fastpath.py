@@ -1000,3 +1000,44 @@ def test_slurm_tree_jobs_carry_the_last_pass_and_planted_slips_fail():
     finally:
         SlurmFast._backfill, SlurmFast._carried = backfill, carried
         slurm_profile.Availability.curve_at = curve_at
+
+
+@pytest.mark.parametrize("plant", ["freed at t missed", "one level short"])
+def test_slurm_plans_read_later_free_gpus_from_the_profile_and_planted_slips_fail(plant):
+    """The arrays the tree plugin's plans are given at a later time (Slurm._free_at) come from the
+    availability profile's levels (Availability.free_at), not from a walk over the running jobs'
+    ends: exercised on the overloaded tree (the walk is not asked there), and the equalities above
+    hold with it. A profile that misses the GPUs freed exactly at the time asked (the end of a
+    running job is a candidate time), or that counts one level short on a node, makes the checks fail."""
+    from courselib.model.generate import OVERLOADED_TOPOLOGY, with_topology
+    from courselib.model.policies import slurm_profile
+    free_at, walk = slurm_profile.Availability.free_at, SlurmFast._free_at_from_nearest
+    seen = {"profile": 0, "walk": 0}
+
+    def counting(self, t):
+        seen["profile"] += 1
+        return free_at(self, t)
+
+    def counting_walk(self, *a):
+        seen["walk"] += 1
+        return walk(self, *a)
+
+    def missed(self, t):
+        return free_at(self, math.nextafter(t, -math.inf))
+
+    def short(self, t):
+        out = free_at(self, t)
+        return out - (out == out.max())
+
+    ws = [with_topology(overloaded_workload(seed, nodes=25, jobs=120), OVERLOADED_TOPOLOGY, seed) for seed in (3, 4)]
+    try:
+        slurm_profile.Availability.free_at, SlurmFast._free_at_from_nearest = counting, counting_walk
+        same(ws[0], "slurm", reuse=True)
+        assert seen["profile"] > 50 and seen["walk"] == 0, seen
+        SlurmFast._free_at_from_nearest = walk
+        slurm_profile.Availability.free_at = missed if plant.startswith("freed") else short
+        for w in ws:
+            with pytest.raises(AssertionError):
+                same(w, "slurm", reuse=True)
+    finally:
+        slurm_profile.Availability.free_at, SlurmFast._free_at_from_nearest = free_at, walk

@@ -135,7 +135,13 @@ class SlurmFast(Slurm):
     def _free_at(self, state: SchedState, t: float):
         key = (state.now, t)
         if key not in self._free_cache and t > state.now:
-            self._free_cache[key] = self._free_at_from_nearest(state, t)
+            if self._avail is not None and not self.workload.cluster.memory_per_node:
+                # the profile's levels: node i has f free GPUs at t from when[f][i] <= t on (the
+                # tree plugin's plans ask this at most of their times: no walk over the running
+                # jobs' ends, nor a sort of them after every start); memory is not modelled
+                self._free_cache[key] = (self._availability(state).free_at(t), self._free_now(state)[1].copy())
+            else:
+                self._free_cache[key] = self._free_at_from_nearest(state, t)
         elif key not in self._free_cache and t == state.now:
             self._free_cache[key] = tuple(a.copy() for a in self._free_now(state))
         return super()._free_at(state, t)

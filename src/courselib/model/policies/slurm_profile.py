@@ -203,6 +203,11 @@ class Availability:
             return bisect_right(self.sorted[g], t)
         return sum(bisect_right(self.sorted[f], t) for f in range(g, self.top + 1, g))
 
+    def free_at(self, t: float):
+        """Free GPUs per node at ``t`` (> now), as an int array: the levels each node has reached
+        by then (what :meth:`Slurm._free_at` adds up from the running jobs that end by ``t``)."""
+        return np.count_nonzero(self.when[1:self.top + 1] <= t, axis=0)
+
     def free_mask(self, t: float, f: int) -> int:
         """The nodes with at least ``f`` free GPUs at ``t`` (what :meth:`fit` counts at level
         ``f``), as a mask; packed once per time and level, and brought up to date when a start or
