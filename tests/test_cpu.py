@@ -74,6 +74,18 @@ def test_recorded_throttle_run_is_labelled_and_sane():
     assert abs(run.mean_limited - run.limit["cpus"]) < 0.05
 
 
+def test_lab_1s_fallback_shows_a_run_recorded_under_the_limit_its_question_names():
+    """Lab 1 question 5 asks about 400m; without root it showed chapter 2's 250m recording (tester-a, 01-b).
+    A limit with its own recording gets it; any other still gets the 250m run, whose limit the caller reads."""
+    shown = live_cpu.source(400).recorded().value
+    assert shown.recorded and shown.milli_cpu == 400 and shown.limit == {"quota_us": 40_000, "period_us": 100_000,
+                                                                         "cpus": 0.4}
+    assert abs(shown.mean_limited - 0.4) < 0.05
+    assert shown.nr_throttled >= 0.8 * shown.nr_periods     # the rule: throttled in (nearly) every period
+    assert live_cpu.source(250).recorded().value.milli_cpu == 250
+    assert live_cpu.source(600).recorded().value.milli_cpu == 250      # none recorded: the caller says so
+
+
 @pytest.mark.real
 def test_real_kernel_holds_a_busy_loop_to_its_quota():
     if os.geteuid() != 0:

@@ -87,6 +87,18 @@ def test_the_seed_lesson_as_a_number():
     assert lint_dockerfile(good) == []
 
 
+def test_d001_names_what_the_step_copies_never_a_file_it_made_up():
+    """Lab 4's tester read "editing any copied file, e.g. vocab/train.py": the rule asks its model about
+    an edit of a made-up file, and the message named that file. It now names the folder the step copies."""
+    text = ("FROM python:3.11-slim\nWORKDIR /app\nCOPY vocab/ vocab/\nCOPY . .\nCOPY requirements.lock .\n"
+            "RUN pip install -r requirements.lock\nCMD [\"python\", \"-m\", \"trainer\"]\n")
+    found = lint_dockerfile(parse_dockerfile(text))
+    assert [(f.code, f.line) for f in found] == [("D001", 3), ("D001", 4)]
+    assert all("train.py" not in f.format() for f in found), [f.format() for f in found]
+    assert "editing any file under vocab/ rebuilds 5 steps" in found[0].message
+    assert "editing any file it copies from the build context rebuilds 4 steps" in found[1].message
+
+
 @pytest.mark.parametrize("pattern, path, hit", [
     (".", "a/b.py", True), ("./", "x", True), ("src/", "src/a/b.py", True), ("src", "srcx/a", False),
     ("requirements/*", "requirements/base.txt", True), ("*.txt", "a/b.txt", False),

@@ -429,6 +429,106 @@ def test_a_question_that_runs_the_simulator_says_so_and_asks_for_a_reading():
         assert "running the simulator is the point" in info["text"], (lab, q)
 
 
+# --- the setup gives no answer away ------------------------------------------------------------------
+#
+# Lab 4's setup cell imported `history_rebuilds` and `fewest_rebuilds` (and lab 1's `unshare_pid` and the
+# whole `courselib.model.cpu`): the functions the hidden checks call to compute the expected values, so
+# question 2 or 3 was one call away (tester-a, 04-b). A function is flagged when the lab's given cells
+# import it (directly, or as an attribute of a module they import), an instructor's hidden check calls it
+# (whether or not it imports it too), and neither the given cells nor any reference answer use it. Classes and
+# constants are not flagged: they build the lab's data.
+
+#: labs that still hand the learner a simulator their hidden checks use, with why; an entry that no longer
+#: matches what is found fails the test (remove it when the lab is fixed)
+SETUP_LEFT = {
+    "06-gang-deadlock": ({"simulate"}, "the setup gives courselib.sim.gang.simulate (labs 6-9: another owner)"),
+    "07-barrier": ({"simulate_barrier"}, "the setup gives the barrier simulator (labs 6-9: another owner)"),
+    "09-capstone": ({"simulate_barrier"}, "question 3 predicts what the setup's barrier simulator computes "
+                                          "(labs 6-9: another owner)"),
+}
+
+
+def _names_used(source: str) -> set[str]:
+    """Names and ``module.attr`` read in ``source``."""
+    out = set()
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            out.add(f"{n.value.id}.{n.attr}")
+    return out
+
+
+def _imports(source: str) -> dict[str, object]:
+    """What each name a cell imports is bound to (the imported object itself)."""
+    out = {}
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.ImportFrom):
+            mod = importlib.import_module(n.module)
+            for a in n.names:
+                out[a.asname or a.name] = getattr(mod, a.name, None) or importlib.import_module(f"{n.module}.{a.name}")
+        elif isinstance(n, ast.Import):
+            for a in n.names:
+                out[a.asname or a.name.split(".")[0]] = importlib.import_module(a.asname and a.name or a.name.split(".")[0])
+    return out
+
+
+def answer_functions_in_setup(path: Path, given_extra: str = "") -> set[str]:
+    """The functions ``path``'s given cells (and ``given_extra``) hand the learner that its hidden checks
+    call to compute a graded answer (see above)."""
+    from courselib.grading.source import from_solution
+
+    steps = from_solution(path).steps
+    given = [s.source for s in steps if s.role == "given"] + ([given_extra] if given_extra else [])
+    handed: dict[str, object] = {}
+    used: set[str] = set()
+    for src in given:
+        handed.update(_imports(src))
+        used |= _names_used(src)
+    for q in questions(path).values():
+        used |= _names_used(_parse_safe(q["solution"]))
+    found = set()
+    for step in steps:
+        if step.role != "hidden":
+            continue
+        for n in ast.walk(ast.parse(step.source)):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if isinstance(f, ast.Name) and f.id in handed:
+                obj, name = handed[f.id], f.id
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in handed \
+                    and inspect.ismodule(handed[f.value.id]):
+                obj, name = getattr(handed[f.value.id], f.attr, None), f"{f.value.id}.{f.attr}"
+            else:
+                continue
+            if (inspect.isfunction(obj) or inspect.isbuiltin(obj)) and name not in used:
+                found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_a_labs_setup_hands_over_no_function_that_computes_a_graded_answer(path):
+    found = answer_functions_in_setup(path)
+    left, why = SETUP_LEFT.get(path.stem, (set(), ""))
+    assert found == left, (f"{path.stem}: the given cells import {sorted(found - left)}, which the hidden checks "
+                           f"call to compute an answer and no reference answer uses: import it in the hidden "
+                           f"check instead" if found - left else
+                           f"{path.stem}: SETUP_LEFT lists {sorted(left - found)} ({why}), no longer found: "
+                           f"remove the entry")
+
+
+def test_the_setup_check_finds_lab_4s_and_lab_1s_old_imports():
+    """The check above fails on what the labs' setup cells imported before issue 32's fix."""
+    assert answer_functions_in_setup(ROOT / "solutions" / "04-images.ipynb",
+                                     "from courselib.model.layers import fewest_rebuilds, history_rebuilds, "
+                                     "rebuild_plan\n") == {"fewest_rebuilds", "history_rebuilds", "rebuild_plan"}
+    assert answer_functions_in_setup(ROOT / "solutions" / "01-namespaces-cgroups.ipynb",
+                                     "from courselib.model import cpu\nfrom courselib.model.namespaces import "
+                                     "unshare_pid\n") >= {"unshare_pid", "cpu.milli_cpu_to_quota",
+                                                           "cpu.milli_cpu_to_shares"}
+
+
 def _options() -> dict[str, list[str]]:
     return {name: [p for p in inspect.signature(policy_class(name).__init__).parameters
                    if p not in ("self", "workload", "seed")] for name in policy_names()}

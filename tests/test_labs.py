@@ -499,6 +499,41 @@ def test_a_fractional_gpu_hour_answer_in_lab_6_gets_lab_6s_feedback(labs, tmp_pa
     assert "expected GPUs held idle × hours, over both jobs" in q2.feedback, q2.feedback
 
 
+# Lab 4 question 3 asks for the order with the fewest rebuilds over the week. With seed 0's week (the lock
+# file edited twice, vocab/ once) copying vocab/ before the lock file and the install costs the same 80 steps
+# as the reference order; the question's rules are kept. Before issue 32's fix a second hidden check (the
+# course's linter, D001: a folder copied before an install) gave it 0/3, a rule the question never stated.
+LAB4_TIE = """\
+FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip
+WORKDIR /opt/app
+ENV PYTHONPATH=/opt/app/src
+COPY vocab/ vocab/
+COPY requirements.lock .
+RUN pip install --no-cache-dir -r requirements.lock
+COPY configs/ configs/
+COPY src/ src/
+CMD ["python3", "-m", "trainer", "--config", "configs/base.yaml"]
+"""
+
+
+def test_an_equally_good_dockerfile_order_earns_lab_4s_full_marks(labs, tmp_path):
+    from courselib.model.layers import history_rebuilds
+
+    name = "04-images"
+    lab, solution = labs / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
+    ns = _lab_namespace(name)
+    parse = ns["parse_dockerfile"]
+    tie, reference = parse(LAB4_TIE).steps, parse(ns["dockerfile"]).steps
+    assert [s.text for s in tie] != [s.text for s in reference], "a different order"
+    assert history_rebuilds(tie, ns["HISTORY"]) == history_rebuilds(reference, ns["HISTORY"]) == 80
+    report = grade(graft(lab, solution, set(_questions(solution)), tmp_path / lab.name,
+                         wrong={"q3": f"dockerfile = {LAB4_TIE!r}\n"}))
+    q3 = next(r for r in report.questions if r.question == "q3")
+    assert (q3.points, q3.max_points) == (3, 3), q3.feedback
+    assert report.total == report.max_points, format_report(report)
+
+
 def test_a_partly_solved_lab_gets_partial_credit_and_feedback_per_question(labs, tmp_path, capsys):
     """Question 1 wrong by a unit, 2 and 3 right (3 calls the wrong function from 1), 4, 5 and 6 untouched,
     7 a written answer."""
@@ -793,6 +828,7 @@ def test_the_images_labs_answer_holds_on_a_real_builder(tmp_path):
     from courselib.errors import CourseError
     from courselib.live.container.rebuild import Edit, rebuild
     from courselib.live.container.runtime import check_builder
+    from courselib.model.layers import fewest_rebuilds
 
     try:
         check_builder()
@@ -810,7 +846,7 @@ def test_the_images_labs_answer_holds_on_a_real_builder(tmp_path):
     assert real.agreement == 1.0, [c.as_dict() for c in real.comparisons]
     week = sum(times * sum(r["real"] == "rebuild" for r in c.rows) for c, (_, times) in zip(real.comparisons, ns["HISTORY"]))
     before = ((1, 6), (5, 6), (2, 3), (2, 4), (2, 5), (2, 7))
-    assert week == ns["fewest_rebuilds"](ns["given"].steps, ns["HISTORY"], before=before)[0]
+    assert week == fewest_rebuilds(ns["given"].steps, ns["HISTORY"], before=before)[0]
 
 
 # --- the Slurm lab against the real Slurm ---------------------------------------------------------

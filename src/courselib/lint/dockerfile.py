@@ -30,8 +30,11 @@ def d001(reading: DockerfileReading):
                  or (src.endswith("/") and "*" not in src)]
         if not broad:
             continue
-        probe = broad[0].rstrip("/").lstrip("./")
-        probe = (probe + "/" if probe else "") + "train.py"
+        folder = broad[0].rstrip("/").lstrip("./")
+        # a file the model edits to ask what such an edit costs; it need not exist, so the message
+        # names the folder, never this file
+        probe = (folder + "/" if folder else "") + "train.py"
+        copied = f"any file under {folder}/" if folder else "any file it copies from the build context"
         plan = rebuild_plan(reading.steps, Change(path=probe), reading.global_arg_lines())
         installs = [r.step for r in plan if r.rebuilt and is_install(r.step) and r.step.index > s.index]
         if installs:
@@ -40,8 +43,8 @@ def d001(reading: DockerfileReading):
             yield Finding(
                 "D001", "warning", reading.file, s.line,
                 f"{s.text} comes before {len(installs)} install step(s) "
-                f"(first: line {first.line}, {first.text[:50]}...): editing any copied file, "
-                f"e.g. {probe}, rebuilds {n} steps including every package install",
+                f"(first: line {first.line}, {first.text[:50]}...): editing {copied} "
+                f"rebuilds {n} steps including every package install",
                 "copy only the dependency files first (requirements.txt, pyproject.toml + lock), "
                 "install, then COPY the code last")
 
