@@ -585,9 +585,8 @@ def test_a_seeds_solved_variant_scores_full_marks_and_its_untouched_variant_zero
 # --- a count's message says why it is whole, in its own lab's terms (issue 32's tester, Lab 6 Q2) -----------
 
 # the kernel's labs: PIDs, cgroup counters, badness points and exit statuses are the kernel's integers, so
-# whole()'s default reason is theirs. Lab 4's `week_rebuilds_given` still takes the default (left to the
-# helper who owns Lab 4 this session); every other lab gives its own reason.
-KERNEL_LABS = {"01-namespaces-cgroups", "03-oom-killer", "04-images"}
+# whole()'s default reason is theirs; every other lab gives its own reason.
+KERNEL_LABS = {"01-namespaces-cgroups", "03-oom-killer"}
 
 
 def _whole_calls(path: Path) -> list[ast.Call]:
