@@ -23,7 +23,8 @@ pytest_plugins = ("live_fixtures", "tiers")
 # The dev tier draws the same examples every run (derandomize: seeded from each test's own source), so the
 # loop's time is a figure, not a draw: an example costs 0.01 to 8 s (kube-gang pod by pod with a 60 s
 # permit timeout churns through 67,000 events), and random draws put 25-90 s into test_gang_fastpath.py.
-# The full run (make test, CI) keeps Hypothesis' random draws and every count as written.
+# The full run keeps every count as written and the profile Hypothesis loads itself: random draws in
+# `make test`, its built-in derandomized "ci" profile where the CI variable is set (.ci/run sets it).
 settings.register_profile("dev", max_examples=10, derandomize=True)
 if budget.budget() == "dev":
     settings.load_profile("dev")
