@@ -86,14 +86,24 @@ def same(w: Workload, variant: str, horizon: float | None = None, *, reuse: bool
     ref, ref_passes = _reference(w, policy, horizon, options, reuse)
     # Slurm's backfill: every pass made the same reservations (start, end, nodes), not only the
     # same starts, so a wrong plan for a job that waits is caught before it changes a schedule
-    assert passes[False] == ref_passes, variant
+    # (each comparison of a whole run is a bool first: with CI set, pytest does not truncate a failed
+    # assertion's diff, and diffing two runs' passes took 85 s where a planted slip is expected to fail)
+    same_passes = passes[False] == ref_passes
+    assert same_passes, f"{variant}: the passes' reservations differ from pass {_first_difference(passes[False], ref_passes)}"
     for a, b in zip(fast.jobs, ref.jobs, strict=True):
         assert (a.name, a.start, a.end, a.state, a.pending_reason) == \
             (b.name, b.start, b.end, b.state, b.pending_reason), variant
         assert a == b, variant
     assert fast.deadlock == ref.deadlock and fast.verdict == ref.verdict
-    assert fast.trace == ref.trace
-    assert _decided(fast.to_dict()) == _decided(ref.to_dict())
+    same_trace = fast.trace == ref.trace
+    assert same_trace, f"{variant}: the traces differ from event {_first_difference(fast.trace, ref.trace)}"
+    same_data = _decided(fast.to_dict()) == _decided(ref.to_dict())
+    assert same_data, f"{variant}: the results' data differ"
+
+
+def _first_difference(a: list, b: list) -> int:
+    """The index of the first item where two lists differ (the shorter list's length if one is a prefix)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 #: the last reference runs (result, every Slurm pass's reservations), by workload and options: the
