@@ -209,7 +209,10 @@ class Cluster:
         ``gone`` pods of other jobs taken off it (the constraint aside). Free GPUs and memory come
         back pod by pod, but a node an exclusive job owns only with its last pod there; an
         exclusive pod needs a node with no pod left on it, and its first pod owns the node."""
-        free, mem, owner, left = self._without(i, gone)
+        return self._room(job, i, *self._without(i, gone))
+
+    def _room(self, job: Job, i: int, free: int, mem: int, owner: str | None, left: bool) -> int:
+        """:meth:`room_without` from node ``i``'s state with the pods taken off (:meth:`_without`)."""
         g, m = job.gpus_per_pod, job.memory_per_pod
         if job.exclusive:
             if owner == job.name:
@@ -260,9 +263,9 @@ class Cluster:
                 if k > 0:
                     plan[i], left = k, left - k
             return plan
-        room = {i: self.room_without(job, i, gone.get(i, {})) for i in nodes}
-        free = {i: self._without(i, gone.get(i, {}))[0] for i in nodes if room[i] > 0}
-        return fill_spread(nodes, room, free, want, job.gpus_per_pod)
+        after = {i: self._without(i, gone.get(i, {})) for i in nodes}   # read once per node
+        room = {i: self._room(job, i, *after[i]) for i in nodes}
+        return fill_spread(nodes, room, {i: after[i][0] for i in nodes}, want, job.gpus_per_pod)
 
     def _mem_ok(self, job: Job, i: int) -> bool:
         return job.memory_per_pod == 0 or self.nodes[i].memory == 0 or \
