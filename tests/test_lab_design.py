@@ -11,6 +11,9 @@ and the capstone's policy options are written where a learner looks.
 - ``simulate``'s docstring and the capstone's question 1 name every option of every policy, read from
   the policies' own signatures.
 - Labs with per-student variants (issue 33) carry a ``parameters`` and a ``variant`` cell.
+- A lab asks only for what the chapters up to its own teach (the learning path is chapter N, then lab N):
+  a question that needs a later chapter's fact or courselib name states the fact itself and links the
+  chapter (``LATER_ALLOWED``); what each chapter teaches is read from what its reader sees.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from courselib import course as course_table
 from courselib.grading import markers, variant
 from courselib.model.policies import policy_class, policy_names
 from courselib.sim.gang import simulate
@@ -641,3 +645,237 @@ def test_the_capstone_says_where_each_policys_options_are_explained():
     assert len(named) >= 5
     for title in named:
         assert f"## {title}\n" in books, title
+
+
+# --- a lab asks only for what the chapters before it teach (issue 32's review) ------------------------------
+#
+# The learning path is chapter N, then lab N (`courselib.course.LABS`). Lab 6's question 7 asked what a split
+# placement costs "(chapter 8)", and Lab 7's question 4 needed the interval where the waste is smallest,
+# Young's sqrt(2CM), and named `courselib.model.checkpoint`: both are taught only in chapter 8, after those labs.
+#
+# What a chapter teaches is read from the book. A courselib name is taught by the first chapter, in the
+# learning path's order, whose code a reader sees uses it (cells tagged remove-cell or remove-input do not
+# count), or whose prose spells it out (`courselib.x.y`). A name the book never shows counts as taught with its
+# module. What a lab asks is read from what its learner reads and is handed: the student's lab (labs/, seed 0):
+# its text, with its chapter references and the courselib names in its inline code, and its given code; the
+# reference answers (solutions/); and the chapter references in the words of the hidden checks' feedback.
+# The hidden checks' own code is the grader's and may use any chapter's model.
+#
+# A question may use something from a later chapter only if it states the fact in its own text, so that
+# chapters 1..N suffice, and links the chapter that teaches it in full. Each such question is listed here.
+
+#: (lab, question) -> (what it takes from a later chapter, the fact its text states, why); an entry that no
+#: longer matches what is found fails the test
+LATER_ALLOWED = {
+    ("06-gang-deadlock", "q7"): ({"book/08-cost"}, "`(1 − f) + f × r`",
+                                 "the step slowdown of a tensor-parallel group split across a slow link "
+                                 "(chapter 8, Bill three), which the written answer prices"),
+    ("07-barrier", "q4"): ({"book/08-cost", "courselib.model.checkpoint.first_order_waste"}, "`T = sqrt(2CM)`",
+                           "Young's interval, where the first-order waste the question states is smallest "
+                           "(chapter 8, How often to checkpoint)"),
+}
+BOOK_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.M | re.S)
+CHAPTER_ORDER = [c.doc for c in course_table.CHAPTERS]
+
+
+def courselib_names(source: str, env: dict[str, str]) -> set[str]:
+    """The courselib names ``source`` imports or uses, fully qualified (``courselib.model.cost.job_mtbf``);
+    ``env`` maps the names bound so far to what they stand for, and is updated with this source's imports."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("courselib"):
+            for a in n.names:
+                env[a.asname or a.name] = f"{n.module}.{a.name}"
+                out.add(f"{n.module}.{a.name}")
+        elif isinstance(n, ast.Import):
+            for a in n.names:
+                if a.name.startswith("courselib"):
+                    env[a.asname or "courselib"] = a.name if a.asname else "courselib"
+                    out.add(a.name)
+    for n in ast.walk(tree):
+        chain = []
+        while isinstance(n, ast.Attribute):
+            chain.append(n.attr)
+            n = n.value
+        if isinstance(n, ast.Name) and n.id in env:
+            out.add(".".join([env[n.id], *reversed(chain)]))
+    return out
+
+
+def _book(doc: str) -> str:
+    return (ROOT / f"{doc}.md").read_text()
+
+
+def taught_in() -> dict[str, str]:
+    """Each courselib name the book shows -> the first chapter (doc name) that shows it to a reader."""
+    first: dict[str, str] = {}
+    for doc in CHAPTER_ORDER:
+        text, env = _book(doc), {}
+        for m in BOOK_CELL.finditer(text):
+            options = re.match(r"(?::[\w-]+:.*\n)*", m.group(1)).group(0)
+            names = courselib_names(m.group(1)[len(options):], env)   # aliases count wherever they are bound
+            if not re.search(r"remove-(cell|input)", options):
+                for name in names:
+                    first.setdefault(name, doc)
+        for name in re.findall(r"`(courselib\.[\w.]*\w)", BOOK_CELL.sub("", text)):
+            first.setdefault(name, doc)
+    return first
+
+
+def chapter_of(name: str, taught: dict[str, str]) -> str | None:
+    """The chapter that teaches ``name``: its own first showing, else its module's (``None``: never shown)."""
+    parts = name.split(".")
+    for k in range(len(parts), 1, -1):
+        if ".".join(parts[:k]) in taught:
+            return taught[".".join(parts[:k])]
+    return None
+
+
+def chapters_named(text: str) -> set[str]:
+    """The chapters ``text`` sends a reader to: "chapter 8", "chapters 7 and 8", ``book/08-cost.md``,
+    a {ref} to a chapter's label."""
+    by_number: dict[int, str] = {}
+    for doc in CHAPTER_ORDER:
+        by_number.setdefault(int(Path(doc).name[:2]), doc)      # "chapter 6" is the first of the two
+    labels = {label: doc for doc in CHAPTER_ORDER for label in re.findall(r"^\(([\w-]+)\)=$", _book(doc), re.M)}
+    out = {f"book/{m}" for m in re.findall(r"book/(\d\d-[\w-]+)\.md", text) if f"book/{m}" in CHAPTER_ORDER}
+    for m in re.finditer(r"\b[Cc]hapters? (\d+)((?:(?:,| and| or|–|-) ?\d+)*)", text):
+        out |= {by_number[int(n)] for n in [m.group(1), *re.findall(r"\d+", m.group(2))] if int(n) in by_number}
+    out |= {labels[m] for m in re.findall(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`", text) if m in labels}
+    return out
+
+
+def lab_material(stem: str) -> dict[str, dict]:
+    """Per question ("intro" before question 1): the text the learner reads (``text``), the courselib names
+    of the code it is handed and of the reference answer (``names``), the hidden checks' feedback words
+    (``feedback``), and the aliases the lab's code binds (``env``, shared by the whole lab)."""
+    out: dict[str, dict] = {}
+    env: dict[str, str] = {}
+
+    def at(q):
+        return out.setdefault(q, {"text": "", "names": set(), "feedback": "", "env": env})
+
+    q = "intro"
+    for cell in nbformat.read(ROOT / "labs" / f"{stem}.ipynb", 4).cells:
+        m = HEADING.search(cell.source) if cell.cell_type == "markdown" else None
+        q = f"q{m.group(1)}" if m else q
+        if cell.cell_type == "markdown":
+            at(q)["text"] += cell.source + "\n"
+        else:
+            at(q)["names"] |= courselib_names(cell.source, env)
+    q = "intro"
+    for cell in nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", 4).cells:
+        m = HEADING.search(cell.source) if cell.cell_type == "markdown" else None
+        q = f"q{m.group(1)}" if m else q
+        if cell.cell_type != "code":
+            continue
+        if markers.HIDDEN_TAG in markers.tags(cell):
+            strings = [n.value for n in ast.walk(ast.parse(cell.source))
+                       if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            at(markers.course_meta(cell).get("question", q))["feedback"] += "\n".join(strings) + "\n"
+        elif markers.has_markers(cell.source):
+            at(q)["names"] |= courselib_names(markers.solution_source(cell.source, stem), dict(env))
+    return out
+
+
+def from_later_chapters(stem: str, material: dict[str, dict], taught: dict[str, str]) -> dict[str, set[str]]:
+    """Per question, what it takes from a chapter after its lab's: chapter docs and courselib names."""
+    lab = next(lab for lab in course_table.LABS if lab.doc == f"labs/{stem}")
+    after = set(CHAPTER_ORDER[CHAPTER_ORDER.index(lab.chapter) + 1:])
+    found: dict[str, set[str]] = {}
+    for q, m in material.items():
+        names = set(m["names"])
+        for span in re.findall(r"`([A-Za-z_][\w.]*)", m["text"]):
+            head = span.split(".")[0]
+            if span.startswith("courselib."):
+                names.add(span)
+            elif head in m["env"] and "." in span:
+                names.add(m["env"][head] + span[len(head):])
+        items = {n for n in names if chapter_of(n, taught) in after}
+        items |= (chapters_named(m["text"]) | chapters_named(m["feedback"])) & after
+        if items:
+            found[q] = items
+    return found
+
+
+def path_problems(stem: str, material: dict[str, dict], taught: dict[str, str]) -> list[str]:
+    """What in lab ``stem`` a learner who has read only the chapters up to its own cannot do, as sentences."""
+    problems = []
+    found = from_later_chapters(stem, material, taught)
+    for q, items in sorted(found.items()):
+        allowed, fact, _ = LATER_ALLOWED.get((stem, q), (set(), None, ""))
+        later = {i: (i if i.startswith("book/") else chapter_of(i, taught)) for i in items}
+        if items - allowed:
+            used = ", ".join(i if i == c else f"{i} (taught in {c})" for i, c in sorted(later.items()) if i not in allowed)
+            problems.append(f"{stem} {q} uses {used}, after the lab's chapter: state the fact in the question and "
+                            f"list it in LATER_ALLOWED, reword the question, or move it to a later lab")
+            continue
+        if fact not in material[q]["text"]:
+            problems.append(f"{stem} {q} uses {sorted(items)} but does not state {fact} in its text")
+        for doc in sorted(set(later.values())):
+            if f"../{doc}.md" not in material[q]["text"]:
+                problems.append(f"{stem} {q} uses {doc} but does not link ../{doc}.md, where it is taught in full")
+    for (lab, q), (allowed, _, why) in LATER_ALLOWED.items():
+        if lab == stem and found.get(q, set()) != allowed:
+            problems.append(f"LATER_ALLOWED lists {lab} {q} with {sorted(allowed)} ({why}); found "
+                            f"{sorted(found.get(q, set()))}: update or remove the entry")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def taught():
+    return taught_in()
+
+
+@pytest.mark.parametrize("stem", [Path(lab.doc).name for lab in course_table.LABS])
+def test_a_lab_asks_only_for_what_the_chapters_before_it_teach(stem, taught):
+    assert path_problems(stem, lab_material(stem), taught) == []
+
+
+def test_what_a_chapter_teaches_is_read_from_what_its_reader_sees(taught):
+    """Spot checks of the map the test above uses, each against the page."""
+    assert chapter_of("courselib.model.collective.split_link_bps", taught) == "book/05-slurm"
+    assert chapter_of("courselib.model.collective.step_slowdown", taught) == "book/08-cost"   # same module, later
+    assert chapter_of("courselib.model.checkpoint.young_interval", taught) == "book/08-cost"
+    assert chapter_of("courselib.model.recovery.rung", taught) == "book/07-nccl-barrier"   # by its module
+    assert chapter_of("courselib.sim.barrier.simulate", taught) == "book/07-nccl-barrier"
+    assert chapter_of("courselib.grading.checks.expect", taught) is None                   # the labs' own tool
+    # a name only in cells the reader never sees is not taught there
+    assert "courselib.plots.cost.waste_curve" not in taught and "waste_curve(60, 2 * H)" in _book("book/08-cost")
+    assert chapters_named("see (book/08-cost.md) and chapters 5 and 7; {ref}`split-gang-cost`") == \
+        {"book/08-cost", "book/05-slurm", "book/07-nccl-barrier"}
+    assert chapters_named("chapter 6") == {"book/06-gang-deadlock"}
+
+
+#: what the labs said before the fix (issue 32's review), each planted in today's lab
+OLD = {
+    ("06-gang-deadlock", "q7", "text"): (
+        "## Question 7 (2 points, graded by your instructor): headcount fits, topology does not\n\nIn the cell "
+        "below, explain in your own words (4–6 sentences) why `train` waits under Kueue although the cluster has "
+        "enough free nodes, and why Kueue's best fit put `eval` where it did. Then say what the default "
+        "Kubernetes scheduler would do with the same `train` job, and what that placement would cost a "
+        "tensor-parallel job for its whole run (chapter 8).\n"),
+    ("07-barrier", "q4", "text"): (
+        "## Question 4 (3 points): choose the checkpoint interval under a constraint\n\nThe first-order waste "
+        "of an interval `T` is `W(T) = C/T + T/(2M) + R/M` (`C` the checkpoint cost, `M` the job's MTBF, `R` "
+        "detection + restart; `courselib.model.checkpoint.first_order_waste`).\n"),
+    ("07-barrier", "intro", "text"): (
+        "This lab goes with the chapters [*One missing rank stops them all*](../book/07-nccl-barrier.md) and "
+        "[*What a missing rank costs*](../book/08-cost.md). … they run `courselib.sim.barrier` and "
+        "`courselib.model.checkpoint`, and verify your claim against what the model does.\n"),
+    ("07-barrier", "q3", "feedback"): (
+        "see “What a missing rank costs” (book/08-cost.md), section “Bill two: a lost rank”, and “One missing "
+        "rank stops them all” (book/07-nccl-barrier.md), on how a loss is detected"),
+}
+
+
+@pytest.mark.parametrize("lab, question, part", sorted(OLD), ids=lambda x: str(x))
+def test_the_path_check_fails_on_what_labs_6_and_7_said_before(lab, question, part, taught):
+    material = lab_material(lab)
+    material[question] = {**material[question], part: OLD[lab, question, part]}
+    problems = path_problems(lab, material, taught)
+    assert any(p.startswith(f"{lab} {question} ") for p in problems), problems
