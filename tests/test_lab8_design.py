@@ -8,6 +8,8 @@ tensor-parallel group split across two nodes, under a GPU budget and at both end
   expected value (every number in the feedback is the student's own or given data).
 - Seed 0's answer typed into another seed's lab fails; across seeds the choice is not always the same,
   and the budget decides it in some seeds and not in others (the constraint is real).
+- Question 3: a saving written as the sum of the bills, or a "volcano" bill typed in as 0, fails it alone
+  (both scored full marks: the gang bill is 0 on every real case); a bill computed another right way passes.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from courselib.grading import build, markers, variant
+from courselib.grading import markers, variant
 from courselib.grading.grade import grade
+from lab_answers import seeded_lab
 
 nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,18 +56,7 @@ def _namespace(seed: int) -> dict:
 def _lab(seed: int, dest: Path, q6: str | None = None, **others: str) -> Path:
     """Seed ``seed``'s lab, every question answered by the reference solution, question 6 by ``q6`` if given
     (and any other question ``qN`` by ``others["qN"]``)."""
-    nb_sol = _solution()
-    by_id = {c["id"]: c for c in nb_sol.cells}
-    nb = nbformat.reads(build.variant_text(nb_sol, str(SOLUTION), seed)[0], 4)
-    given = {**others, **({"q6": q6} if q6 is not None else {})}
-    for cell in nb.cells:
-        meta = markers.course_meta(cell)
-        if meta.get("answer"):
-            cell.source = given.get(meta.get("question")) or \
-                markers.solution_source(by_id[cell["id"]].source, str(SOLUTION))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, dest)
-    return dest
+    return seeded_lab(SOLUTION, seed, dest, {**others, **({"q6": q6} if q6 is not None else {})})
 
 
 def _wrong(old: str, new: str) -> str:
@@ -208,18 +200,6 @@ def _answer(marker: str, old: str, new: str) -> str:
     return src.replace(old, new)
 
 
-def test_saving_as_the_sum_of_the_bills_fails_question_3_alone(tmp_path):
-    """`saving = kube + volcano` equals `kube - volcano` whenever the gang bill is 0, which it always is under
-    PodGroup admission; the check also calls compare with a stand-in idle_cost that adds a fee to every bill
-    (the old check passed this answer: 12/12)."""
-    wrong = _answer("def compare(", '"saving": without - with_gang', '"saving": without + with_gang')
-    report = grade(_lab(0, tmp_path / f"{LAB}.ipynb", q3=wrong), source=SOLUTION)
-    auto = {r.question: r for r in report.questions if r.kind == "auto"}
-    assert [q for q, r in auto.items() if not r.passed] == ["q3"], {q: r.feedback for q, r in auto.items()}
-    assert "the first bill minus the second" in auto["q3"].feedback, auto["q3"].feedback
-    assert report.total == report.max_points - auto["q3"].max_points
-
-
 def test_a_delay_counted_from_00_00_fails_question_5_and_the_feedback_names_the_delay(tmp_path):
     """"Each hour train waits between its submission and its start": a student who counts the delay from
     minute 0 (BLOCKER_END_MINUTES, not BLOCKER_END_MINUTES - TRAIN_SUBMIT_MINUTES) gets feedback about the
@@ -238,3 +218,38 @@ def test_a_delay_counted_from_00_00_fails_question_5_and_the_feedback_names_the_
     assert late_min not in shown and not any(abs(x - delay) < 1 for x in shown), feedback
     text = next(c.source for c in _solution().cells if c.source.startswith("## Question 5 "))
     assert "waits between its\nsubmission" in text and "starts late" not in text
+
+
+# --- question 3: a wrong saving, a "volcano" bill typed in as 0 (each scored full marks) ---------------
+
+# (label, the line a student gets wrong, what they wrote instead, words the feedback must contain). Under
+# PodGroup admission the gang bill is 0 on every real case, so `saving = kube + volcano` and a "volcano" bill
+# typed in as 0 both passed the old check (12/12; the fee stand-in checked only the saving). Under the
+# stand-in idle_cost that adds a fee to every bill, the bill of a job that holds nothing is the fee.
+Q3_WRONG = [
+    ("saving as the sum of the bills", '"saving": without - with_gang', '"saving": without + with_gang',
+     "the first bill minus the second"),
+    ("the gang bill typed in as 0", "with_gang = idle_cost(0, wait_minutes, usd_per_gpu_hour)", "with_gang = 0",
+     "not be typed in"),
+    ("the dict's volcano entry typed in", '"volcano": with_gang, "saving": without - with_gang',
+     '"volcano": 0, "saving": without', "not be typed in"),
+]
+
+
+@pytest.mark.parametrize("label, old, new, words", Q3_WRONG, ids=[w[0] for w in Q3_WRONG])
+def test_a_wrong_or_typed_in_bill_fails_question_3_alone(label, old, new, words, tmp_path):
+    wrong = _answer("def compare(", old, new)
+    report = grade(_lab(0, tmp_path / f"{LAB}.ipynb", q3=wrong), source=SOLUTION)
+    auto = {r.question: r for r in report.questions if r.kind == "auto"}
+    assert [q for q, r in auto.items() if not r.passed] == ["q3"], {q: r.feedback for q, r in auto.items()}
+    assert words in auto["q3"].feedback, auto["q3"].feedback
+    assert report.total == report.max_points - auto["q3"].max_points
+
+
+def test_a_gang_bill_computed_as_the_gpus_held_for_no_time_passes_question_3(tmp_path):
+    """Under PodGroup admission the job holds its GPUs for no time: idle_cost(gpus_held, 0, price) is as right
+    as idle_cost(0, wait, price), with the stand-in too (its fee is charged for either)."""
+    other = _answer("def compare(", "with_gang = idle_cost(0, wait_minutes, usd_per_gpu_hour)",
+                    "with_gang = idle_cost(gpus_held, 0, usd_per_gpu_hour)")
+    report = grade(_lab(7, tmp_path / f"{LAB}.ipynb", q3=other), source=SOLUTION)
+    assert report.seed == 7 and report.total == report.max_points, [(r.question, r.feedback) for r in report.questions]

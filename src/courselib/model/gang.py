@@ -293,6 +293,30 @@ def integrate(history, end: float) -> tuple[float, float]:
     return train, idle
 
 
+def free_while_waiting(histories, waits, total_gpus: int, end: float) -> float:
+    """GPU-seconds that no job held while some submitted job waited to start: what an all-or-nothing
+    guarantee leaves unused unless another job fills it (backfill).
+
+    ``histories``: one ``[(time, held GPUs, training?), ...]`` change list per job (``Result.histories``'
+    values); ``waits``: one ``(submit, start)`` per job, ``start`` ``None`` for a job that never starts
+    (it waits until ``end``). The cluster's ``total_gpus`` minus the GPUs held, summed over the times up
+    to ``end`` at which at least one job waits (``submit <= t < start``)."""
+    histories = [list(h) for h in histories]
+    waits = list(waits)
+    times = {0.0, end} | {t for h in histories for t, _, _ in h} | {t for w in waits for t in w if t is not None}
+    times = sorted(t for t in times if 0.0 <= t <= end)
+    free = 0.0
+    for t0, t1 in zip(times, times[1:]):
+        if not any(s <= t0 and (st is None or t0 < st) for s, st in waits):
+            continue
+        held = 0
+        for h in histories:
+            now = [g for t, g, _ in h if t <= t0]
+            held += now[-1] if now else 0
+        free += (total_gpus - held) * (t1 - t0)
+    return free
+
+
 def percentile(values: list[float], p: float) -> float | None:
     """Nearest-rank percentile (p in 0..100); None for no values."""
     if not values:
