@@ -78,10 +78,13 @@ site-test: book book-student
 # nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match). Each page is executed once
 # per run (tests/book_exec.py: the page test and the site's builds share one execution cache); the
 # playgrounds are pages, so nbval does not run them again (none marks an output for it to check).
+# Two pytest processes at once (tests/lanes.py): the real systems (mostly waiting on their daemons) and
+# the rest (mostly computing); LANES=1 runs the one process of old.
+LANES ?= 2
 test: setup
 	@if command -v go >/dev/null 2>&1; then k8s/build.sh; \
 	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi
-	$(BIN)/python -m pytest tests $(wildcard solutions) --nbval-lax --nbval-current-env --durations=40
+	$(BIN)/python tests/lanes.py $(if $(filter 1,$(LANES)),--serial)
 
 # The two-minute loop: no chapter executed, no lab graded, no site, no real system, a tenth of each
 # property test's examples (tests/tiers.py says which test is in which tier; tests/budget.py the budgets).

@@ -135,9 +135,12 @@ def test_the_makefile_runs_the_tiers():
 def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
     """make test runs nbval over solutions/ only: the playgrounds are pages, executed once by the page
     test; if one ever marks an output for nbval to compare, it must go back under nbval."""
+    import lanes
     make = (ROOT / "Makefile").read_text()
-    run = re.search(r"^test: .*\n(?:\t.*\n)*?\t(\$\(BIN\)/python -m pytest .*)$", make, re.M).group(1)
-    assert "--nbval-lax" in run and " notebooks " not in run
+    assert re.search(r"^test: .*\n(?:\t.*\n)*?\t\$\(BIN\)/python tests/lanes.py", make, re.M)
+    for args in [lanes.SERIAL] + [a for a, _ in lanes.LANES.values()]:
+        assert "notebooks" not in args, args
+    assert "--nbval-lax" in lanes.SERIAL and "--nbval-lax" in lanes.LANES["rest"][0]
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert "NBVAL_CHECK_OUTPUT" not in nb.read_text() and '"nbval' not in nb.read_text(), \
             f"{nb.name} marks an output for nbval: put notebooks/ back into make test's nbval paths"
@@ -151,3 +154,20 @@ def test_every_run_leaves_its_times_per_test_and_per_tier():
     assert lines[0] == "# 3 tests, 8.0 s in tests (setup + call + teardown)"
     assert [ln.split()[1] for ln in lines[2:6]] == ["real", "real_kube", "lab", "fast"]
     assert [ln.split()[-1] for ln in lines[6:]] == ["b::y", "a::x", "c::z"]  # slowest first
+
+
+def test_the_two_lanes_run_every_test_once():
+    """make test's two lanes (tests/lanes.py) split the suite by marker: every test of the one process of
+    old runs in exactly one lane; the real lane holds only systems that run as daemons, and loads no nbval."""
+    import lanes
+    real, rest = lanes.LANES["real"][0], lanes.LANES["rest"][0]
+    real_m, rest_m = real[real.index("-m") + 1], rest[rest.index("-m") + 1]
+    assert rest_m == f"not ({real_m})"                                  # complementary: nothing lost, nothing twice
+    assert set(lanes.DAEMONS) < set(tiers.SYSTEMS)
+    assert all(f"real_{s}" in real_m for s in lanes.DAEMONS)
+    # the kernel, container and MPI tests check for leftovers machine-wide: never beside the chapters' runs
+    assert not any(f"real_{s}" in real_m for s in ("kernel", "container", "mpi"))
+    assert [a for a in real if a in ("tests", "solutions")] == ["tests"]
+    assert [a for a in rest if a in ("tests", "solutions")] == [a for a in lanes.SERIAL if a in ("tests", "solutions")]
+    assert "no:nbval" in real and not any(a.startswith("--nbval") for a in real)
+    assert lanes.LANES["real"][1] != lanes.LANES["rest"][1]          # a times file each
