@@ -879,3 +879,51 @@ def test_the_path_check_fails_on_what_labs_6_and_7_said_before(lab, question, pa
     material[question] = {**material[question], part: OLD[lab, question, part]}
     problems = path_problems(lab, material, taught)
     assert any(p.startswith(f"{lab} {question} ") for p in problems), problems
+
+
+# ----------------------------------------------------------------------------- a chapter's practice problems
+
+#: (chapter, problem topic) -> {a later chapter's name the problem's solver uses: why the reader has it already}
+PRACTICE_LATER_ALLOWED = {
+    ("book/03-oom-killer", "oom"): {
+        "courselib.model.restart.terminated_by_oom": "OOMKilled and exit code 137, which chapter 3's prose teaches; "
+                                                     "chapter 7 first shows the function"},
+    ("book/06-gang-deadlock", "gang"): {
+        "courselib.model.cost.gpu_hours": "GPUs held times hours, the arithmetic chapter 6 does in its prose"},
+    ("book/06-native-gang-and-failures", "gang"): {
+        "courselib.model.cost.gpu_hours": "the same"},
+}
+
+
+def practice_from_later_chapters(taught: dict[str, str]) -> dict[tuple[str, str], set[str]]:
+    """(chapter, topic) -> the names from a later chapter that the topic's problem module uses."""
+    out = {}
+    for chapter in course_table.CHAPTERS:
+        for topic in chapter.practice:
+            source = (ROOT / "src" / "courselib" / "problems" / f"{topic}.py").read_text()
+            later = {n for n in courselib_names(source, {})
+                     if (c := chapter_of(n, taught)) and CHAPTER_ORDER.index(c) > CHAPTER_ORDER.index(chapter.doc)}
+            if later:
+                out[(chapter.doc, topic)] = later
+    return out
+
+
+def test_a_chapter_practises_only_what_it_and_the_chapters_before_it_teach(taught):
+    """A chapter's practice problems (course.CHAPTERS' ``practice``, offered at the chapter's end) use only
+    what the reader has met: chapter 7 once offered `courselib problem checkpoint`, whose solutions are
+    Young's and Daly's intervals from chapter 8."""
+    found = practice_from_later_chapters(taught)
+    unexplained = {key: names - set(PRACTICE_LATER_ALLOWED.get(key, {})) for key, names in found.items()}
+    assert {k: v for k, v in unexplained.items() if v} == {}
+    stale = {key: set(names) - found.get(key, set()) for key, names in PRACTICE_LATER_ALLOWED.items()}
+    assert {k: v for k, v in stale.items() if v} == {}, "PRACTICE_LATER_ALLOWED lists what is no longer used"
+
+
+def test_the_practice_check_fails_on_chapter_7s_old_checkpoint_problems(taught, monkeypatch):
+    """Planted: chapter 7 practising checkpoint again, as it did before."""
+    import dataclasses
+    old = [dataclasses.replace(c, practice=c.practice + ("checkpoint",)) if c.doc == "book/07-nccl-barrier" else c
+           for c in course_table.CHAPTERS]
+    monkeypatch.setattr(course_table, "CHAPTERS", old)
+    found = practice_from_later_chapters(taught)
+    assert "courselib.model.checkpoint.checkpoint_plan" in found[("book/07-nccl-barrier", "checkpoint")]

@@ -56,7 +56,7 @@ CHAPTERS = (
     Chapter("book/06-native-gang-and-failures", "native gangs, failures", PARTS[1], 40, 25,
             ("book/06-gang-deadlock",), practice=("gang",)),
     Chapter("book/07-nccl-barrier", "the NCCL barrier", PARTS[1], 75, 45,
-            ("book/03-oom-killer", "book/06-native-gang-and-failures"), practice=("barrier", "checkpoint")),
+            ("book/03-oom-killer", "book/06-native-gang-and-failures"), practice=("barrier",)),
     Chapter("book/08-cost", "what it costs", PARTS[1], 45, 35, ("book/06-gang-deadlock", "book/07-nccl-barrier"),
             practice=("cost", "checkpoint")),
     Chapter("book/09-choosing", "choosing a scheduler", PARTS[2], 55, 30,
