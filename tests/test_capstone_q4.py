@@ -176,11 +176,25 @@ WRONG = [   # (label, configuration, the answer handed in, words the feedback mu
 ]
 
 
+@pytest.fixture(scope="module")
+def right_answers(tmp_path_factory):
+    """The reference answer's auto-graded results per configuration, graded once per module (several wrong
+    answers share a configuration)."""
+    graded: dict[str, dict] = {}
+
+    def of(config: dict) -> dict:
+        if repr(config) not in graded:
+            dest = tmp_path_factory.mktemp("right") / f"{LAB}.ipynb"
+            graded[repr(config)] = _auto(grade(_lab(dest, config), source=SOLUTION))
+        return graded[repr(config)]
+    return of
+
+
 @pytest.mark.parametrize("label, config, answer, words", WRONG, ids=[w[0] for w in WRONG])
-def test_a_wrong_answer_fails_question_4_alone(label, config, answer, words, tmp_path):
+def test_a_wrong_answer_fails_question_4_alone(label, config, answer, words, tmp_path, right_answers):
     report = grade(_lab(tmp_path / f"{LAB}.ipynb", config, q4=answer), source=SOLUTION)
     auto = _auto(report)
-    right = _auto(grade(_lab(tmp_path / "right" / f"{LAB}.ipynb", config), source=SOLUTION))
+    right = right_answers(config)
     assert right["q4"].passed, right["q4"].feedback
     assert {q for q, r in auto.items() if not r.passed} == {q for q, r in right.items() if not r.passed} | {"q4"}
     assert words in auto["q4"].feedback, auto["q4"].feedback

@@ -12,6 +12,7 @@ that moves is recorded once, in the trace and in the job's held-GPU history.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from courselib.model.cluster import Cluster
@@ -301,19 +302,15 @@ def free_while_waiting(histories, waits, total_gpus: int, end: float) -> float:
     values); ``waits``: one ``(submit, start)`` per job, ``start`` ``None`` for a job that never starts
     (it waits until ``end``). The cluster's ``total_gpus`` minus the GPUs held, summed over the times up
     to ``end`` at which at least one job waits (``submit <= t < start``)."""
-    histories = [list(h) for h in histories]
+    changes = [([t for t, _, _ in h], [g for _, g, _ in h]) for h in map(list, histories)]   # in time order
     waits = list(waits)
-    times = {0.0, end} | {t for h in histories for t, _, _ in h} | {t for w in waits for t in w if t is not None}
+    times = {0.0, end} | {t for ts, _ in changes for t in ts} | {t for w in waits for t in w if t is not None}
     times = sorted(t for t in times if 0.0 <= t <= end)
     free = 0.0
     for t0, t1 in zip(times, times[1:]):
-        if not any(s <= t0 and (st is None or t0 < st) for s, st in waits):
-            continue
-        held = 0
-        for h in histories:
-            now = [g for t, g, _ in h if t <= t0]
-            held += now[-1] if now else 0
-        free += (total_gpus - held) * (t1 - t0)
+        if any(s <= t0 and (st is None or t0 < st) for s, st in waits):
+            held = sum(gs[k - 1] for ts, gs in changes if (k := bisect_right(ts, t0)))   # each job's last change by t0
+            free += (total_gpus - held) * (t1 - t0)
     return free
 
 
