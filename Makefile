@@ -88,13 +88,17 @@ test: setup
 
 # The two-minute loop: no chapter executed, no lab graded, no site, no real system, a tenth of each
 # property test's examples (tests/tiers.py says which test is in which tier; tests/budget.py the budgets).
-# One process: measured 67 s serial against 75 s on two pytest-xdist workers (each collects the suite).
+# Two pytest-xdist workers (FAST_WORKERS): with 2,202 tests the loop is past what one process does in two
+# minutes. Paired on 2 cores (2 pairs, 2026-12-04 20:02-20:12 UTC, other tests alongside): 112 s median wall
+# on two workers against 161 s in one process (0.69; 1.17x the CPU, each worker collects the suite). At 67 s
+# (an earlier, smaller loop) one process was faster than two workers' 75 s. FAST_WORKERS=0: one process.
 # No nbval (it collects no notebook here, and its import would build jsonschema's iri parsers: conftest.py).
 # The loop keeps its compiled modules (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
 # otherwise every run compiles courselib and rewrites every test module's asserts again (~5 s of CPU).
 FAST := not (book or site or lab or real or scale or slow)
+FAST_WORKERS ?= 2
 test-fast: setup
-	PYTHONDONTWRITEBYTECODE= COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -p no:nbval -m "$(FAST)" --durations=10
+	PYTHONDONTWRITEBYTECODE= COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -p no:nbval -m "$(FAST)" -n $(FAST_WORKERS) --durations=10
 
 # One topic: a chapter's module tests, its page, its lab and its solution (T=oom, T=gang, T=03, ...).
 test-topic: setup
