@@ -708,6 +708,18 @@ def test_the_pass_timeline_finds_each_jobs_start_where_the_reference_does(w, opt
     same(w, "slurm", **options)
 
 
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_queues(), st.sampled_from([30.0, 30.0, 60.0, 300.0]),
+       st.sampled_from([{}, {}, {"bf_max_job_test": 10}, {"bf_window": 1800.0}]))
+def test_busy_queues_with_a_pass_every_bf_interval_match_the_reference(w, interval, options):
+    """Backfill at slurm.conf's bf_interval (30 s, backfill.c; or longer) on busy queues drawn freely:
+    between two passes the main scheduler starts jobs and jobs end early, so a pass carries the last
+    one's outcomes (SlurmFast._carried) across many cycles, and the cycles in between keep the last
+    pass's reservations and ask to be woken for the next. Every pass's reservations, every start and
+    reason are the reference's (the benchmarks' slurm.conf-default rows run this path)."""
+    same(w, "slurm", bf_interval=interval, **options)
+
+
 def test_the_pass_timeline_is_exercised():
     """The equality above means something only if the timeline answers searches, with rows added
     by reservations and by jobs that start in the middle of a pass, and rows ruled out for a job."""
