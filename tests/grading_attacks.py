@@ -464,6 +464,9 @@ CHECK_EXPRESSIONS = {
 from courselib.model.cost import GangWait, Price, gang_wait_cost
 def idle_cost(gpus_held, wait_minutes, usd_per_gpu_hour):
     return gang_wait_cost(GangWait(gpus_held, wait_minutes * 60.0, Price(usd_per_gpu_hour, usd_per_gpu_hour))).cost_usd
+def compare(gpus_held, wait_minutes, usd_per_gpu_hour):
+    bill = gang_wait_cost(GangWait(gpus_held, wait_minutes * 60.0, Price(usd_per_gpu_hour, usd_per_gpu_hour)))
+    return {"kube-default": bill.cost_usd, "volcano": bill.gang_cost_usd, "saving": bill.saving_usd}
 """,
     "q2": """
 from courselib.model.cost import GangWait, Price, gang_wait_cost
@@ -471,10 +474,9 @@ story_cost_usd = gang_wait_cost(GangWait(HELD_GPUS, WAIT_MINUTES * 60.0, Price(U
                                          gang_size=GANG_GPUS)).cost_usd
 """,
     "q3": """
-from courselib.model.cost import GangWait, Price, gang_wait_cost
-def compare(gpus_held, wait_minutes, usd_per_gpu_hour):
-    bill = gang_wait_cost(GangWait(gpus_held, wait_minutes * 60.0, Price(usd_per_gpu_hour, usd_per_gpu_hour)))
-    return {"kube-default": bill.cost_usd, "volcano": bill.gang_cost_usd, "saving": bill.saving_usd}
+from courselib.sim.gang import simulate
+_run = simulate(PAIR, "kube-default", horizon=PAIR_HORIZON_HOURS * HOUR)
+pair_idle_gpu_hours = {j.name: j.wasted_gpu_hours for j in _run.jobs}
 """,
     "q4": """
 from courselib.sim.gang import simulate

@@ -69,9 +69,9 @@ def make_class(root: Path, folder: Path) -> dict[str, int | None]:
         put(f"half{i}", _filled(lab, answers, questions, only={"q2", "q4"}))
         expected[f"half{i}"] = 4
     put("hangs", _filled(lab, answers, questions, replace={"q1": HANG}))
-    expected["hangs"] = 10                      # all but question 1's 2 points
+    expected["hangs"] = 11                      # all but question 1's 1 point
     put("exits", _filled(lab, answers, questions, replace={"q3": "import os\nos._exit(3)"}))
-    expected["exits"] = 11                      # all but question 3's 1 point
+    expected["exits"] = 10                      # all but question 3's 2 points
     bad = folder / "notjson" / "labs" / f"{LAB}.ipynb"
     bad.parent.mkdir(parents=True)
     bad.write_text('{"cells": [')

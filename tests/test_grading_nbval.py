@@ -87,7 +87,7 @@ def test_the_cli_builds_a_lab_with_nbformat_and_without_the_iri_parser(tmp_path)
 def test_points_come_from_nbvals_report_and_agree_with_the_grader(lab, tmp_path):
     pytest_report: list[str] = []
     report, text = grade_with_nbval(SOLUTION, report_text=pytest_report)
-    assert report.total == report.max_points == 12 and "23 passed" in text
+    assert report.total == report.max_points == 12 and "25 passed" in text
     untouched = tmp_path / f"{LAB}.ipynb"
     A.write(lab, untouched)
     nbval_zero, _ = grade_with_nbval(untouched, source=SOLUTION)
@@ -112,5 +112,6 @@ def test_an_attack_earns_nothing_under_nbval_either(lab, attack, tmp_path):
     report, _ = grade_with_nbval(path, source=SOLUTION, timeout=4 if attack == "ignores_sigint" else 10, grace=2,
                                  time_limit=240)
     earned = {r.question: r.points for r in report.questions if r.kind == "auto"}
-    honest = {q: (2 if attack in A.HONEST_Q1 and q == "q1" else 0) for q in earned}   # question 1's points
+    maxima = {r.question: r.max_points for r in report.questions}
+    honest = {q: (maxima[q] if attack in A.HONEST_Q1 and q == "q1" else 0) for q in earned}   # question 1's points
     assert earned == honest, json.dumps(report.to_dict())[:3000]

@@ -128,4 +128,4 @@ def test_new_ids_do_not_hide_an_edited_check(tmp_path):
     report = grade(path, source=SOLUTION)
     q1 = report.questions[0]
     assert (q1.points, q1.passed) == (0, False) and "was edited" in q1.feedback
-    assert report.total == 10                  # all but question 1's 2 points
+    assert report.total == 11                  # all but question 1's 1 point

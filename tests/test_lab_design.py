@@ -39,6 +39,8 @@ HEADING = re.compile(r"^## Question (\d+) \([^)]*\): (.*)$", re.M)
 # issue 32's list: the questions that claimed prediction and were answered with the simulator
 NAMED = {("06-gang-deadlock", "q2"), ("06-gang-deadlock", "q4"), ("08-gang-cost", "q4"), ("08-gang-cost", "q5"),
          ("09-capstone", "q3")}
+# predict questions added since, listed so that a heading reworded without "predict" keeps them checked
+LATER_PREDICT = {("08-gang-cost", "q3")}   # two gangs under kube-default, by hand (issue 32, difficulty that rises)
 READ_THE_RUN = {("09-capstone", "q2"), ("09-capstone", "q4")}
 WITH_VARIANTS = {"01-namespaces-cgroups", "03-oom-killer", "04-images", "05-slurm", "06-gang-deadlock",
                  "07-barrier", "08-gang-cost", "09-capstone"}   # every lab
@@ -324,7 +326,7 @@ def predict_questions() -> list[tuple[str, str]]:
     out = []
     for path in SOLUTIONS:
         for q, info in questions(path).items():
-            if (path.stem, q) in NAMED or "predict" in info["heading"].lower():
+            if (path.stem, q) in NAMED | LATER_PREDICT or "predict" in info["heading"].lower():
                 out.append((path.stem, q))
     return out
 

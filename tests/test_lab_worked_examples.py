@@ -106,6 +106,22 @@ def ch6_held_idle() -> str:
     return f"held_by_pretrain = {held!r}\nidle_gpu_hours = {run.job('pretrain').wasted_gpu_hours!r}\n"
 
 
+def ch6_two_gangs() -> str:
+    """The chapter's first story: two 512-GPU jobs submitted together under kube-default on 600 GPUs, their
+    pods alternating in the queue (Lab 8's question 3 asks the same of a hand-sized pair)."""
+    from courselib.io.workload import load_workload
+    from courselib.sim.gang import simulate
+
+    on_page("06-gang-deadlock.md", 'story1 = load_workload(EXAMPLES / "seed-600-free-deadlock.yaml")',
+            "results = {p: simulate(story1, p, horizon=4 * 3600) for p in POLICIES}")
+    run = simulate(load_workload(ROOT / "examples" / "workloads" / "seed-600-free-deadlock.yaml"), "kube-default",
+                   horizon=4 * H)
+    bound = {j.name: j.gpus_held for j in run.jobs}
+    start = {j.name: None if j.start is None else j.start / H for j in run.jobs}
+    idle = {j.name: j.wasted_gpu_hours for j in run.jobs}
+    return f"pair_bound_at_start = {bound!r}\npair_start_hours = {start!r}\npair_idle_gpu_hours = {idle!r}\n"
+
+
 def ch7_rank_37() -> str:
     from courselib.sim.barrier import BarrierScenario, RankLoss, simulate
 
@@ -168,7 +184,7 @@ WORKED = {
     "04-images": {"q1": ch4_rebuilt},
     "06-gang-deadlock": {"q2": ch6_held_idle},
     "07-barrier": {"q3": ch7_rank_37, "q4": ch8_young, "q6": ch7_ladder},
-    "08-gang-cost": {"q2": ch8_seed_bill, "q6": ch8_split},
+    "08-gang-cost": {"q2": ch8_seed_bill, "q3": ch6_two_gangs, "q6": ch8_split},
 }
 
 
