@@ -23,10 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from courselib.grading import markers, variant
-from courselib.grading.grade import grade
 from courselib.model.gang import free_while_waiting
-from lab_answers import seeded_lab
+from lab_answers import ReferenceGrades, fails_alone, given_namespace, graded_with, passes_hidden, reference_answer
 
 nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,41 +77,18 @@ def test_free_while_waiting_agrees_with_the_gantt_charts_free_gpus():
                                   r.end_time) == pytest.approx(steps), config
 
 
-def _cells():
-    return nbformat.read(SOLUTION, 4).cells
-
-
 def _namespace(seed: int = 0) -> dict:
     """Seed ``seed``'s given cells, run without a kernel (the day's mix, run_config, the prices)."""
-    cells = _cells()
-    tagged = {tag: next(c for c in cells if tag in markers.tags(c)).source
-              for tag in (variant.PARAMETERS_TAG, variant.VARIANT_TAG)}
-    ns: dict = {"print": lambda *a, **k: None}
-    exec(variant.parameters_for(tagged[variant.PARAMETERS_TAG], tagged[variant.VARIANT_TAG], seed, LAB), ns)  # noqa: S102
-    exec(next(c.source for c in cells if c.get("id") == "cap-02"), ns)  # noqa: S102 (run_config)
-    return ns
+    return given_namespace(SOLUTION, seed, given=("cap-02",))   # cap-02: run_config
 
 
 def _passes_question_1(ns: dict, config: dict) -> bool:
-    ns["config"] = config
-    for cell in _cells():
-        if markers.HIDDEN_TAG in markers.tags(cell) and markers.course_meta(cell).get("question") == "q1":
-            try:
-                exec(compile(cell.source, f"{LAB}.ipynb", "exec"), ns)  # noqa: S102 (our own notebook)
-            except AssertionError:
-                return False
-    return True
+    return passes_hidden(SOLUTION, ns, "q1", config=config)
 
 
 def _q4_reference(ns: dict, config: dict) -> dict:
     """Question 4's reference answer for ``config``: its answer names and their values."""
-    cells = _cells()
-    (i,) = [i for i, c in enumerate(cells) if markers.course_meta(c).get("question") == "q4" and markers.is_check(c)]
-    local = dict(ns, config=config)
-    exec(markers.solution_source(cells[i - 1].source, str(SOLUTION)), local)  # noqa: S102 (the course's own lab)
-    call = cells[i].source.split("answered(", 1)[1].split(")", 1)[0]       # answered(config=config, a=a, ...)
-    names = [part.split("=")[0].strip() for part in call.split(",")]
-    return {k: local[k] for k in names if k != "config"}
+    return reference_answer(SOLUTION, ns, "q4", config=config)
 
 
 def test_question_4s_answer_is_neither_0_nor_none_for_any_configuration_that_passes_question_1():
@@ -143,20 +118,10 @@ def test_the_expected_answers_differ_between_volcano_kueue_and_the_default_sched
         {"volcano": "finetune-a", "kueue": "eval-1", "kube-default": "eval-1"}
 
 
-def _lab(dest: Path, config: dict, q4: str | None = None, seed: int = 0) -> Path:
-    """Seed ``seed``'s lab, question 1 answered with ``config``, question 4 with ``q4`` (the reference
-    answer where None), every other question by the reference solution."""
-    return seeded_lab(SOLUTION, seed, dest, {"q1": f"config = {config!r}", **({"q4": q4} if q4 is not None else {})})
-
-
-def _auto(report) -> dict:
-    return {r.question: r for r in report.questions if r.kind == "auto"}
-
-
 @pytest.mark.parametrize("config, seed", [(VOLCANO, 0), (KUEUE_1_MIN, 7), (KUBE_DEFAULT, 0)],
                          ids=["volcano", "kueue-1-min-seed-7", "kube-default"])
 def test_the_reference_answer_passes_question_4(config, seed, tmp_path):
-    q4 = _auto(grade(_lab(tmp_path / f"{LAB}.ipynb", config, seed=seed), source=SOLUTION))["q4"]
+    q4 = graded_with(SOLUTION, tmp_path / f"{LAB}.ipynb", config, seed)["q4"]
     assert q4.passed, q4.feedback
 
 
@@ -180,21 +145,11 @@ WRONG = [   # (label, configuration, the answer handed in, words the feedback mu
 def right_answers(tmp_path_factory):
     """The reference answer's auto-graded results per configuration, graded once per module (several wrong
     answers share a configuration)."""
-    graded: dict[str, dict] = {}
-
-    def of(config: dict) -> dict:
-        if repr(config) not in graded:
-            dest = tmp_path_factory.mktemp("right") / f"{LAB}.ipynb"
-            graded[repr(config)] = _auto(grade(_lab(dest, config), source=SOLUTION))
-        return graded[repr(config)]
-    return of
+    return ReferenceGrades(SOLUTION, lambda: tmp_path_factory.mktemp("right"))
 
 
 @pytest.mark.parametrize("label, config, answer, words", WRONG, ids=[w[0] for w in WRONG])
 def test_a_wrong_answer_fails_question_4_alone(label, config, answer, words, tmp_path, right_answers):
-    report = grade(_lab(tmp_path / f"{LAB}.ipynb", config, q4=answer), source=SOLUTION)
-    auto = _auto(report)
-    right = right_answers(config)
-    assert right["q4"].passed, right["q4"].feedback
-    assert {q for q, r in auto.items() if not r.passed} == {q for q, r in right.items() if not r.passed} | {"q4"}
+    auto = graded_with(SOLUTION, tmp_path / f"{LAB}.ipynb", config, answers={"q4": answer})
+    assert fails_alone(auto, right_answers(config), "q4") == {"q4"}
     assert words in auto["q4"].feedback, auto["q4"].feedback

@@ -751,17 +751,19 @@ def test_the_capstones_margin_check_tests_the_margin_its_text_states():
 
 @pytest.mark.slow
 def test_a_capstone_prediction_copied_from_another_configuration_fails(labs, tmp_path):
-    """Predictions made for Volcano, handed in with a Kueue configuration, are wrong for it."""
+    """A reading of the run made for Volcano, handed in with a Kueue configuration, is wrong for it."""
     ns = _lab_namespace("09-capstone", answers=False)
-    r = ns["simulate"](ns["MIX"], "volcano", horizon=ns["HORIZON"])
-    volcano = {"pretrain_start_hours": r.job("pretrain").start / 3600,
+    r = ns["simulate"](ns["with_urgent"](ns["MIX"]), "volcano", horizon=ns["HORIZON"])
+    u = r.job("urgent")
+    volcano = {"end_hours": u.end / 3600,
+               "started_while_waiting": {j.name for j in r.jobs if j.start is not None and u.submit < j.start < u.start},
                "last_finetune_end_hours": max(r.job(n).end for n in ns["FINETUNES"]) / 3600}
     kueue = CAPSTONE_CONFIGS["kueue, 5-minute waitForPodsReady"][0]
     lab, solution = labs / "09-capstone.ipynb", ROOT / "solutions" / "09-capstone.ipynb"
     path = graft(lab, solution, {"q1"}, tmp_path / "09-capstone.ipynb",
-                 wrong={"q1": f"config = {kueue!r}", "q2": f"predicted = {volcano!r}\nidle_holders = set()"})
+                 wrong={"q1": f"config = {kueue!r}", "q2": f"urgent_run = {volcano!r}"})
     q2 = grade(path).questions[1]
-    assert not q2.passed and "the last fine-tune does not end at" in q2.feedback, q2.feedback
+    assert not q2.passed and "urgent does not finish at" in q2.feedback, q2.feedback
 
 
 # --- hidden checks: in the instructor's folder, never in the student template ----------------------
