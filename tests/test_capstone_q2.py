@@ -110,7 +110,8 @@ def test_the_reference_answer_passes_question_2(config, seed, tmp_path):
     assert q2.passed, q2.feedback
 
 
-EVALS_3_TO_7 = repr({f"eval-{k}" for k in range(3, 8)})
+EVALS_3_TO_7_SET = {f"eval-{k}" for k in range(3, 8)}
+EVALS_3_TO_7 = repr(EVALS_3_TO_7_SET)
 
 
 def _answer(end, started, last) -> str:
@@ -124,7 +125,7 @@ WRONG = [   # (label, configuration, seed, the answer handed in, words the feedb
     ("seconds for hours", VOLCANO, 0, _answer(10.75 * 3600, EVALS_3_TO_7, 13.0), "should be hours of the day"),
     ("the fine-tunes of the day without urgent", VOLCANO, 0, _answer(10.75, EVALS_3_TO_7, 12.5),
      "that is the day without urgent"),
-    ("urgent itself", VOLCANO, 0, _answer(10.75, repr({f"eval-{k}" for k in range(3, 8)} | {"urgent"}), 13.0),
+    ("urgent itself", VOLCANO, 0, _answer(10.75, repr(EVALS_3_TO_7_SET | {"urgent"}), 13.0),
      "names urgent itself"),
     ("the jobs that start with urgent", KUEUE_1_MIN, 0,
      _answer(17.5, repr({"finetune-a", "finetune-c"} | {f"eval-{k}" for k in range(1, 12)}), 12.5),

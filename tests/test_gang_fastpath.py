@@ -716,7 +716,7 @@ def test_busy_queues_with_a_pass_every_bf_interval_match_the_reference(w, interv
     between two passes the main scheduler starts jobs and jobs end early, so a pass carries the last
     one's outcomes (SlurmFast._carried) across many cycles, and the cycles in between keep the last
     pass's reservations and ask to be woken for the next. Every pass's reservations, every start and
-    reason are the reference's (the benchmarks' slurm.conf-default rows run this path)."""
+    reason are the reference's (benchmarks/README.md measures this setting beside bf_interval 0)."""
     same(w, "slurm", bf_interval=interval, **options)
 
 
