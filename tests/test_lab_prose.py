@@ -6,6 +6,13 @@ and a lab's introduction reads in short sentences.
   tests/test_book_length.py and must fall inside that range. A prompt that asks for short sentences gets a
   model answer whose sentences average at most ``SENTENCE_WORDS`` (the book's bound). Lab 7's question 7
   asked for 8–12 sentences and its model answer had 6 (of 50 words on average): this test failed on it.
+- **Introductions.** A lab's introduction (its Markdown before question 1) holds no sentence over
+  ``INTRO_LONGEST`` words, and its sentences average at most ``SENTENCE_WORDS``, counted as the book's
+  lessons are (``test_book_length.lesson_sentences``). Before: 9 sentences over 40 words in 5 labs' intros
+  (Lab 6's 59, Lab 7's 57 and 55, Lab 8's 55, the capstone's 48, Lab 3's 47, ...), and Lab 7's intro averaged
+  27.0 words, Lab 1's 23.8, the capstone's 23.1; after: the longest 40 (Lab 5), the highest mean 21.9 (Lab 4).
+  The labs' other Markdown (questions, "what this run shows" boxes) is not bounded: 33 of its sentences are
+  over 40 words.
 - **Counting rule** (``sentences``, ``word_count``): the text's whitespace is collapsed; a sentence ends at
   ``.``, ``!`` or ``?`` (a closing bracket, quote or emphasis mark may follow) before whitespace and a
   capital, a digit or inline code; "e.g.", "i.e.", "etc.", "vs." and "cf." end none. A colon or a
@@ -19,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from test_book_length import SENTENCE_WORDS, _END, _WORD
+from test_book_length import SENTENCE_WORDS, _END, _WORD, lesson_sentences
 
 nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +37,8 @@ HEADING = re.compile(r"^## Question (\d+) \(")
 #: a stated length: "4–6 sentences", "300-500 words" (an en dash or a hyphen)
 LENGTH = re.compile(r"\b(\d+)\s*[–-]\s*(\d+) (sentences|words)\b")
 SCHEME = "=== BEGIN MARK SCHEME ==="
+#: the longest sentence a lab's introduction may hold, in words (the longest now: Lab 5's 40)
+INTRO_LONGEST = 40
 
 
 def sentences(text: str) -> list[str]:
@@ -118,3 +127,46 @@ def test_the_length_check_fails_a_model_answer_too_short_too_long_or_in_long_sen
         "24 words, the prompt asks for 4–6",
         f"its sentences average 24.0 words, the prompt asks for short ones (at most {SENTENCE_WORDS} words on "
         "average)"]
+
+
+# ---- the introductions --------------------------------------------------------------------------------
+
+def intro(path: Path) -> str:
+    """The lab's Markdown before its first question (the header, and any story told before question 1)."""
+    out = []
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type == "markdown" and HEADING.match(cell.source):
+            break
+        if cell.cell_type == "markdown":
+            out.append(cell.source)
+    return "\n\n".join(out)
+
+
+def intro_problems(text: str) -> list[str]:
+    said = lesson_sentences(text)
+    lengths = [word_count(s) for s in said]
+    out = [f"a sentence of {n} words (at most {INTRO_LONGEST}): {s!r}" for n, s in zip(lengths, said)
+           if n > INTRO_LONGEST]
+    mean = sum(lengths) / len(lengths)
+    if mean > SENTENCE_WORDS:
+        out.append(f"its sentences average {mean:.1f} words (at most {SENTENCE_WORDS})")
+    return out
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_a_labs_introduction_reads_in_short_sentences(path):
+    text = intro(path)
+    assert len(lesson_sentences(text)) >= 5, f"{path.name}: no introduction found"
+    problems = intro_problems(text)
+    assert not problems, f"{path.name}'s introduction: " + "; ".join(problems)
+
+
+def test_the_intro_check_fails_lab_8s_old_55_word_sentence():
+    old = ("**How to work.** Replace each `...` with your answer, then run the check cell below it. The check\n"
+           "cells in your copy check that an answer is there and has the right form (a function, a number, a pair);\n"
+           "whether it is *right* is decided by your instructor's checks when your lab is graded, on your own\n"
+           "numbers (your copy may carry a seed: its numbers are yours, not your classmates'). Questions are\n"
+           "independent: a wrong answer to one costs only that question's points.\n")
+    problems = intro_problems(old)
+    assert problems[0].startswith("a sentence of 55 words"), problems
+    assert len(problems) == 2 and problems[1].startswith("its sentences average"), problems
