@@ -313,8 +313,7 @@ def test_question_3s_figures_on_seeds_0_and_7():
 def test_question_3s_reference_agrees_with_the_simulator_and_the_seeds_give_both_outcomes():
     """The hand derivation (no simulator) equals kube-default's run on every seed tried; some seeds
     deadlock and some do not; the answer that ignores the interleaving (llm-a's pods all first) is wrong on
-    every seed, and so is the chapter's half-each split wherever there is no deadlock and llm-b needs less
-    than half."""
+    every seed (the half-each split: ``test_half_each_at_minute_0_is_right_only_where_the_gangs_deadlock``)."""
     from courselib.sim.gang import simulate
 
     outcomes, numbers = set(), set()
@@ -336,6 +335,42 @@ def test_question_3s_reference_agrees_with_the_simulator_and_the_seeds_give_both
                                           "PAIR_B_HOURS", "PAIR_HORIZON_HOURS")))
     assert outcomes == {True, False}
     assert len(numbers) >= 70
+
+
+#: seeds whose old draw gave llm-b exactly half of the GPUs, so that "half each" was the right holding at
+#: minute 0 without a deadlock and its feedback could not fire (closing8's note; 128 of the seeds 0-999).
+#: The draw now takes llm-b's size again there; only those seeds' question 3 numbers changed
+FORMER_HALF_SEEDS = (5, 6, 9)
+
+
+def test_half_each_at_minute_0_is_right_only_where_the_gangs_deadlock():
+    """Chapter 6's half-each split is the right holding exactly when both jobs need more than half of the
+    GPUs (the queue runs out while both still create pods: a deadlock). Where there is no deadlock, llm-b
+    needs less than half, so "half each" is wrong and its feedback can fire on every such seed."""
+    for seed in range(0, 200):
+        ns = _q3_namespace(seed)
+        gpus = ns["PAIR_NODES"] * 8
+        half = {"llm-a": (gpus + 1) // 2, "llm-b": gpus // 2}
+        deadlock = ns["pair_start_hours"] == {j: None for j in JOBS}
+        assert (ns["pair_bound_at_start"] == half) == deadlock, (seed, ns["pair_bound_at_start"])
+        assert deadlock or 2 * ns["PAIR_B_PODS"] < gpus, (seed, ns["PAIR_B_PODS"], gpus)
+
+
+def test_the_half_each_mistake_is_named_on_a_seed_where_llm_b_needed_exactly_half(tmp_path):
+    """Seed 5 drew llm-b's 16 pods on 32 GPUs: "half each, a deadlock" then passed step 1 and was told only
+    that something trains. Now llm-b needs less than half there too, and the feedback names the mistake."""
+    seed = FORMER_HALF_SEEDS[0]
+    ns = _q3_namespace(seed)
+    assert ns["pair_start_hours"]["llm-b"] == 0, ns["pair_start_hours"]
+    gpus, window = ns["PAIR_NODES"] * 8, ns["PAIR_HORIZON_HOURS"]
+    answer = _q3_source({"llm-a": (gpus + 1) // 2, "llm-b": gpus // 2}, {j: None for j in JOBS},
+                        {"llm-a": (gpus + 1) // 2 * window, "llm-b": gpus // 2 * window})
+    report = grade(_lab(seed, tmp_path / f"{LAB}.ipynb", q3=answer), source=SOLUTION)
+    auto = {r.question: r for r in report.questions if r.kind == "auto"}
+    assert report.seed == seed
+    assert [q for q, r in auto.items() if not r.passed] == ["q3"], {q: r.feedback for q, r in auto.items()}
+    assert "only while both still have pods to create" in auto["q3"].feedback, auto["q3"].feedback
+    assert not _q3_leaks(auto["q3"].feedback, ns, answer), auto["q3"].feedback
 
 
 def test_question_3_is_a_predict_question_whose_reference_runs_no_simulator():
