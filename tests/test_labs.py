@@ -148,6 +148,122 @@ def test_one_lab_per_chapter_in_the_chapters_order_with_rising_levels_and_a_writ
     assert levels == sorted(levels), "the labs must not get easier as the course goes on"
 
 
+# --- the level line, read from the mark schemes (issue 32: "difficulty that rises") ------------------
+#
+# The levels differ in whose decision is graded. A beginner or intermediate lab grades what the learner
+# predicts, derives, builds and explains about a case the lab gives. An advanced lab adds a decision under a
+# constraint (a question whose heading says "choose") and a written defence of it (a written question whose
+# heading says "defend"). In the capstone every question follows from the learner's own choice: its checks
+# read the configuration of question 1 (``uses``). So the share of a lab's points that rests on the learner's
+# own decision rises along the levels: beginner 0 and 0, intermediate 0, 0 and 0, advanced 0.30 (Lab 7: q4 and
+# q5, 6 of 20) and 0.53 (Lab 8: q5, q6 and q7, 8 of 15), capstone 1.00 (14 of 14). The share cannot tell a
+# beginner lab from an intermediate one (both grade what a given case does); the title's level still orders them.
+
+
+def mark_scheme(path: Path) -> dict:
+    """A lab's mark scheme: its level (from the title), its level line, and each question's points, whether
+    it is written, its heading and the earlier answers its check uses."""
+    nb = nbformat.read(path, 4)
+    header = nb.cells[0].source
+    headings = {f"q{m.group(1)}": m.group(2) for cell in nb.cells if cell.cell_type == "markdown"
+                for m in re.finditer(r"^## Question (\d+) \([^)]*\): (.*)$", cell.source, re.M)}
+    _, questions = build.build_lab(nb, str(path))
+    return {"lab": path.stem, "level": re.match(r"# Lab \d \(([a-z]+)", header).group(1),
+            "level_line": re.search(r"^\*\*Level: .+?(?:\n\n|\Z)", header, re.M | re.S).group(0),
+            "questions": [{"name": q.name, "points": q.points, "manual": q.manual, "answers": set(q.answers),
+                           "uses": set(q.uses), "heading": headings[q.name]} for q in questions]}
+
+
+def decision_share(scheme: dict) -> float:
+    """The share of the lab's points on the learner's own decision: "choose" questions, the questions whose
+    checks use a choice's answers, and written questions that "defend" it."""
+    qs = scheme["questions"]
+    chosen = set().union(*[q["answers"] for q in qs if not q["manual"] and "choose" in q["heading"].lower()])
+    on_it = [q for q in qs if (not q["manual"] and "choose" in q["heading"].lower()) or q["uses"] & chosen
+             or (q["manual"] and "defend" in q["heading"].lower())]
+    return sum(q["points"] for q in on_it) / sum(q["points"] for q in qs)
+
+
+def level_problems(schemes: list[dict]) -> list[str]:
+    """What in the labs' mark schemes contradicts their level line, the labs taken in course order."""
+    out = []
+    share = {s["lab"]: decision_share(s) for s in schemes}
+    by_level = {lv: [s["lab"] for s in schemes if s["level"] == lv] for lv in LEVELS}
+    for lower, higher in zip(LEVELS, LEVELS[1:]):
+        for a in by_level[lower]:
+            for b in by_level[higher]:
+                if share[a] > share[b]:
+                    out.append(f"{a} ({lower}) grades the learner's own decision with {share[a]:.2f} of its points, "
+                               f"more than {b} ({higher}) with {share[b]:.2f}")
+    for s in schemes:
+        lab, qs = s["lab"], s["questions"]
+        if s["level"] in ("advanced", "capstone") and not share[lab]:
+            out.append(f"{lab} ({s['level']}) grades no decision of the learner's (no choose question, no defence)")
+        if s["level"] == "capstone" and share[lab] < 1:
+            out.append(f"{lab}: only {share[lab]:.2f} of the capstone's points follow from the learner's choice")
+        if share[lab] and not any(q["manual"] and "defend" in q["heading"].lower() for q in qs):
+            out.append(f"{lab} grades a choice that no written answer defends")
+        if bool(share[lab]) != bool(re.search(r"choice|choose", s["level_line"])):
+            out.append(f"{lab}: the level line {'does not say' if share[lab] else 'says'} that a choice is graded, "
+                       f"the mark scheme {'grades one' if share[lab] else 'grades none'}")
+        if not any(q["manual"] for q in qs):
+            out.append(f"{lab} has no written points")
+    return out
+
+
+def test_the_labs_mark_schemes_agree_with_the_level_line():
+    schemes = [mark_scheme(p) for p in SOLUTIONS]
+    assert [s["level"] for s in schemes] == ["beginner"] * 2 + ["intermediate"] * 3 + ["advanced"] * 2 + ["capstone"]
+    assert {s["lab"]: round(decision_share(s), 2) for s in schemes} == {
+        "01-namespaces-cgroups": 0, "03-oom-killer": 0, "04-images": 0, "05-slurm": 0, "06-gang-deadlock": 0,
+        "07-barrier": 0.3, "08-gang-cost": 0.53, "09-capstone": 1.0}
+    assert level_problems(schemes) == []
+
+
+def _reordered(i: int, j: int) -> list[dict]:
+    """The labs with the mark schemes (and level lines) of positions i and j swapped, each title's level left
+    where it was: a lab moved along the course without its title's level moving with it."""
+    schemes = [mark_scheme(p) for p in SOLUTIONS]
+    levels = [s["level"] for s in schemes]
+    schemes[i], schemes[j] = schemes[j], schemes[i]
+    return [{**s, "level": lv} for s, lv in zip(schemes, levels)]
+
+
+@pytest.mark.parametrize("i, j, words", [
+    (3, 6, "08-gang-cost (intermediate) grades the learner's own decision with 0.53 of its points, more than "
+           "07-barrier (advanced) with 0.30"),
+    (5, 7, "09-capstone (advanced) grades the learner's own decision with 1.00"),
+    (0, 5, "01-namespaces-cgroups (advanced) grades no decision"),
+    (6, 7, "08-gang-cost: only 0.53 of the capstone's points"),
+])
+def test_a_planted_reordering_fails_the_level_check_and_passed_the_title_check(i, j, words):
+    """The old ordering test read only the titles' levels, which a reordering of the labs' contents leaves
+    sorted; the mark schemes then contradict them."""
+    planted = _reordered(i, j)
+    levels = [LEVELS.index(s["level"]) for s in planted]
+    assert levels == sorted(levels)                     # what the old test checked: it passes
+    problems = level_problems(planted)
+    assert any(words in p for p in problems), problems
+
+
+def test_a_reordering_within_what_the_mark_schemes_can_tell_passes():
+    """Two labs that both grade only a given case (Lab 1 and Lab 4) can swap: the limit of the check."""
+    assert level_problems(_reordered(0, 2)) == []
+
+
+def test_the_level_check_reads_the_level_line_and_the_written_points():
+    schemes = [mark_scheme(p) for p in SOLUTIONS]
+    lab7 = next(s for s in schemes if s["lab"] == "07-barrier")
+    silent = {**lab7, "level_line": lab7["level_line"].replace("choice", "question")}
+    assert level_problems([silent]) == ["07-barrier: the level line does not say that a choice is graded, the mark "
+                                        "scheme grades one"]
+    undefended = {**lab7, "questions": [q for q in lab7["questions"] if q["name"] != "q5"]}
+    assert "07-barrier grades a choice that no written answer defends" in level_problems([undefended])
+    lab1 = schemes[0]
+    unwritten = {**lab1, "questions": [q for q in lab1["questions"] if not q["manual"]]}
+    assert level_problems([unwritten]) == ["01-namespaces-cgroups has no written points"]
+
+
 def test_every_labs_header_states_its_level_on_a_level_line_that_agrees_with_its_title():
     """A `**Level: ….**` paragraph says what kind of work each question asks for (Lab 3 had none)."""
     for path in SOLUTIONS:
