@@ -26,6 +26,7 @@ what they started).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -58,13 +59,36 @@ def _pump(stream, prefix: str) -> None:
         sys.stdout.flush()
 
 
-def run_lanes() -> int:
+def _children_cpu() -> float:
+    """CPU seconds of every child reaped so far, with the children they reaped (a lane's daemons too)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _machine_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of every core since boot, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
+    total = sum(fields[:8])                                            # guest time is counted in user already
+    return total - idle, total
+
+
+def run_lanes(lanes: dict | None = None) -> int:
+    """Run ``lanes`` (default :data:`LANES`) at once; print each lane's exit status, wall and CPU seconds
+    and how busy the machine's cores were meanwhile (is the run waiting, or short of cores?)."""
+    lanes = LANES if lanes is None else lanes
     (ROOT / "_build").mkdir(exist_ok=True)
     state = tempfile.mkdtemp(prefix="courselib-rest-state-")   # mode 0700, as state.private_dir wants
     procs: dict[str, subprocess.Popen] = {}
     pumps = []
     started = time.monotonic()
     took: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    ticks = _machine_ticks()
 
     def forward(signum, _frame):
         # as SIGINT, whichever came: pytest unwinds on it (its fixtures stop what they started), not on SIGTERM
@@ -74,7 +98,7 @@ def run_lanes() -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for name, (args, times) in LANES.items():
+        for name, (args, times) in lanes.items():
             env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1")
             if name == "rest":
                 env["COURSELIB_STATE_DIR"] = state
@@ -88,9 +112,11 @@ def run_lanes() -> int:
         codes = {}
         while len(codes) < len(procs):
             for name, p in procs.items():
-                if name not in codes and p.poll() is not None:
+                before = _children_cpu()
+                if name not in codes and p.poll() is not None:      # reaped here: its CPU joins ours
                     codes[name] = p.returncode
                     took[name] = time.monotonic() - started
+                    cpu[name] = _children_cpu() - before
             time.sleep(0.5)
         for t in pumps:
             t.join(timeout=10)
@@ -106,8 +132,13 @@ def run_lanes() -> int:
             print(f"lanes: the rest lane left {left} in its state directory {state} (removed)")
         shutil.rmtree(state, ignore_errors=True)
     wall = time.monotonic() - started
-    print("\nlanes: " + ", ".join(f"{n} exit {codes[n]} after {took[n]:.0f} s" for n in procs)
-          + f"; wall {wall:.0f} s (times per test: " + ", ".join(t for _, t in LANES.values()) + ")")
+    now = _machine_ticks()
+    busy = ""
+    if ticks and now and now[1] > ticks[1]:
+        busy = (f"; the machine's {os.cpu_count()} cores {100 * (now[0] - ticks[0]) / (now[1] - ticks[1]):.0f} % "
+                "busy meanwhile (any process)")
+    print("\nlanes: " + ", ".join(f"{n} exit {codes[n]} after {took[n]:.0f} s ({cpu[n]:.0f} CPU s)" for n in procs)
+          + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t in lanes.values()) + ")")
     failed = next((c for c in codes.values() if c != 0), 0)
     return 128 - failed if failed < 0 else failed          # killed by signal N: 128 + N, as a shell says
 

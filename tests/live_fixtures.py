@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,29 @@ SLURM_PORT = 17900
 def pytest_configure(config):
     config.addinivalue_line("markers", "live_kube(gang=False, kueue=False, order=0): what a test needs "
                             "of the session's control plane (tests are grouped by it; order: within a group)")
+    unwind_on_termination()
+
+
+def unwind_on_termination(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
+    """SIGTERM and SIGHUP end the session as Ctrl-C does: pytest unwinds and the session's fixtures
+    stop what they started. Left at their default, either killed pytest where it stood, and the control
+    plane it had started (etcd, the API server, scheduler, controller manager, Kueue) ran on with parent 1.
+    The first one unwinds; later ones are ignored while the fixtures clean up (SIGKILL still ends it)."""
+    from courselib.live.cleanup import Terminated
+    fired: list[int] = []
+
+    def unwind(signum, _frame):
+        if fired:
+            return
+        fired.append(signum)
+        raise Terminated(signum)
+
+    for sig in signals:
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:      # a handler someone set (or SIG_IGN) stays
+                signal.signal(sig, unwind)
+        except ValueError:                                  # not the main thread: nothing to do
+            return
 
 
 def _kube_key(item) -> tuple:

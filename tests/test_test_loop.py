@@ -173,3 +173,82 @@ def test_the_two_lanes_run_every_test_once():
     assert [a for a in rest if a in ("tests", "solutions")] == [a for a in lanes.SERIAL if a in ("tests", "solutions")]
     assert "no:nbval" in real and not any(a.startswith("--nbval") for a in real)
     assert lanes.LANES["real"][1] != lanes.LANES["rest"][1]          # a times file each
+
+
+# ----------------------------------------------------------------------------- signals and the lanes
+
+HELD_SESSION = '''
+import pathlib, time, pytest
+HERE = pathlib.Path(__file__).parent
+@pytest.fixture(scope="session")
+def plane():                      # stands for the session's control plane
+    (HERE / "up").write_text("up")
+    yield
+    (HERE / "down").write_text("down")
+def test_waits(plane):
+    time.sleep(120)
+'''
+
+
+def _wait_for(path: Path, proc, seconds: float = 60.0) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < end, f"{path.name} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_terminating_signal_unwinds_the_session_so_its_fixtures_stop_what_they_started(tmp_path, how):
+    """SIGTERM or SIGHUP sent to pytest itself (a CI timeout, a closed terminal, ``kill``) unwinds the
+    session as Ctrl-C does: the session fixture's clean-up runs. Left at the default, the process
+    died where it stood and the control plane it had started ran on with parent 1."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    (tmp_path / "test_held.py").write_text(HELD_SESSION)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT / "src")]))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "live_fixtures",
+                             str(tmp_path / "test_held.py")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for(tmp_path / "up", proc)
+        proc.send_signal(getattr(signal, how))
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+    assert (tmp_path / "down").exists(), out
+    assert proc.returncode == 2 and how in out, out          # pytest's "interrupted", naming the signal
+
+
+def test_the_lanes_forward_a_signal_to_every_lane_and_report_each_lanes_cpu(tmp_path):
+    """``make test``'s lanes: a SIGTERM to tests/lanes.py reaches each lane as SIGINT, on which pytest
+    unwinds (the session fixture's clean-up runs); the summary gives each lane's CPU seconds (its
+    daemons' included) beside its wall time, and how busy the machine's cores were."""
+    import signal
+    import subprocess
+    import sys
+    (tmp_path / "test_held.py").write_text(HELD_SESSION)
+    (tmp_path / "test_busy.py").write_text(
+        "import time\ndef test_burns_a_second_of_cpu():\n    while time.process_time() < 1.5:\n        pass\n")
+    lanes = {"busy": ([str(tmp_path / "test_busy.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt")),
+             "held": ([str(tmp_path / "test_held.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"))}
+    driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
+    proc = subprocess.Popen([sys.executable, "-c", driver], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for(tmp_path / "up", proc)
+        import time
+        time.sleep(3)            # the busy lane ends on its own meanwhile
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+    assert (tmp_path / "down").exists(), out
+    summary = re.search(r"^lanes: busy exit 0 after \d+ s \((\d+) CPU s\), held exit 2 after \d+ s "
+                        r"\((\d+) CPU s\); wall \d+ s; the machine's \d+ cores \d+ % busy", out, re.M)
+    assert summary, out
+    assert int(summary.group(1)) >= 1, out                   # the second and a half it burned, counted
+    assert proc.returncode == 2, out
