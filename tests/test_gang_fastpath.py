@@ -400,7 +400,7 @@ def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them
 @contextmanager
 def _carry_stats():
     """Sum ``Slurm.carry_stats`` over every fast-path policy made meanwhile."""
-    total = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0}
+    total = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0}
     made: list = []
     original = Slurm.__init__
 
@@ -718,6 +718,28 @@ def test_busy_queues_with_a_pass_every_bf_interval_match_the_reference(w, interv
     pass's reservations and ask to be woken for the next. Every pass's reservations, every start and
     reason are the reference's (benchmarks/README.md measures this setting beside bf_interval 0)."""
     same(w, "slurm", bf_interval=interval, **options)
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_queues(), st.sampled_from([{}, {}, {"bf_max_job_test": 10}, {"bf_window": 1800.0},
+                                       {"bf_interval": 30.0}]))
+def test_passes_carried_across_early_ends_match_the_reference(w, options):
+    """A pass carried across early ends (issue 35: SlurmFast._carried's ``freed``): a job that ended
+    before its --time frees GPUs from now until its old limit, a job the main scheduler started
+    elsewhere than reserved frees where it was reserved, and each carried job is tried only over
+    those spans (the pass's Timeline) before it keeps its reservation. On busy queues drawn freely,
+    where most jobs end early, every pass's reservations, every start and reason are the reference's."""
+    same(w, "slurm", **options)
+
+
+def test_the_passes_carried_across_early_ends_are_exercised():
+    """The equality above means something only if passes do carry over early ends and starts off a
+    reservation, and move reservations there (the freed spans answered by the Timeline)."""
+    with _carry_stats() as stats:
+        for seed in range(3):
+            same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm")
+    assert stats["early"] > stats["passes"] // 3, stats
+    assert stats["moved"] > stats["early"], stats
 
 
 def test_the_pass_timeline_is_exercised():

@@ -23,6 +23,9 @@ few pods fit, so it starts where a plain job would; 75 overloaded nodes on a tre
 88 s before, 8–9 s after). Such a pass updates the last one's record in place and visits only the jobs
 whose outcome may change; the jobs with no start that it tries are answered from one capacity
 curve per time (:meth:`Availability.curve`; the figures are in benchmarks/README.md).
+Early ends do not stop a pass from carrying (issue 35): a job that ended before its ``--time``
+frees GPUs only from now until its old limit, so the walk tries each job only over that span
+(as where a reservation moved away) and keeps its reservation where it still fails there.
 A plain job's search in a pass is answered by the pass's
 :class:`~courselib.model.policies.slurm_profile.Timeline` (the reserved nodes at every candidate
 time as a mask, the free ones from the profile's masks): on a busy cluster each job looks past most
@@ -53,7 +56,7 @@ class _Pass(NamedTuple):
     """What a backfill pass leaves for the next one to carry over (:meth:`SlurmFast._carried`)."""
     time: float
     outcomes: dict  # plain or tree-like job -> (start, plan): (None, None) for no start in the window
-    unclean_ends: int  # SlurmFast._unclean_ends then
+    unclean_ends: int  # SlurmFast._unclean_ends then (the early ends since: SlurmFast._early_ends)
     names: list  # the jobs it tested, in order, less those it started
     marks: list  # indexes into names of the reserved jobs and of those not carried
     changes: list  # (start, end) of the jobs it started: the jobs before them did not meet them
@@ -106,11 +109,14 @@ class SlurmFast(Slurm):
         #: the jobs started since (run, time, plan) and the jobs that ended before their time limit
         self._carry: _Pass | None = None
         #: backfill passes, those that carried the last one's outcomes, reservations they moved,
-        #: passes that updated the last one's record in place, and searches of a job that the
-        #: roots carried from the last pass spared
-        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0}
+        #: passes that updated the last one's record in place, searches of a job that the
+        #: roots carried from the last pass spared, and carried passes that early ends or a start
+        #: off its reservation freed capacity for (``freed`` in :meth:`_carried`)
+        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0}
         self._started_since: list[tuple] = []
         self._unclean_ends = 0
+        #: the expected ends of the jobs that ended before them since the last pass's record
+        self._early_ends: list[float] = []
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -377,8 +383,8 @@ class SlurmFast(Slurm):
         direct = type(self).plan is SlurmFast.plan
         carry = self._carried(state) if direct else None
         monotone = carry is not None  # this pass only adds to what the last pass's jobs met
-        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids = (
-            carry if monotone else (None, None, [], None, None, {}, {}, [], {}))
+        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids, freed = (
+            carry if monotone else (None, None, [], None, None, {}, {}, [], {}, []))
         dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
@@ -503,6 +509,7 @@ class SlurmFast(Slurm):
         # were, where the jobs after them must look again.
         self.carry_stats["passes"] += 1
         self.carry_stats["carried"] += monotone
+        self.carry_stats["early"] += bool(freed)
         edge = since + self.bf_window if monotone else math.inf
         fresh = monotone and bisect_right(times_all, edge) < bisect_right(times_all, horizon)
 
@@ -564,7 +571,7 @@ class SlurmFast(Slurm):
                 look_again.extend(kids.pop(name, ()))
         else:
             kids = {}  # (made from dom_now at the end)
-        if same and not fresh:
+        if same and not fresh and not freed:
             # the same jobs in the same order: walk only the reservations among them (and
             # any job not carried); the jobs between them found no start and still find none
             # (what keep() would do for each, at once: the reservations are the last pass's
@@ -596,7 +603,18 @@ class SlurmFast(Slurm):
         # last pass's in the part carried in bulk, then as the walk passes them), for the next
         # pass to seed its own ``never`` with; ``unseeded``: those not yet in this pass's ``never``
         unseeded, seeded = list(roots_now), set()
-        released: list[tuple[float, float]] = []  # the last pass's reservations this one moved
+        released: list[tuple[float, float]] = list(freed)  # the last pass's reservations this one moved
+        #: the earliest start and the latest end of ``released`` (inf, -inf: none)
+        rel_box = [min((r[0] for r in released), default=math.inf), max((r[1] for r in released), default=-math.inf)]
+
+        def release(iv: tuple) -> None:
+            """``iv`` (start, end) where a reservation the later jobs met was: they look again."""
+            released.append(iv)
+            changes.append(iv)
+            if iv[0] < rel_box[0]:
+                rel_box[0] = iv[0]
+            if iv[1] > rel_box[1]:
+                rel_box[1] = iv[1]
 
         def at(job: Job, tree: bool, t: float, mask):
             """try_times' answer at ``t``, where the count says the job's pods fit: a plain job's
@@ -631,10 +649,29 @@ class SlurmFast(Slurm):
             top = (bisect_right(times_all, horizon) if until is None
                    else min(bisect_left(times_all, until), bisect_right(times_all, horizon)))
             spans = [(bisect_right(times_all, edge), top)]
-            for s0, e0 in released:
-                spans.append((bisect_left(times_all, max(now, s0 - runtime)), min(top, bisect_left(times_all, e0))))
+            if len(released) > 4:  # (one span that covers them all: its other times fail, as counted)
+                spans.append((bisect_left(times_all, max(now, rel_box[0] - runtime)),
+                              min(top, bisect_left(times_all, rel_box[1]))))
+            else:
+                for s0, e0 in released:
+                    spans.append((bisect_left(times_all, max(now, s0 - runtime)),
+                                  min(top, bisect_left(times_all, e0))))
             if len(spans) > 1:
                 spans.sort()
+            if freed and not tree and runtime > 0 and direct:
+                # after early ends (busy clusters: their spans start now), the pass's timeline
+                # steps over the rows of each span that cannot hold the job, as a search does
+                line = timeline()
+                if line is not None:
+                    nxt = 0
+                    for lo, hi in spans:
+                        lo = max(lo, nxt)
+                        if lo < hi:
+                            hit = line.earliest(g, pods, runtime, lo, hi)
+                            if hit is not None:
+                                return times_all[hit[0]], line.plan(hit[0], hit[1], job), False
+                        nxt = max(nxt, hi)
+                    return None, None, False
             if sum(hi - lo for lo, hi in spans if hi > lo) > 8:
                 # many times to try (a busy cluster: ends close together): the search from the
                 # first of them, with its jumps over times at which nothing freed up, answers it
@@ -742,7 +779,7 @@ class SlurmFast(Slurm):
                         unseeded.append(roots_now[-1])
                         continue
                 elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
-                        and not (released and _hit(released, -math.inf, s0 + run.job.planned_runtime)) \
+                        and rel_box[0] > s0 + run.job.planned_runtime \
                         and _has(times_all, s0):
                     # (nothing changed where it is reserved, nor moved away where it could start sooner)
                     outcomes[name] = old  # the same reservation: the same nodes from the same time
@@ -805,14 +842,12 @@ class SlurmFast(Slurm):
             if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
                 # a reservation the later jobs met moved (or became a job that may leave some of
                 # its nodes' GPUs free): where it was, they must look again
-                released.append((old[0], old[0] + runtime))
-                changes.append(released[-1])
+                release((old[0], old[0] + runtime))
                 self.carry_stats["moved"] += 1
             elif monotone and old is None and like and name in last_resv:
                 # not carried but reserved last time (a job that waited for --switches then, or
                 # that the tree refused where its pods fit): where it was, the later jobs look again
-                released.append(last_resv[name][:2])
-                changes.append(released[-1])
+                release(last_resv[name][:2])
             if odd[0]:  # the tree refused it where its pods fit: not carried, as a job not plain
                 like, odd[0] = False, False
             if not like:
@@ -875,7 +910,7 @@ class SlurmFast(Slurm):
         self._carry = _Pass(now, outcomes, self._unclean_ends, names, marks_now,
                             [(now, self.expected_end[name]) for name in started], dom_now,
                             self.reservations, roots_now, kids)
-        self._started_since = []
+        self._started_since, self._early_ends = [], []
 
     def _carried(self, state: SchedState) -> tuple | None:
         """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their
@@ -890,13 +925,25 @@ class SlurmFast(Slurm):
         no better off than at the last candidate time before it), so a reservation is still its
         answer if its plan still works there, and a job with no start in the last window can
         only find one past it. Reservations only (``bf_job_part_count_reserve`` = 0): a limit
-        on them makes "no start" mean something else (issue 23)."""
+        on them makes "no start" mean something else (issue 23).
+
+        Early ends and starts off a reservation (issue 35: on a busy cluster every job ends before
+        its ``--time``) come back as ``freed``, the intervals the walk treats as reservations that
+        moved (``released``): a job that ended early at ``e`` > now frees its nodes' GPUs over
+        ``(now, e)`` only, so a job can now start earlier only at a candidate time in ``[now, e)``
+        (the free GPUs at every time from ``e`` on are the last pass's, as ``e`` was a candidate
+        time then); a job started elsewhere than reserved frees where it was reserved, as a
+        reservation that moved does (and holds where it runs: a change). Every time outside those
+        spans still fails where it failed, so each job is tried only there (the pass's
+        :class:`Timeline` over the spans) and keeps its reservation where none fits."""
         carry = self._carry
-        if carry is None or self.bf_job_part_count_reserve or carry.unclean_ends != self._unclean_ends:
+        if carry is None or self.bf_job_part_count_reserve or len(self._early_ends) > 64:
             return None
         if self._distinct_ends and self._distinct_ends[0] <= state.now:
             return None  # a job due to end now: its end is no candidate time now (see the pass's end)
         outcomes, changes = carry.outcomes, list(carry.changes)
+        now = state.now
+        freed = [(now, e) for e in self._early_ends if e > now]
         nodes = state.cluster.nodes
         for run, t, plan in self._started_since:
             old = outcomes.get(run.name)
@@ -907,9 +954,12 @@ class SlurmFast(Slurm):
                 continue
             if old[0] != t or (old[1] != plan and sorted(i for i, _ in old[1]) != sorted(i for i, _ in plan)) or \
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
-                return None
+                # started elsewhere: its reservation moved (see the walk), to where it runs
+                freed.append((old[0], old[0] + run.job.planned_runtime))
+                changes.append(freed[-1])
+                changes.append((t, t + run.job.planned_runtime))
         return (carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots,
-                carry.kids)
+                carry.kids, freed)
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
@@ -953,6 +1003,8 @@ class SlurmFast(Slurm):
         super().on_finish(state, run)
         if e != state.now:  # it ended before its time limit: GPUs free earlier than planned
             self._unclean_ends += 1
+            if e is not None:
+                self._early_ends.append(e)
         if e is not None:
             self._ends_count[e] -= 1
             if not self._ends_count[e]:

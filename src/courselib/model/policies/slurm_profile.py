@@ -608,11 +608,19 @@ class Timeline:
         if g > top:
             return None
         times, held, cap, level, lvs = self.times, self.held, self.cap, self._level, self._lv
-        if pods == 1 or 2 * g > top:  # one level decides: the nodes with at least g free
+        # the rows' counts are kept (cap) and shared by the pass's searches of pods this wide (a
+        # busy pass searches hundreds of whole-node jobs over the same rows), except when one
+        # pod is asked for on a level below half a node: one popcount, not kept
+        caps = None
+        if pods == 1 and 2 * g <= top:  # one level decides: the nodes with at least g free
             def cap(r, g):  # noqa: F811 (one popcount: not kept)
                 lv = lvs[r]
                 m = lv[g] if lv is not None else None
                 return ((level(r, g) if m is None else m) & ~held[r]).bit_count()
+        else:
+            if k < len(times):
+                cap(k, g)  # (makes the kept counts' list for g)
+            caps = self._caps.get(g)
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
@@ -621,6 +629,9 @@ class Timeline:
             if j1 <= j:  # (an empty window: start it at j)
                 if cap(j, g) < pods:  # not even alone: no span that contains this row
                     j += 1
+                    if caps is not None:  # (the rows already counted short, at once)
+                        while j < hi and (c := caps[j]) is not None and c < pods:
+                            j += 1
                     j1 = j
                     continue
                 j1, front, back = j + 1, [], held[j]
