@@ -618,9 +618,17 @@ class Timeline:
                 m = lv[g] if lv is not None else None
                 return ((level(r, g) if m is None else m) & ~held[r]).bit_count()
         else:
-            if k < len(times):
-                cap(k, g)  # (makes the kept counts' list for g)
             caps = self._caps.get(g)
+            if caps is None:
+                caps = self._caps[g] = [None] * len(times)
+            if 2 * g > top:  # one level: :meth:`cap`'s count is one popcount, kept here inline
+                def cap(r, g):  # noqa: F811
+                    c = caps[r]
+                    if c is None:
+                        lv = lvs[r]
+                        m = lv[g] if lv is not None else None
+                        c = caps[r] = ((level(r, g) if m is None else m) & ~held[r]).bit_count()
+                    return c
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
