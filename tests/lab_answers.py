@@ -48,6 +48,12 @@ def given_namespace(solution: Path, seed: int = 0, given: tuple[str, ...] = ()) 
 
 def passes_hidden(solution: Path, ns: dict, question: str, **answers) -> bool:
     """Whether every hidden check of ``question`` passes on ``answers`` (set in ``ns``)."""
+    return hidden_feedback(solution, ns, question, **answers) is None
+
+
+def hidden_feedback(solution: Path, ns: dict, question: str, **answers) -> str | None:
+    """The feedback of the first hidden check of ``question`` that fails on ``answers`` (set in ``ns``),
+    or None when every one passes."""
     import nbformat
 
     ns.update(answers)
@@ -55,9 +61,9 @@ def passes_hidden(solution: Path, ns: dict, question: str, **answers) -> bool:
         if markers.HIDDEN_TAG in markers.tags(cell) and markers.course_meta(cell).get("question") == question:
             try:
                 exec(compile(cell.source, solution.name, "exec"), ns)  # noqa: S102 (our own notebook)
-            except AssertionError:
-                return False
-    return True
+            except AssertionError as err:
+                return str(err)
+    return None
 
 
 def reference_answer(solution: Path, ns: dict, question: str, **answers) -> dict:

@@ -193,9 +193,35 @@ def test_bad_values_strict_vs_lenient():
 
 
 def test_shebang_rule():
-    assert not parse_sbatch("# header\n#!/bin/bash\n#SBATCH -N 1\n").has_shebang
-    assert parse_sbatch("# header\n#!/bin/bash\n#SBATCH -N 1\n").shebang_line == 2
+    late = "# header\n#!/bin/bash\n#SBATCH -N 1\n"
+    assert not parse_sbatch(late, strict=False).has_shebang
+    assert parse_sbatch(late, strict=False).shebang_line == 2
     assert parse_sbatch(script("#SBATCH -N 1")).has_shebang
+
+
+# sbatch's words, src/sbatch/sbatch.c L684-694 (SchedMD/slurm branch slurm-26.05 @531c4b2e)
+@pytest.mark.parametrize("text, said", [
+    ("#SBATCH --nodes=2\nsrun x\n", "line 1 is '#SBATCH --nodes=2'"),
+    ("# header\n#!/bin/bash\n#SBATCH -N 1\n", "'#!' is on line 2"),
+    ("\n#!/bin/bash\nsrun x\n", "'#!' is on line 2"),
+    (" #!/bin/bash\nsrun x\n", "line 1 is '#!/bin/bash'"),
+])
+def test_a_script_without_a_shebang_on_line_1_is_refused_as_sbatch_does(text, said):
+    """Issue 32 (Lab 5 q5): the reader accepted a script with no '#!' line, which real sbatch refuses
+    ("This does not look like a batch script"). Strict reading now refuses it in one located line that
+    says what to do; ``strict=False`` (courselib lint) still reads it and S001 reports it."""
+    with pytest.raises(InputError) as err:
+        parse_sbatch(text, file="smoke_fixed")
+    msg = str(err.value)
+    assert msg.startswith("smoke_fixed:1: sbatch refuses this script: its first line must start with '#!'"), msg
+    assert said in msg and "put '#!/bin/bash' on line 1" in msg and "\n" not in msg, msg
+    assert parse_sbatch(text, strict=False).has_shebang is False
+
+
+@pytest.mark.parametrize("text", ["", "   \n\n"])
+def test_an_empty_script_is_refused(text):
+    with pytest.raises(InputError, match=r"^e\.sbatch:1: the script is empty"):
+        parse_sbatch(text, file="e.sbatch")
 
 
 def test_seed_example_reads_as_the_seed_says():

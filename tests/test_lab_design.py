@@ -40,7 +40,11 @@ HEADING = re.compile(r"^## Question (\d+) \([^)]*\): (.*)$", re.M)
 NAMED = {("06-gang-deadlock", "q2"), ("06-gang-deadlock", "q4"), ("08-gang-cost", "q4"), ("08-gang-cost", "q5"),
          ("09-capstone", "q3")}
 # predict questions added since, listed so that a heading reworded without "predict" keeps them checked
-LATER_PREDICT = {("08-gang-cost", "q3")}   # two gangs under kube-default, by hand (issue 32, difficulty that rises)
+LATER_PREDICT = {("08-gang-cost", "q3"),   # two gangs under kube-default, by hand (issue 32, difficulty that rises)
+                 # issue 32's tester: Lab 5's questions 1-4 ("read scripts and predict what Slurm does") and
+                 # Lab 7's question 3 (the bill the barrier model reports)
+                 ("05-slurm", "q1"), ("05-slurm", "q2"), ("05-slurm", "q3"), ("05-slurm", "q4"),
+                 ("07-barrier", "q3")}
 READ_THE_RUN = {("09-capstone", "q2"), ("09-capstone", "q4")}
 WITH_VARIANTS = {"01-namespaces-cgroups", "03-oom-killer", "04-images", "05-slurm", "06-gang-deadlock",
                  "07-barrier", "08-gang-cost", "09-capstone"}   # every lab
@@ -448,9 +452,10 @@ def test_a_question_that_runs_the_simulator_says_so_and_asks_for_a_reading():
 #: matches what is found fails the test (remove it when the lab is fixed)
 SETUP_LEFT = {
     "06-gang-deadlock": ({"simulate"}, "the setup gives courselib.sim.gang.simulate (labs 6-9: another owner)"),
-    "07-barrier": ({"simulate_barrier"}, "the setup gives the barrier simulator (labs 6-9: another owner)"),
-    "09-capstone": ({"simulate_barrier"}, "question 3 predicts what the setup's barrier simulator computes "
-                                          "(labs 6-9: another owner)"),
+    "09-capstone": ({"simulate_barrier", "pretrain_with_oom", "run_config"},
+                    "question 3 predicts what the setup's barrier simulator computes (labs 6-9: another owner); "
+                    "the lab's own helpers: run_config runs the learner's configuration (questions 2 and 4 read "
+                    "the run), pretrain_with_oom builds question 3's story"),
 }
 
 
@@ -463,6 +468,15 @@ def _names_used(source: str) -> set[str]:
         elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
             out.add(f"{n.value.id}.{n.attr}")
     return out
+
+
+#: what a function the given cells define themselves is bound to (the lab's own helper, e.g. Lab 5's old
+#: ``lab_workload``, "used by the checks": one call gave the model's input for questions 2-4)
+DEFINED_IN_LAB = object()
+
+
+def _defined(source: str) -> dict[str, object]:
+    return {n.name: DEFINED_IN_LAB for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
 
 
 def _imports(source: str) -> dict[str, object]:
@@ -479,9 +493,9 @@ def _imports(source: str) -> dict[str, object]:
     return out
 
 
-def answer_functions_in_setup(path: Path, given_extra: str = "") -> set[str]:
+def answer_functions_in_setup(path: Path, given_extra: str = "", hidden_extra: str = "") -> set[str]:
     """The functions ``path``'s given cells (and ``given_extra``) hand the learner that its hidden checks
-    call to compute a graded answer (see above)."""
+    (and ``hidden_extra``) call to compute a graded answer (see above)."""
     from courselib.grading.source import from_solution
 
     steps = from_solution(path).steps
@@ -490,14 +504,13 @@ def answer_functions_in_setup(path: Path, given_extra: str = "") -> set[str]:
     used: set[str] = set()
     for src in given:
         handed.update(_imports(src))
+        handed.update(_defined(src))
         used |= _names_used(src)
     for q in questions(path).values():
         used |= _names_used(_parse_safe(q["solution"]))
     found = set()
-    for step in steps:
-        if step.role != "hidden":
-            continue
-        for n in ast.walk(ast.parse(step.source)):
+    for source in [s.source for s in steps if s.role == "hidden"] + ([hidden_extra] if hidden_extra else []):
+        for n in ast.walk(ast.parse(source)):
             if not isinstance(n, ast.Call):
                 continue
             f = n.func
@@ -508,7 +521,7 @@ def answer_functions_in_setup(path: Path, given_extra: str = "") -> set[str]:
                 obj, name = getattr(handed[f.value.id], f.attr, None), f"{f.value.id}.{f.attr}"
             else:
                 continue
-            if (inspect.isfunction(obj) or inspect.isbuiltin(obj)) and name not in used:
+            if (inspect.isfunction(obj) or inspect.isbuiltin(obj) or obj is DEFINED_IN_LAB) and name not in used:
                 found.add(name)
     return found
 
@@ -533,6 +546,91 @@ def test_the_setup_check_finds_lab_4s_and_lab_1s_old_imports():
                                      "from courselib.model import cpu\nfrom courselib.model.namespaces import "
                                      "unshare_pid\n") >= {"unshare_pid", "cpu.milli_cpu_to_quota",
                                                            "cpu.milli_cpu_to_shares"}
+    # issue 32's tester: Lab 7's setup imported the barrier simulator (question 3 was one call away), and
+    # Lab 5's defined `lab_workload` (the model's input for questions 2-4, "used by the checks")
+    assert answer_functions_in_setup(ROOT / "solutions" / "07-barrier.ipynb",
+                                     "from courselib.sim.barrier import simulate as simulate_barrier\n") \
+        == {"simulate_barrier"}
+    assert answer_functions_in_setup(ROOT / "solutions" / "05-slurm.ipynb", LAB5_OLD_HELPER,
+                                     "w = lab_workload()\nresult = simulate(lab_workload(), 'slurm')\n") \
+        == {"lab_workload"}
+
+
+LAB5_OLD_HELPER = '''from courselib.io.sbatch import to_job
+from courselib.model.workload import Workload
+
+
+def lab_workload():
+    """The four scripts as sbatch reads them, on CLUSTER, in submission order (used by the checks)."""
+    return Workload(CLUSTER, [to_job(parse_sbatch(text, file=name)) for name, text in SCRIPTS.items()])
+'''
+
+
+# --- predict first, run after (issue 32's tester: Labs 1, 5 and 7) ----------------------------------------
+
+def _intro(path: Path) -> str:
+    """A lab's Markdown before its first question."""
+    out = []
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type == "markdown":
+            if HEADING.search(cell.source):
+                break
+            out.append(cell.source)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("lab, question", predict_questions(), ids=lambda x: str(x))
+def test_a_predict_question_says_to_work_it_out_by_hand(lab, question):
+    """A lab that asks for a prediction says so in plain words, in its introduction or the question: the
+    learner works it out by hand, and runs a model (if at all) only to compare. Lab 5 said "predict" and
+    named the simulator's call; Lab 7's question 3 said "Predict what the model reports" beside a setup
+    that imported the model."""
+    path = ROOT / "solutions" / f"{lab}.ipynb"
+    text = " ".join((_intro(path) + " " + questions(path)[question]["text"]).split())
+    assert "by hand" in text, f"{lab} {question}: neither the introduction nor the question says 'by hand'"
+
+
+RUN_AFTER = "# Run after answering"
+
+
+def _demo_cells(path: Path) -> list[tuple[str, str]]:
+    return [(c.get("id"), c.source) for c in nbformat.read(path, 4).cells
+            if c.cell_type == "code" and markers.DEMO_TAG in markers.tags(c)]
+
+
+def demo_shows_an_answer(path: Path, source: str) -> bool:
+    """Whether a demo cell runs a real system (``courselib.live``: what the learner predicted, observed) or
+    calls a function the lab's hidden checks call to compute an answer."""
+    from courselib.grading.source import from_solution
+
+    tree = ast.parse(source)
+    if any(isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (m or "").startswith("courselib.live") for m in ([n.module] if isinstance(n, ast.ImportFrom)
+                                                             else [a.name for a in n.names])) for n in ast.walk(tree)):
+        return True
+    handed = _imports(source)
+    hidden = {f.id for s in from_solution(path).steps if s.role == "hidden"
+              for f in (c.func for c in ast.walk(ast.parse(s.source)) if isinstance(c, ast.Call))
+              if isinstance(f, ast.Name)}
+    return any(inspect.isfunction(handed[n]) for n in hidden & set(handed) & _names_used(source))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_a_demo_that_shows_an_answer_says_to_run_it_after_answering(path):
+    """Lab 1's live run after question 2 printed question 1's answers (and the model's, from
+    ``unshare_pid``) with nothing to say so; the labs' other live runs were unlabelled too. Such a cell
+    now begins with "# Run after answering" and the question(s) it shows."""
+    for cid, source in _demo_cells(path):
+        if demo_shows_an_answer(path, source):
+            assert source.startswith(RUN_AFTER), f"{path.stem} cell {cid}: a demo that shows an answer, unlabelled"
+
+
+def test_the_demo_rule_sees_lab_1s_old_live_run_and_lab_7s_model_run():
+    lab1, lab7 = ROOT / "solutions" / "01-namespaces-cgroups.ipynb", ROOT / "solutions" / "07-barrier.ipynb"
+    assert demo_shows_an_answer(lab1, "from courselib.live import unshare\nrun = unshare.recorded_run()")
+    assert demo_shows_an_answer(lab7, "from courselib.sim.barrier import simulate as simulate_barrier\n"
+                                      "print(simulate_barrier(STORY).lost_gpu_hours)")
+    assert not demo_shows_an_answer(lab7, "done, _ = run_training(AllReduce, lost=(5, 3))")
 
 
 def _options() -> dict[str, list[str]]:

@@ -1003,8 +1003,14 @@ def test_the_slurm_labs_answers_agree_with_the_real_slurm(tmp_path, monkeypatch)
     reason = slurm.unavailable_reason()
     if reason:
         pytest.skip(f"local Slurm not runnable here: {reason}")
+    from courselib.io.sbatch import parse_sbatch, to_job
+    from courselib.model.workload import Workload
+
     ns = _lab_namespace("05-slurm")
-    plan = replay.plan_replay(ns["lab_workload"](), seconds_per_minute=10)
+    # the four scripts as sbatch reads them, in submission order (the hidden checks' input; the lab no
+    # longer hands it over: issue 32's tester)
+    workload = Workload(ns["CLUSTER"], [to_job(parse_sbatch(text, file=name)) for name, text in ns["SCRIPTS"].items()])
+    plan = replay.plan_replay(workload, seconds_per_minute=10)
     monkeypatch.setenv(slurm.STATE_ENV, str(tmp_path / "state.json"))
     shape = slurm.ClusterShape(plan.shape.nodes, plan.shape.gpus_per_node, plan.shape.features, base_port=17980)
     cluster = slurm.up(shape)

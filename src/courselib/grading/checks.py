@@ -91,3 +91,10 @@ def whole(name: str, value, why: str = KERNEL_COUNTS) -> int:
 def close(found: float, expected: float, rel: float = 1e-3) -> bool:
     """Equal within ``rel`` (relative) — for answers computed in floating point."""
     return math.isclose(found, expected, rel_tol=rel, abs_tol=1e-9)
+
+
+def within(found: float, expected: float, rel: float = 0.005, decimals: int = 1) -> bool:
+    """Equal within ``rel`` of ``expected`` (0.5 %), or to ``decimals`` places (a figure rounded to one
+    decimal): for a figure a learner works out by hand and may round, where a question states that
+    precision. A known wrong formula must lie outside this band (the lab's tests show it does)."""
+    return abs(found - expected) <= max(rel * abs(expected), 0.5 * 10 ** -decimals) + 1e-9

@@ -16,7 +16,9 @@ Slurm's rules (sbatch(1); ``src/sbatch/opt.c``; corpus README):
 * ``--time`` takes ``M``, ``M:S``, ``H:M:S``, ``D-``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``15`` is
   15 minutes and ``3:00`` is 3 minutes); seconds round up to a whole minute, and a limit of zero
   (``0``, ``0:0:0``) is no limit at all, like ``UNLIMITED``;
-* sbatch refuses a script whose first two bytes are not ``#!``.
+* sbatch refuses a script whose first two bytes are not ``#!`` (src/sbatch/sbatch.c L690-694 at
+  slurm-26.05 @531c4b2e: "This does not look like a batch script"), and so does this reader when
+  ``strict``; ``courselib lint`` (not strict) reports it as S001.
 
 ``read_sbatch(path)`` / ``parse_sbatch(text, file=...)`` return an :class:`SbatchReading`.
 A value Slurm would reject (``--nodes=two``) is a located :class:`~courselib.errors.InputError`
@@ -601,6 +603,21 @@ def _parse_words(words: list[str], line: int, comp: int, out: list[Directive],
 
 # ----------------------------------------------------------------------------------------------
 
+def _refuse_without_shebang(text: str, lines: list[str], file: str | None) -> None:
+    """sbatch's own test (src/sbatch/sbatch.c, has_shebang and its caller, L562-573 and L684-694 on
+    SchedMD/slurm branch slurm-26.05 @531c4b2e): an empty or blank script, or one whose first two bytes
+    are not ``#!``, is refused before any ``#SBATCH`` line is read."""
+    if not text.strip():
+        raise InputError("the script is empty: sbatch refuses it (\"Batch script is empty!\")", file=file, line=1,
+                         hint="write the script: '#!/bin/bash' on line 1, then the #SBATCH lines and commands")
+    later = next((n for n, raw in enumerate(lines, start=1) if raw.startswith("#!")), None)
+    first = lines[0].strip()
+    found = (f"'#!' is on line {later}" if later else f"line 1 is {first[:30]!r}" if first else "line 1 is blank")
+    raise InputError(f"sbatch refuses this script: its first line must start with '#!' ({found}; sbatch: "
+                     f"\"This does not look like a batch script\")", file=file, line=1,
+                     hint="put '#!/bin/bash' on line 1, above every comment and #SBATCH line")
+
+
 def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> SbatchReading:
     """Read an sbatch script's text into an :class:`SbatchReading` (see the module docstring)."""
     if not isinstance(text, str):
@@ -609,6 +626,8 @@ def parse_sbatch(text: str, *, file: str | None = None, strict: bool = True) -> 
         raise InputError("this is a binary file, not an sbatch script", file=file, line=1)
     lines = text.splitlines()
     has_shebang = text.startswith("#!")
+    if strict and not has_shebang:
+        _refuse_without_shebang(text, lines, file)
     shebang_line = None
     directives: list[Directive] = []
     unknown: list[tuple[int, str]] = []
