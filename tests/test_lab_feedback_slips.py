@@ -61,3 +61,17 @@ def test_lab_1_question_1_names_serve_py_when_one_process_is_missing(seed):
                                f"the new namespace, serve.py itself (PID 1) as well as each of its workers"), feedback
     assert "which processes does it show" in hidden_feedback(LAB1, dict(ns), "q1", listed_inside=40, **right)
     assert hidden_feedback(LAB1, dict(ns), "q1", listed_inside=workers + 1, **right) is None
+
+
+def test_grading_a_copy_outside_the_course_suggests_the_students_manifest_first(tmp_path, monkeypatch):
+    """Issue 32's tester (Lab 1, defect 3): outside the repository the error said "pass --source solutions/",
+    which a student does not have; it now names labs/manifest.json first."""
+    from courselib.errors import InputError
+    from courselib.grading.source import find_source
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        find_source(tmp_path / "01-namespaces-cgroups.ipynb")
+    msg = str(err.value)
+    assert "a student: pass --source labs/manifest.json" in msg, msg
+    assert msg.index("labs/manifest.json") < msg.index("--source solutions/"), msg

@@ -57,7 +57,8 @@ def find_source(lab: Path, source: Path | None = None, name: str | None = None) 
                              hint="grade a file named after its lab, e.g. labs/02-…ipynb")
     raise InputError(f"no instructor source for lab {name!r}: no solutions/{name}.ipynb and no {MANIFEST} "
                      f"that lists it", file=str(lab),
-                     hint="pass --source solutions/ (or a manifest.json written by `courselib labs build`)")
+                     hint="a student: pass --source labs/manifest.json (the course's copy; it grades what "
+                          "the visible checks can); an instructor: --source solutions/")
 
 
 def hidden_checks(manifest: Manifest, folder: Path) -> Manifest:
