@@ -210,7 +210,11 @@ def test_a_terminating_signal_unwinds_the_session_so_its_fixtures_stop_what_they
     import sys
     (tmp_path / "test_held.py").write_text(HELD_SESSION)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT / "src")]))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "live_fixtures",
+    # pytest as a terminal starts it, both signals at their default: a run under nohup (or a CI runner)
+    # inherits SIGHUP ignored, and the hook rightly keeps an ignore it finds
+    defaults = ("import signal, sys, pytest; [signal.signal(s, signal.SIG_DFL) for s in "
+                "(signal.SIGTERM, signal.SIGHUP)]; sys.exit(pytest.main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", defaults, "-q", "-p", "no:cacheprovider", "-p", "live_fixtures",
                              str(tmp_path / "test_held.py")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
