@@ -25,6 +25,7 @@ seed's story, keep Kubernetes' default (20 requests/s).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import os
@@ -42,29 +43,20 @@ SLURM_PORT = 17900
 def pytest_configure(config):
     config.addinivalue_line("markers", "live_kube(gang=False, kueue=False, order=0): what a test needs "
                             "of the session's control plane (tests are grouped by it; order: within a group)")
-    unwind_on_termination()
+    unwind_on_termination(config)
 
 
-def unwind_on_termination(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
+def unwind_on_termination(config, signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
     """SIGTERM and SIGHUP end the session as Ctrl-C does: pytest unwinds and the session's fixtures
     stop what they started. Left at their default, either killed pytest where it stood, and the control
     plane it had started (etcd, the API server, scheduler, controller manager, Kueue) ran on with parent 1.
-    The first one unwinds; later ones are ignored while the fixtures clean up (SIGKILL still ends it)."""
-    from courselib.live.cleanup import Terminated
-    fired: list[int] = []
-
-    def unwind(signum, _frame):
-        if fired:
-            return
-        fired.append(signum)
-        raise Terminated(signum)
-
-    for sig in signals:
-        try:
-            if signal.getsignal(sig) == signal.SIG_DFL:      # a handler someone set (or SIG_IGN) stays
-                signal.signal(sig, unwind)
-        except ValueError:                                  # not the main thread: nothing to do
-            return
+    The course's own :func:`~courselib.live.cleanup.cleanup_on_signals`, held for the whole session: the
+    first one unwinds, later ones wait while the fixtures clean up (SIGKILL still ends it). A signal not
+    at its default (a handler someone set, or ignored, as under nohup) is left as it is."""
+    from courselib.live.cleanup import cleanup_on_signals
+    stack = contextlib.ExitStack()
+    stack.enter_context(cleanup_on_signals(tuple(s for s in signals if signal.getsignal(s) == signal.SIG_DFL)))
+    config.add_cleanup(stack.close)
 
 
 def _kube_key(item) -> tuple:

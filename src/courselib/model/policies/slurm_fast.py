@@ -56,7 +56,6 @@ class _Pass(NamedTuple):
     """What a backfill pass leaves for the next one to carry over (:meth:`SlurmFast._carried`)."""
     time: float
     outcomes: dict  # plain or tree-like job -> (start, plan): (None, None) for no start in the window
-    unclean_ends: int  # SlurmFast._unclean_ends then (the early ends since: SlurmFast._early_ends)
     names: list  # the jobs it tested, in order, less those it started
     marks: list  # indexes into names of the reserved jobs and of those not carried
     changes: list  # (start, end) of the jobs it started: the jobs before them did not meet them
@@ -114,9 +113,9 @@ class SlurmFast(Slurm):
         #: off its reservation freed capacity for (``freed`` in :meth:`_carried`)
         self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0}
         self._started_since: list[tuple] = []
-        self._unclean_ends = 0
-        #: the expected ends of the jobs that ended before them since the last pass's record
-        self._early_ends: list[float] = []
+        #: the expected ends of the jobs that ended before them since the last pass's record (None:
+        #: a job with no expected end, after which no pass carries)
+        self._early_ends: list[float | None] = []
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -907,7 +906,7 @@ class SlurmFast(Slurm):
             self._carry, self._started_since = None, []
             return
         # (a job started here, after others were reserved: those met less than the next pass will)
-        self._carry = _Pass(now, outcomes, self._unclean_ends, names, marks_now,
+        self._carry = _Pass(now, outcomes, names, marks_now,
                             [(now, self.expected_end[name]) for name in started], dom_now,
                             self.reservations, roots_now, kids)
         self._started_since, self._early_ends = [], []
@@ -937,7 +936,7 @@ class SlurmFast(Slurm):
         spans still fails where it failed, so each job is tried only there (the pass's
         :class:`Timeline` over the spans) and keeps its reservation where none fits."""
         carry = self._carry
-        if carry is None or self.bf_job_part_count_reserve or len(self._early_ends) > 64:
+        if carry is None or self.bf_job_part_count_reserve or len(self._early_ends) > 64 or None in self._early_ends:
             return None
         if self._distinct_ends and self._distinct_ends[0] <= state.now:
             return None  # a job due to end now: its end is no candidate time now (see the pass's end)
@@ -1002,9 +1001,7 @@ class SlurmFast(Slurm):
         e = self.expected_end.get(run.name)
         super().on_finish(state, run)
         if e != state.now:  # it ended before its time limit: GPUs free earlier than planned
-            self._unclean_ends += 1
-            if e is not None:
-                self._early_ends.append(e)
+            self._early_ends.append(e)
         if e is not None:
             self._ends_count[e] -= 1
             if not self._ends_count[e]:
