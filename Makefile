@@ -111,9 +111,11 @@ test-real: setup
 	@test -n "$(S)" || { echo "make: name a system, e.g. make test-real S=kube (kube, slurm, kernel, container, mpi, hub)"; exit 2; }
 	$(BIN)/python -m pytest tests -q -m "real_$(S)" --durations=20
 
-# As root (a container, CI) Jupyter refuses to start unless told it may.
+# As root (a container, CI) Jupyter refuses to start unless told it may. .venv/bin goes first on the PATH of
+# JupyterLab's terminals (and kernels), so a student types `courselib grade ...` there as on Binder
+# (courselib.course.GRADE_OWN).
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 serve:
 	@test -f _build/html/index.html || $(MAKE) book

@@ -106,6 +106,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     "test_labs.py::test_the_images_labs_answer_holds_on_a_real_builder": ("lab", "real_container"),
     "test_labs.py::test_the_slurm_labs_answers_agree_with_the_real_slurm": ("lab", "real_slurm"),
     "test_lab7_recovery.py::": ("lab",),
+    # `courselib grade` of an untouched lab, as a student types it (about 2 s)
+    "test_lab_grade_command.py::test_the_headers_command_grades": ("lab",),
+    # Jupyter Book builds two student labs and the bibliography (about 10 s)
+    "test_lab_citations.py::test_a_tiny_website_of_the_labs_cites_with_the_bibliography": ("site",),
     "test_labs.py::test_a_hung_answer_is_stopped": ("lab",),
     "test_gang_fastpath.py::test_fast_path_matches_the_reference_on_crowded_workloads": ("scale",),
     # the website's barrier views against sixteen runs of the 512-rank barrier model: 7-10 s on the course machine

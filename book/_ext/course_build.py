@@ -16,6 +16,11 @@ It also loads ``course_views`` (the website's kernel-free cost calculator and ga
 ``course_checks`` (the chapters' self-checks and "at a glance" boxes), and writes a redirect page for
 every page that moved (``course_redirects`` in ``_config.yml``: old page -> new page), so that old
 links to a lab keep working after the labs were renumbered to follow the chapters.
+
+A student lab (``labs/*.ipynb``) shows each citation as readable Markdown, "([Young, 1974](...))", since
+Jupyter shows a MyST role as raw text; ``courselib labs build`` keeps the cell's MyST source in the cell's
+``course.myst``. :func:`site_notebook` puts it back when the page is read, so the website's lab pages cite
+with sphinxcontrib-bibtex, as the chapters do (linked to the bibliography page).
 """
 from __future__ import annotations
 
@@ -45,6 +50,25 @@ _GATED_SOLUTION = re.compile(r"^(?P<fence>`{3,})\{solution-start\}[^\n]*\n(?:(?!
 def _mark(match: re.Match) -> str:
     fence = match["fence"]
     return f"{fence}{{course-cut-start}}\n{fence}\n{match['body']}{fence}{{course-cut-end}}\n{fence}\n"
+
+
+def site_notebook(text: str) -> str:
+    """A notebook's JSON with each cell's source replaced by its ``course.myst`` (what the website renders),
+    where it has one; any other text is returned as it is."""
+    if '"myst"' not in text or not text.lstrip().startswith("{"):
+        return text
+    nb = json.loads(text)
+    changed = False
+    for cell in nb.get("cells", []):
+        myst = (cell.get("metadata", {}).get("course") or {}).get("myst")
+        if isinstance(myst, str):
+            cell["source"], changed = myst, True
+    return json.dumps(nb, ensure_ascii=False, indent=1) if changed else text
+
+
+def _site_notebook(app, docname, source):
+    if str(app.env.doc2path(docname)).endswith(".ipynb"):
+        source[0] = site_notebook(source[0])
 
 
 def _mark_gated_solutions(app, docname, source):
@@ -182,6 +206,7 @@ def setup(app):
     app.setup_extension("course_views")
     app.setup_extension("course_checks")
     app.connect("config-inited", _default_mode)
+    app.connect("source-read", _site_notebook)
     app.connect("source-read", _mark_gated_solutions)
     app.add_node(cut_start, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
     app.add_node(cut_end, html=(_skip, None), latex=(_skip, None), text=(_skip, None))

@@ -32,6 +32,19 @@ class Lab:
     chapter: str                     # the chapter it practises (doc name)
     minutes: int
 
+    @property
+    def grade_command(self) -> str:
+        """How a student grades their own copy of this lab (:data:`GRADE_OWN`)."""
+        return GRADE_OWN.format(lab=self.doc.split("/")[-1])
+
+
+#: The one command a student grades their own lab with, in a terminal in the course's folder, and the only
+#: one the labs, labs/README.md, README.md and the intro show. ``courselib`` is on the terminal's PATH in
+#: JupyterLab as ``make lab`` starts it (it puts .venv/bin first), on Binder and on the class hub; in a shell
+#: of one's own, after ``source .venv/bin/activate``. ``--same-user``: the student's code runs as the
+#: student (a grader that is not root needs it).
+GRADE_OWN = "courselib grade --same-user labs/{lab}.ipynb"
+
 
 @dataclass(frozen=True)
 class Prerequisite:

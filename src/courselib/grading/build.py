@@ -11,6 +11,11 @@ What the build does to a solution notebook (and nothing else):
   instructor's source);
 - cells tagged ``hidden`` (an instructor's extra checks) are dropped; a written answer's text becomes
   ``YOUR ANSWER HERE``, with nbgrader's metadata for a manually graded answer;
+- a citation in a Markdown cell (``{cite}`key```, MyST, which Jupyter shows as raw text) becomes what the
+  website prints, the author-year label linked to the source (:mod:`courselib.io.bibtex`, from
+  ``book/references.bib``); the cell keeps its MyST in ``course.myst``, which the website renders
+  (``book/_ext/course_build.py``), so the site's citations stay real ones. Any other MyST role or
+  directive in a Markdown cell stops the build: a notebook cannot show it;
 - ``labs/manifest.json`` gets every lab's questions, points and check code (the student edition of
   :mod:`courselib.grading.manifest`), so a repository without ``solutions/`` is graded against it.
 
@@ -21,11 +26,13 @@ answer cell that is not its stub, or cells added or removed) is never overwritte
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from courselib.errors import InputError
 from courselib.grading import markers, variant
+from courselib.io import bibtex
 from courselib.grading.files import atomic_write
 from courselib.grading.manifest import MANIFEST, Manifest, write_all
 from courselib.grading.notebook import KERNELSPEC, read_notebook, render
@@ -83,14 +90,54 @@ def _variant_cells(solution, source: str) -> tuple[tuple[str, str] | None, str |
     return p, (var[0][1].get("source", "") if var else None)
 
 
-def compile_lab(solution, source: str = "solution", seed: int = 0):
+#: a MyST role (``{cite}`key```), not inside inline code; a MyST directive or target at a line's start
+ROLE = re.compile(r"(?<!`)\{([A-Za-z][\w:.+-]*)\}`([^`\n]*)`")
+DIRECTIVE = re.compile(r"^[ \t]*(?:(?:`{3,}|:{3,})\{[\w:.+-]+\}|\([\w.:-]+\)=[ \t]*$)", re.M)
+#: the citation roles a student lab may use, as sphinxcontrib-bibtex's author-year style reads them
+CITE_ROLES = ("cite", "cite:p", "cite:t")
+
+
+def readable(markdown: str, sources: dict[str, bibtex.Source], where: str) -> str:
+    """``markdown`` as a notebook should show it: every ``{cite}`a,b``` as "([A, 2020](url); [B, 2021](url))"
+    (``{cite:t}``: "[A (2020)](url)"); any other MyST role or directive is an error."""
+    directive = DIRECTIVE.search(markdown)
+    if directive:
+        raise InputError(f"a MyST directive or target in a Markdown cell ({directive.group(0).strip()!r}): "
+                         "Jupyter shows it as raw text", file=where, hint="write it as plain Markdown")
+
+    def cite(m: re.Match) -> str:
+        role, keys = m.group(1), [k.strip() for k in m.group(2).split(",") if k.strip()]
+        if role not in CITE_ROLES:
+            raise InputError(f"a MyST role {{{role}}} in a Markdown cell: Jupyter shows it as raw text", file=where,
+                             hint=f"write it as plain Markdown (a lab may cite: {', '.join(CITE_ROLES)})")
+        missing = [k for k in keys if k not in sources]
+        if missing or not keys:
+            raise InputError(f"{{{role}}}`{m.group(2)}` cites {', '.join(missing) or 'nothing'}, not in the "
+                             "course bibliography (book/references.bib)", file=where)
+        if role == "cite:t":
+            return "; ".join(sources[k].markdown(textual=True) for k in keys)
+        return "(" + "; ".join(sources[k].markdown() for k in keys) + ")"
+
+    return ROLE.sub(cite, markdown)
+
+
+def bibliography_for(source) -> dict[str, bibtex.Source]:
+    """The course bibliography beside a solution notebook (``../book/references.bib``); none there: empty."""
+    path = bibtex.beside(source)
+    return bibtex.read(path) if path.is_file() else {}
+
+
+def compile_lab(solution, source: str = "solution", seed: int = 0, *,
+                sources: dict[str, bibtex.Source] | None = None):
     """The student lab, its questions, and the grader's manifest for one parsed solution (pure).
 
     The manifest (:mod:`courselib.grading.manifest`) lists every code cell with its role — ``given``
     (the lab's own code), ``answer`` (its stub), ``check``, ``hidden`` (instructor only), ``demo`` — and
     every written answer, in order, with the instructor's source: it is what the grader trusts.
     ``seed`` (:mod:`courselib.grading.variant`) gives a student's variant of the lab; the manifest is
-    always seed 0's (the grader rewrites its parameters cell for the seed it grades).
+    always seed 0's (the grader rewrites its parameters cell for the seed it grades). ``sources`` (the
+    bibliography, :func:`bibliography_for`) makes its citations readable (:func:`readable`); without it
+    the Markdown is kept as it is (the grader reads only the manifest).
     """
     params, variant_src = _variant_cells(solution, source)
     values = (variant.values_for(params[1], variant_src, seed, source) if params else {})
@@ -142,8 +189,11 @@ def compile_lab(solution, source: str = "solution", seed: int = 0):
                 if markers.BEGIN_RUBRIC in src:
                     raise InputError("a mark scheme outside a written answer cell", file=where,
                                      hint="put it in the cell with {\"course\": {\"manual\": true, ...}}")
-                new = _cell("markdown" if cell.cell_type == "markdown" else "raw", src)
+                shown = readable(src, sources, where) if sources is not None and cell.cell_type == "markdown" else src
+                new = _cell("markdown" if cell.cell_type == "markdown" else "raw", shown)
                 new["metadata"] = _kept_metadata(cell)
+                if shown != src:
+                    new["metadata"]["course"] = {**new["metadata"].get("course", {}), "myst": src}
         elif markers.is_check(cell):
             if markers.has_markers(src):
                 raise InputError("solution markers in a check cell", file=where,
@@ -230,7 +280,7 @@ def build_lab(solution, source: str = "solution"):
     """The student lab for one parsed solution notebook, and its questions (pure; no I/O)."""
     import nbformat
 
-    lab, questions, _ = compile_lab(solution, source)
+    lab, questions, _ = compile_lab(solution, source, sources=bibliography_for(source))
     lab = nbformat.from_dict(lab)
     nbformat.validate(lab)
     return lab, questions
@@ -278,14 +328,15 @@ def build_all(solutions_dir: Path, labs_dir: Path, *, check: bool = False, force
     if not solutions_dir.is_dir():
         raise InputError("no such directory", file=str(solutions_dir),
                          hint="run from the course repository's root, or pass --solutions DIR")
-    sources = sorted(solutions_dir.glob("*.ipynb"))
-    if not sources:
+    notebooks = sorted(solutions_dir.glob("*.ipynb"))
+    if not notebooks:
         raise InputError("no solution notebooks (*.ipynb) here", file=str(solutions_dir))
     import nbformat
 
     planned, manifests = [], []
-    for src in sources:
-        lab, _, manifest = compile_lab(read_notebook(src, "solution"), str(src))
+    sources = bibliography_for(solutions_dir / "any.ipynb")
+    for src in notebooks:
+        lab, _, manifest = compile_lab(read_notebook(src, "solution"), str(src), sources=sources)
         lab = nbformat.from_dict(lab)
         nbformat.validate(lab)
         planned.append((labs_dir / src.name, render(lab)))
@@ -321,7 +372,7 @@ def variant_text(solution, source: str, seed: int, *, solved: bool = False) -> t
 
     params, variant_src = _variant_cells(solution, source)
     if not solved:
-        lab, _, _ = compile_lab(solution, source, seed=seed)
+        lab, _, _ = compile_lab(solution, source, seed=seed, sources=bibliography_for(source))
         lab = nbformat.from_dict(lab)
         nbformat.validate(lab)
         return render(lab), variant_src is not None
