@@ -1,26 +1,30 @@
-"""``make test`` in two lanes at once: the real daemons' tests in one pytest process, everything else in another.
+"""``make test`` in three lanes at once, each a pytest process: the real control plane's tests, the real
+Slurm's and hub's beside the fast tier, and everything else.
 
 Most of a real-system test's time is waiting (a controller manager creating pods at its client rate, a
-Slurm controller's scheduling cycle, an image build's network-less steps, JupyterHub spawning), while the
-rest of the suite (chapters executed, labs graded, property tests) keeps a core busy. On the course's
-2-core machine the two overlap: the run takes about as long as its longer lane instead of their sum.
+Slurm controller's scheduling cycle, JupyterHub spawning), while the rest of the suite (chapters
+executed, labs graded, property tests) keeps a core busy. On the course's 2-core machine they overlap:
+the run takes about as long as its longest lane instead of their sum.
 
-- ``real``: the tests on the real systems that run as daemons (tests/tiers.py marks them ``real_kube``,
-  ``real_slurm``, ``real_hub``), in file order, so the session's one control plane and one Slurm
-  (tests/live_fixtures.py) are reshaped as before; no nbval. Each proves it left nothing by its own
-  PIDs, state directory and ports, so the other lane cannot make it fail.
-- ``rest``: everything else over tests/ and solutions/ with nbval, as ``make test`` ran it before. The
-  real kernel, container and MPI tests stay here, one at a time beside the chapters and labs that run the
-  same experiments live: their "nothing left behind" checks look for any ``courselib-container-*``
-  directory, ``courselib-oom-*`` cgroup or rank process on the machine (the first two-lane run, with them
-  in the real lane, failed on a chapter's container directory). The lane gets a state directory of its
-  own (``COURSELIB_STATE_DIR``): whatever it asks about running daemons (a chapter's ``kube.running()``)
-  never sees the real lane's, and nothing it stops is the real lane's.
+- ``kube``: the tests on the real Kubernetes control plane (tests/tiers.py marks them ``real_kube``), in
+  file order, so the session's one control plane (tests/live_fixtures.py) is reshaped as before; no nbval.
+- ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``), after the fast tier
+  (what ``make test-fast`` runs, here with every example: unit, property and CLI tests, which start no
+  daemon and run no experiment; tests/live_fixtures.py orders a session's daemon tests last); no nbval.
+  Two lanes of daemons, each proving it left nothing by its own PIDs, state directory and ports, so
+  neither lane can make another fail. Until 2026-12-05 the kube and slurm lanes were one (1,628 s, of
+  which the Slurm and hub tests 465 s), and the fast tier ran in the rest lane (368 s).
+- ``rest``: everything else over tests/ and solutions/ with nbval. The real kernel, container and MPI
+  tests stay here, one at a time beside the chapters and labs that run the same experiments live: their
+  "nothing left behind" checks look for any ``courselib-container-*`` directory, ``courselib-oom-*``
+  cgroup or rank process on the machine (the first two-lane run, with them in the real lane, failed on a
+  chapter's container directory).
 
-Each lane writes its own times file (``_build/test-times.txt``, ``_build/test-times-real.txt``); the real
-lines are printed whole as they come, prefixed ``[real]`` or ``[rest]``. The run fails if either lane fails;
-Ctrl-C (SIGINT) and SIGTERM reach both lanes as SIGINT, on which pytest unwinds its fixtures (they stop
-what they started).
+Each lane gets a state directory of its own (``COURSELIB_STATE_DIR``): whatever it asks about running
+daemons (a chapter's ``kube.running()``) never sees another lane's, and nothing it stops is another
+lane's. Each lane writes its own times file (``_build/test-times*.txt``); the lines are printed whole as
+they come, prefixed with the lane's name. The run fails if any lane fails; Ctrl-C (SIGINT) and SIGTERM
+reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop what they started).
 ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
 """
 from __future__ import annotations
@@ -41,14 +45,17 @@ PYTEST = [sys.executable, "-m", "pytest"]
 SOLUTIONS = ["solutions"] if (ROOT / "solutions").is_dir() else []
 NBVAL = ["--nbval-lax", "--nbval-current-env"]
 
-#: the real systems whose tests run in the real lane (their daemons are waited on, not computed)
-DAEMONS = ("kube", "slurm", "hub")
-REAL = " or ".join(f"real_{s}" for s in DAEMONS)
+#: ``make test-fast``'s tier (the Makefile's FAST): no chapter, lab, site, real system or scale test
+FAST = "not (book or site or lab or real or scale or slow)"
+BESIDE_SLURM = f"real_slurm or real_hub or ({FAST})"
 
-#: lane -> (pytest arguments, times file)
+#: lane -> (pytest arguments, times file); the markers split the suite: every test in exactly one lane
 LANES = {
-    "real": (["tests", "-m", REAL, "-p", "no:nbval", "--durations=25"], "_build/test-times-real.txt"),
-    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not ({REAL})", "--durations=40"], "_build/test-times.txt"),
+    "kube": (["tests", "-m", "real_kube", "-p", "no:nbval", "--durations=25"], "_build/test-times-real.txt"),
+    "slurm": (["tests", "-m", f"not real_kube and ({BESIDE_SLURM})", "-p", "no:nbval", "--durations=25"],
+              "_build/test-times-slurm.txt"),
+    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not (real_kube or {BESIDE_SLURM})", "--durations=40"],
+             "_build/test-times.txt"),
 }
 SERIAL = ["tests", *SOLUTIONS, *NBVAL, "--durations=40"]
 
@@ -82,7 +89,7 @@ def run_lanes(lanes: dict | None = None) -> int:
     and how busy the machine's cores were meanwhile (is the run waiting, or short of cores?)."""
     lanes = LANES if lanes is None else lanes
     (ROOT / "_build").mkdir(exist_ok=True)
-    state = tempfile.mkdtemp(prefix="courselib-rest-state-")   # mode 0700, as state.private_dir wants
+    states = {name: tempfile.mkdtemp(prefix=f"courselib-{name}-state-") for name in lanes}  # 0700, as state.private_dir wants
     procs: dict[str, subprocess.Popen] = {}
     pumps = []
     started = time.monotonic()
@@ -100,8 +107,7 @@ def run_lanes(lanes: dict | None = None) -> int:
     try:
         for name, (args, times) in lanes.items():
             env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1")
-            if name == "rest":
-                env["COURSELIB_STATE_DIR"] = state
+            env["COURSELIB_STATE_DIR"] = states[name]
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
             procs[name] = subprocess.Popen(PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -127,10 +133,11 @@ def run_lanes(lanes: dict | None = None) -> int:
             if p.poll() is None:
                 p.terminate()
                 p.wait()
-        left = sorted(os.listdir(state))
-        if left:
-            print(f"lanes: the rest lane left {left} in its state directory {state} (removed)")
-        shutil.rmtree(state, ignore_errors=True)
+        for name, state in states.items():
+            left = sorted(os.listdir(state))
+            if left:
+                print(f"lanes: the {name} lane left {left} in its state directory {state} (removed)")
+            shutil.rmtree(state, ignore_errors=True)
     wall = time.monotonic() - started
     now = _machine_ticks()
     busy = ""

@@ -158,21 +158,69 @@ def test_every_run_leaves_its_times_per_test_and_per_tier():
     assert [ln.split()[-1] for ln in lines[6:]] == ["b::y", "a::x", "c::z"]  # slowest first
 
 
-def test_the_two_lanes_run_every_test_once():
-    """make test's two lanes (tests/lanes.py) split the suite by marker: every test of the one process of
-    old runs in exactly one lane; the real lane holds only systems that run as daemons, and loads no nbval."""
+def test_the_lanes_run_every_test_once():
+    """make test's lanes (tests/lanes.py) split the suite by marker: whatever tiers a test has, it runs in
+    exactly one lane, so nothing is lost and nothing runs twice. Each lane's ``-m`` is evaluated by pytest's
+    own expression engine on every combination of tiers. The kube lane holds only the control plane's
+    tests; the slurm lane only the Slurm and hub tests and the fast tier; the kernel, container and MPI tests
+    (whose checks look for leftovers machine-wide) run beside the chapters' and labs' experiments, never
+    beside another lane's."""
+    import itertools
+
     import lanes
-    real, rest = lanes.LANES["real"][0], lanes.LANES["rest"][0]
-    real_m, rest_m = real[real.index("-m") + 1], rest[rest.index("-m") + 1]
-    assert rest_m == f"not ({real_m})"                                  # complementary: nothing lost, nothing twice
-    assert set(lanes.DAEMONS) < set(tiers.SYSTEMS)
-    assert all(f"real_{s}" in real_m for s in lanes.DAEMONS)
-    # the kernel, container and MPI tests check for leftovers machine-wide: never beside the chapters' runs
-    assert not any(f"real_{s}" in real_m for s in ("kernel", "container", "mpi"))
-    assert [a for a in real if a in ("tests", "solutions")] == ["tests"]
-    assert [a for a in rest if a in ("tests", "solutions")] == [a for a in lanes.SERIAL if a in ("tests", "solutions")]
-    assert "no:nbval" in real and not any(a.startswith("--nbval") for a in real)
-    assert lanes.LANES["real"][1] != lanes.LANES["rest"][1]          # a times file each
+    from _pytest.mark.expression import Expression
+
+    def expr(args):
+        return Expression.compile(args[args.index("-m") + 1])
+
+    compiled = {name: expr(args) for name, (args, _) in lanes.LANES.items()}
+    assert set(compiled) == {"kube", "slurm", "rest"}
+    fast = Expression.compile(re.search(r"^FAST := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1))
+    for n in range(len(tiers.TIERS) + 1):
+        for combo in itertools.combinations(tiers.TIERS, n):
+            marks = set(combo)
+            if any(t.startswith("real_") for t in marks):
+                marks.add("real")                       # as tiers.py marks them
+            lane = [name for name, e in compiled.items() if e.evaluate(lambda m, **_: m in marks)]
+            assert len(lane) == 1, (sorted(marks), lane)
+            lane = lane[0]
+            daemons = marks & set(tiers.DAEMON_TIERS)
+            if "real_kube" in marks:
+                assert lane == "kube", marks
+            elif daemons or fast.evaluate(lambda m, **_: m in marks):
+                assert lane == "slurm", marks
+            else:
+                assert lane == "rest", marks
+            if marks & {"real_kernel", "real_container", "real_mpi"} and not daemons:
+                assert lane == "rest", marks
+    assert tiers.DAEMON_TIERS == tuple(f"real_{s}" for s in ("kube", "slurm", "hub"))
+    assert set(tiers.DAEMON_TIERS) < set(tiers.TIERS)
+    for name, (args, _) in lanes.LANES.items():
+        if name == "rest":
+            assert [a for a in args if a in ("tests", "solutions")] == \
+                [a for a in lanes.SERIAL if a in ("tests", "solutions")]
+        else:                                           # no notebook, no nbval: its tests are in tests/
+            assert [a for a in args if a in ("tests", "solutions")] == ["tests"]
+            assert "no:nbval" in args and not any(a.startswith("--nbval") for a in args)
+    assert len({times for _, times in lanes.LANES.values()}) == len(lanes.LANES)   # a times file each
+
+
+def test_a_sessions_daemon_tests_run_last(tmp_path):
+    """The slurm lane runs the fast tier beside the Slurm and hub tests: the daemon tests come last, so no
+    fast test runs while the session's Slurm is up (its fixture points the session's state at it)."""
+    import os
+    import subprocess
+    import sys
+    for name, order in (("test_hub_live", "hub"), ("test_a_pure", "pure"), ("test_slurm_live", "slurm"),
+                        ("test_kube_live", "kube"), ("test_z_pure", "later")):
+        (tmp_path / f"{name}.py").write_text(f"def test_it():\n    print('ORDER {order}')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT / "src")]),
+               COURSE_TEST_TIMES=str(tmp_path / "times.txt"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "tiers", "-p", "no:nbval", "-p",
+                          "no:cacheprovider", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120).stdout
+    order = [ln.split("ORDER ")[1].split()[0] for ln in out.splitlines() if "ORDER " in ln]
+    assert order == ["pure", "later", "hub", "kube", "slurm"], out
 
 
 # ----------------------------------------------------------------------------- signals and the lanes
