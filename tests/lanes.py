@@ -1,31 +1,34 @@
-"""``make test`` in three lanes at once, each a pytest process: the real control plane's tests, the real
+"""``make test`` in four lanes at once, each a pytest process: two real control planes' tests, the real
 Slurm's and hub's beside the fast tier, and everything else.
 
 Most of a real-system test's time is waiting (a controller manager creating pods at its client rate, a
-Slurm controller's scheduling cycle, JupyterHub spawning), while the rest of the suite (chapters
-executed, labs graded, property tests) keeps a core busy. On the course's 2-core machine they overlap:
-the run takes about as long as its longest lane instead of their sum.
+Kueue backoff, a Slurm controller's scheduling cycle, JupyterHub spawning), while the rest of the suite
+(chapters executed, labs graded, property tests) keeps a core busy. On the course's 2-core machine they
+overlap: the run takes about as long as its longest lane instead of their sum.
 
-- ``kube``: the tests on the real Kubernetes control plane (tests/tiers.py marks them ``real_kube``), in
-  file order, so the session's one control plane (tests/live_fixtures.py) is reshaped as before; no nbval.
+- ``kube``: the tests on the real Kubernetes control plane without Kueue (tests/tiers.py marks them
+  ``real_kube``), in file order, so the session's one control plane (tests/live_fixtures.py) is reshaped
+  as before; no nbval.
+- ``kueue``: the tests of the plane Kueue joins (``live_kube(kueue=True)``, tier ``kueue``), on a control
+  plane of their own at other ports (``COURSE_TEST_KUBE_PORT``); no nbval.
 - ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``), after the fast tier
   (what ``make test-fast`` runs, here with every example: unit, property and CLI tests, which start no
-  daemon and run no experiment; tests/live_fixtures.py orders a session's daemon tests last); no nbval.
-  Two lanes of daemons, each proving it left nothing by its own PIDs, state directory and ports, so
-  neither lane can make another fail. Until 2026-12-05 the kube and slurm lanes were one (1,628 s, of
-  which the Slurm and hub tests 465 s), and the fast tier ran in the rest lane (368 s).
+  daemon and run no experiment; tests/tiers.py orders a session's daemon tests last); no nbval.
 - ``rest``: everything else over tests/ and solutions/ with nbval. The real kernel, container and MPI
   tests stay here, one at a time beside the chapters and labs that run the same experiments live: their
   "nothing left behind" checks look for any ``courselib-container-*`` directory, ``courselib-oom-*``
   cgroup or rank process on the machine (the first two-lane run, with them in the real lane, failed on a
   chapter's container directory).
 
-Each lane gets a state directory of its own (``COURSELIB_STATE_DIR``): whatever it asks about running
-daemons (a chapter's ``kube.running()``) never sees another lane's, and nothing it stops is another
-lane's. Each lane writes its own times file (``_build/test-times*.txt``); the lines are printed whole as
-they come, prefixed with the lane's name. The run fails if any lane fails; Ctrl-C (SIGINT) and SIGTERM
-reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop what they started).
-``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
+Each daemon lane proves it left nothing by its own PIDs, state directory and ports, so no lane can make
+another fail. Each lane gets a state directory of its own (``COURSELIB_STATE_DIR``): whatever it asks
+about running daemons (a chapter's ``kube.running()``) never sees another lane's, and nothing it stops is
+another lane's. Until 2026-12-05 the kube, kueue and slurm lanes' daemon tests were one lane (1,628 s in
+the last check: control plane 1,151 s, of which Kueue's plane 560 s; Slurm and hub 465 s), and the
+fast tier ran in the rest lane (368 s). Each lane writes its own times file (``_build/test-times*.txt``);
+the lines are printed whole as they come, prefixed with the lane's name. The run fails if any lane fails;
+Ctrl-C (SIGINT) and SIGTERM reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop
+what they started). ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
 """
 from __future__ import annotations
 
@@ -49,13 +52,16 @@ NBVAL = ["--nbval-lax", "--nbval-current-env"]
 FAST = "not (book or site or lab or real or scale or slow)"
 BESIDE_SLURM = f"real_slurm or real_hub or ({FAST})"
 
-#: lane -> (pytest arguments, times file); the markers split the suite: every test in exactly one lane
+#: lane -> (pytest arguments, times file, environment); the markers split the suite: every test in one lane
 LANES = {
-    "kube": (["tests", "-m", "real_kube", "-p", "no:nbval", "--durations=25"], "_build/test-times-real.txt"),
+    "kube": (["tests", "-m", "real_kube and not kueue", "-p", "no:nbval", "--durations=25"],
+             "_build/test-times-real.txt", {}),
+    "kueue": (["tests", "-m", "real_kube and kueue", "-p", "no:nbval", "--durations=25"],
+              "_build/test-times-kueue.txt", {"COURSE_TEST_KUBE_PORT": "18300"}),   # a control plane of its own
     "slurm": (["tests", "-m", f"not real_kube and ({BESIDE_SLURM})", "-p", "no:nbval", "--durations=25"],
-              "_build/test-times-slurm.txt"),
+              "_build/test-times-slurm.txt", {}),
     "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not (real_kube or {BESIDE_SLURM})", "--durations=40"],
-             "_build/test-times.txt"),
+             "_build/test-times.txt", {}),
 }
 SERIAL = ["tests", *SOLUTIONS, *NBVAL, "--durations=40"]
 
@@ -105,8 +111,8 @@ def run_lanes(lanes: dict | None = None) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for name, (args, times) in lanes.items():
-            env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1")
+        for name, (args, times, *extra) in lanes.items():
+            env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1", **(extra or [{}])[0])
             env["COURSELIB_STATE_DIR"] = states[name]
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
             procs[name] = subprocess.Popen(PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -145,7 +151,7 @@ def run_lanes(lanes: dict | None = None) -> int:
         busy = (f"; the machine's {os.cpu_count()} cores {100 * (now[0] - ticks[0]) / (now[1] - ticks[1]):.0f} % "
                 "busy meanwhile (any process)")
     print("\nlanes: " + ", ".join(f"{n} exit {codes[n]} after {took[n]:.0f} s ({cpu[n]:.0f} CPU s)" for n in procs)
-          + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t in lanes.values()) + ")")
+          + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t, *_ in lanes.values()) + ")")
     failed = next((c for c in codes.values() if c != 0), 0)
     return 128 - failed if failed < 0 else failed          # killed by signal N: 128 + N, as a shell says
 

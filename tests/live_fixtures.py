@@ -36,7 +36,8 @@ import pytest
 
 #: The controller manager's client rate for agreement replays (requests/s; burst 1.5x).
 FAST_QPS = 200
-KUBE_PORT = 18100
+#: The session's control plane's first port; make test's kueue lane runs a second plane (tests/lanes.py)
+KUBE_PORT = int(os.environ.get("COURSE_TEST_KUBE_PORT", "18100"))
 SLURM_PORT = 17900
 
 

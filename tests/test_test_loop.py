@@ -98,6 +98,9 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
         assert main(["grade", str(path), "--json"]) == 0  # noqa: F821 (only its source is read)
 
     assert tiers.tiers_of(_item("tests/test_kube_live.py")) == {"real_kube"}
+    kueue = _item("tests/test_new.py", name="test_admits", fixtures=["live_kube"])
+    kueue.get_closest_marker = lambda name: SimpleNamespace(kwargs={"kueue": True}) if name == "live_kube" else None
+    assert tiers.tiers_of(kueue) == {"real_kube", "kueue"}        # Kueue joins its plane: the kueue lane
     assert tiers.tiers_of(_item("tests/test_new.py", fixtures=["live_slurm"])) == {"real_slurm"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_a_lab)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=pure)) == set()
@@ -140,7 +143,7 @@ def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
     import lanes
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^test: .*\n(?:\t.*\n)*?\t\$\(BIN\)/python tests/lanes.py", make, re.M)
-    for args in [lanes.SERIAL] + [a for a, _ in lanes.LANES.values()]:
+    for args in [lanes.SERIAL] + [a for a, *_ in lanes.LANES.values()]:
         assert "notebooks" not in args, args
     assert "--nbval-lax" in lanes.SERIAL and "--nbval-lax" in lanes.LANES["rest"][0]
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -168,13 +171,14 @@ def test_the_lanes_run_every_test_once():
     import itertools
 
     import lanes
+    import live_fixtures
     from _pytest.mark.expression import Expression
 
     def expr(args):
         return Expression.compile(args[args.index("-m") + 1])
 
-    compiled = {name: expr(args) for name, (args, _) in lanes.LANES.items()}
-    assert set(compiled) == {"kube", "slurm", "rest"}
+    compiled = {name: expr(args) for name, (args, *_) in lanes.LANES.items()}
+    assert set(compiled) == {"kube", "kueue", "slurm", "rest"}
     fast = Expression.compile(re.search(r"^FAST := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1))
     for n in range(len(tiers.TIERS) + 1):
         for combo in itertools.combinations(tiers.TIERS, n):
@@ -186,7 +190,7 @@ def test_the_lanes_run_every_test_once():
             lane = lane[0]
             daemons = marks & set(tiers.DAEMON_TIERS)
             if "real_kube" in marks:
-                assert lane == "kube", marks
+                assert lane == ("kueue" if "kueue" in marks else "kube"), marks
             elif daemons or fast.evaluate(lambda m, **_: m in marks):
                 assert lane == "slurm", marks
             else:
@@ -195,14 +199,19 @@ def test_the_lanes_run_every_test_once():
                 assert lane == "rest", marks
     assert tiers.DAEMON_TIERS == tuple(f"real_{s}" for s in ("kube", "slurm", "hub"))
     assert set(tiers.DAEMON_TIERS) < set(tiers.TIERS)
-    for name, (args, _) in lanes.LANES.items():
+    for name, (args, *_) in lanes.LANES.items():
         if name == "rest":
             assert [a for a in args if a in ("tests", "solutions")] == \
                 [a for a in lanes.SERIAL if a in ("tests", "solutions")]
         else:                                           # no notebook, no nbval: its tests are in tests/
             assert [a for a in args if a in ("tests", "solutions")] == ["tests"]
             assert "no:nbval" in args and not any(a.startswith("--nbval") for a in args)
-    assert len({times for _, times in lanes.LANES.values()}) == len(lanes.LANES)   # a times file each
+    assert len({times for _, times, *_ in lanes.LANES.values()}) == len(lanes.LANES)   # a times file each
+    # two control planes at once: each lane's on ports of its own (a plane takes its first port + 0..10,
+    # a test's second plane + 50..60)
+    ports = [int(env.get("COURSE_TEST_KUBE_PORT", live_fixtures.KUBE_PORT)) for name, (_, _, env) in
+             lanes.LANES.items() if name in ("kube", "kueue")]
+    assert len(ports) == 2 and abs(ports[0] - ports[1]) > 60, ports
 
 
 def test_a_sessions_daemon_tests_run_last(tmp_path):

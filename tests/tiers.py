@@ -42,7 +42,7 @@ import pytest
 import budget
 
 SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi", "hub")
-TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS)
+TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS) + ("kueue",)
 
 #: test file (name) -> its tiers
 FILES: dict[str, tuple[str, ...]] = {
@@ -164,6 +164,9 @@ def tiers_of(item) -> set[str]:
         found.add(f"real_{_system(item, path)}")
     for name in getattr(item, "fixturenames", ()):
         found.update(FIXTURES.get(name, ()))
+    plane = item.get_closest_marker("live_kube") if hasattr(item, "get_closest_marker") else None
+    if plane is not None and plane.kwargs.get("kueue"):
+        found.add("kueue")       # the control plane with Kueue joined: a lane of its own (tests/lanes.py)
     function = getattr(item, "function", None)
     if function is not None:
         body = _source(function)
