@@ -1,10 +1,11 @@
-"""``make test`` in four lanes at once, each a pytest process: two real control planes' tests, the real
-Slurm's and hub's beside the fast tier, and everything else.
+"""``make test`` in five lanes at once, each a pytest process: two real control planes' tests, the real
+Slurm's and hub's beside the fast tier, the labs, and everything else.
 
 Most of a real-system test's time is waiting (a controller manager creating pods at its client rate, a
 Kueue backoff, a Slurm controller's scheduling cycle, JupyterHub spawning), while the rest of the suite
-(chapters executed, labs graded, property tests) keeps a core busy. On the course's 2-core machine they
-overlap: the run takes about as long as its longest lane instead of their sum.
+(chapters executed, labs graded, property tests) keeps the cores busy. On the course's 2-core machine they
+overlap: the run takes about as long as its longest lane, or as the whole suite's CPU seconds over two
+cores, whichever is longer, instead of their sum.
 
 - ``kube``: the tests on the real Kubernetes control plane without Kueue (tests/tiers.py marks them
   ``real_kube``), in file order, so the session's one control plane (tests/live_fixtures.py) is reshaped
@@ -14,21 +15,26 @@ overlap: the run takes about as long as its longest lane instead of their sum.
 - ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``), after the fast tier
   (what ``make test-fast`` runs, here with every example: unit, property and CLI tests, which start no
   daemon and run no experiment; tests/tiers.py orders a session's daemon tests last); no nbval.
-- ``rest``: everything else over tests/ and solutions/ with nbval. The real kernel, container and MPI
-  tests stay here, one at a time beside the chapters and labs that run the same experiments live: their
-  "nothing left behind" checks look for any ``courselib-container-*`` directory, ``courselib-oom-*``
-  cgroup or rank process on the machine (the first two-lane run, with them in the real lane, failed on a
-  chapter's container directory).
+- ``labs``: the lab tier (every lab graded, its solution under nbval, the grader attacked).
+- ``rest``: everything else over tests/ and solutions/ with nbval: the chapters executed, the website,
+  the real kernel, container and MPI tests.
 
 Each daemon lane proves it left nothing by its own PIDs, state directory and ports, so no lane can make
-another fail. Each lane gets a state directory of its own (``COURSELIB_STATE_DIR``): whatever it asks
-about running daemons (a chapter's ``kube.running()``) never sees another lane's, and nothing it stops is
-another lane's. Until 2026-12-05 the kube, kueue and slurm lanes' daemon tests were one lane (1,628 s in
-the last check: control plane 1,151 s, of which Kueue's plane 560 s; Slurm and hub 465 s), and the
-fast tier ran in the rest lane (368 s). Each lane writes its own times file (``_build/test-times*.txt``);
-the lines are printed whole as they come, prefixed with the lane's name. The run fails if any lane fails;
-Ctrl-C (SIGINT) and SIGTERM reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop
-what they started). ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
+another fail. The kernel, container and MPI tests prove it by looking machine-wide for the course's
+directories, cgroups, mounts and rank processes, while the labs lane runs the same experiments (Lab 1's
+namespaces, Lab 3's OOM kill, Lab 4's builds): tests/lane_scope.py has them count their own lane's only
+(``COURSE_TEST_LANE``, and a temporary directory for each computing lane). Each lane gets a state
+directory of its own (``COURSELIB_STATE_DIR``): whatever it asks about running daemons (a chapter's
+``kube.running()``) never sees another lane's, and nothing it stops is another lane's. The computing
+lanes run at a lower priority (``nice``): the daemons' lanes wait on timers and should find a core
+when one fires; the computing lanes take what is left.
+
+Until 2026-12-05 there were two lanes: the daemon tests (1,628 s in the last check: control plane 1,151
+s, of which Kueue's plane 560 s; Slurm and hub 465 s) and the rest (1,533 s, the fast tier 368 s and the
+lab tier 477 s of it). Each lane writes its own times file (``_build/test-times*.txt``); the lines are
+printed whole as they come, prefixed with the lane's name. The run fails if any lane fails; Ctrl-C
+(SIGINT) and SIGTERM reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop what they
+started). ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
 """
 from __future__ import annotations
 
@@ -60,9 +66,15 @@ LANES = {
               "_build/test-times-kueue.txt", {"COURSE_TEST_KUBE_PORT": "18300"}),   # a control plane of its own
     "slurm": (["tests", "-m", f"not real_kube and ({BESIDE_SLURM})", "-p", "no:nbval", "--durations=25"],
               "_build/test-times-slurm.txt", {}),
-    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not (real_kube or {BESIDE_SLURM})", "--durations=40"],
+    "labs": (["tests", *SOLUTIONS, *NBVAL, "-m", f"lab and not (real_kube or {BESIDE_SLURM})", "--durations=25"],
+             "_build/test-times-labs.txt", {}),
+    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not (real_kube or lab or {BESIDE_SLURM})", "--durations=40"],
              "_build/test-times.txt", {}),
 }
+#: the lanes that compute (chapters, labs): each gets a temporary directory of its own (its experiments'
+#: container directories are under it, tests/lane_scope.py) and gives way to the lanes that wait on daemons
+COMPUTING = ("labs", "rest")
+NICE = 5
 SERIAL = ["tests", *SOLUTIONS, *NBVAL, "--durations=40"]
 
 
@@ -90,12 +102,24 @@ def _machine_ticks() -> tuple[int, int] | None:
     return total - idle, total
 
 
+def _mounted_under(place: str) -> list[str]:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            points = [line.split()[4] for line in fh]
+    except OSError:
+        return []
+    return [m for m in points if m == place or m.startswith(place.rstrip("/") + "/")]
+
+
 def run_lanes(lanes: dict | None = None) -> int:
     """Run ``lanes`` (default :data:`LANES`) at once; print each lane's exit status, wall and CPU seconds
     and how busy the machine's cores were meanwhile (is the run waiting, or short of cores?)."""
     lanes = LANES if lanes is None else lanes
     (ROOT / "_build").mkdir(exist_ok=True)
     states = {name: tempfile.mkdtemp(prefix=f"courselib-{name}-state-") for name in lanes}  # 0700, as state.private_dir wants
+    tmps = {name: tempfile.mkdtemp(prefix=f"courselib-lane-{name}-") for name in lanes if name in COMPUTING}
+    for tmp in tmps.values():
+        os.chmod(tmp, 0o1777)         # as /tmp: a grading sandbox's user makes its own folder in it
     procs: dict[str, subprocess.Popen] = {}
     pumps = []
     started = time.monotonic()
@@ -113,9 +137,13 @@ def run_lanes(lanes: dict | None = None) -> int:
     try:
         for name, (args, times, *extra) in lanes.items():
             env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1", **(extra or [{}])[0])
-            env["COURSELIB_STATE_DIR"] = states[name]
+            env.update(COURSELIB_STATE_DIR=states[name], COURSE_TEST_LANE=name)
+            nice = []
+            if name in tmps:
+                env["TMPDIR"] = tmps[name]
+                nice = ["nice", "-n", str(NICE)]
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
-            procs[name] = subprocess.Popen(PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            procs[name] = subprocess.Popen(nice + PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            start_new_session=True)   # a terminal's Ctrl-C reaches them once, from here
             t = threading.Thread(target=_pump, args=(procs[name].stdout, f"[{name}] "), daemon=True)
@@ -139,11 +167,15 @@ def run_lanes(lanes: dict | None = None) -> int:
             if p.poll() is None:
                 p.terminate()
                 p.wait()
-        for name, state in states.items():
-            left = sorted(os.listdir(state))
-            if left:
-                print(f"lanes: the {name} lane left {left} in its state directory {state} (removed)")
-            shutil.rmtree(state, ignore_errors=True)
+        for name, place in [(f"state directory of the {n} lane", d) for n, d in states.items()] + \
+                           [(f"temporary directory of the {n} lane", d) for n, d in tmps.items()]:
+            left = sorted(f for f in os.listdir(place) if not f.startswith("pytest-of-"))  # pytest's own tmp_path
+            mounted = _mounted_under(place)
+            if left or mounted:
+                print(f"lanes: left in the {name}, {place}: {left[:10]}"
+                      + (f"; still mounted there, so not removed: {mounted[:5]}" if mounted else " (removed)"))
+            if not mounted:               # never remove through a mount a failed test left
+                shutil.rmtree(place, ignore_errors=True)
     wall = time.monotonic() - started
     now = _machine_ticks()
     busy = ""

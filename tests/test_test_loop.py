@@ -164,10 +164,10 @@ def test_every_run_leaves_its_times_per_test_and_per_tier():
 def test_the_lanes_run_every_test_once():
     """make test's lanes (tests/lanes.py) split the suite by marker: whatever tiers a test has, it runs in
     exactly one lane, so nothing is lost and nothing runs twice. Each lane's ``-m`` is evaluated by pytest's
-    own expression engine on every combination of tiers. The kube lane holds only the control plane's
-    tests; the slurm lane only the Slurm and hub tests and the fast tier; the kernel, container and MPI tests
-    (whose checks look for leftovers machine-wide) run beside the chapters' and labs' experiments, never
-    beside another lane's."""
+    own expression engine on every combination of tiers. The kube and kueue lanes hold only the control
+    planes' tests; the slurm lane only the Slurm and hub tests and the fast tier; the kernel, container and
+    MPI tests (whose checks look for leftovers machine-wide) run in a computing lane, whose temporary
+    directory and name scope those checks (tests/lane_scope.py)."""
     import itertools
 
     import lanes
@@ -178,7 +178,7 @@ def test_the_lanes_run_every_test_once():
         return Expression.compile(args[args.index("-m") + 1])
 
     compiled = {name: expr(args) for name, (args, *_) in lanes.LANES.items()}
-    assert set(compiled) == {"kube", "kueue", "slurm", "rest"}
+    assert set(compiled) == {"kube", "kueue", "slurm", "labs", "rest"}
     fast = Expression.compile(re.search(r"^FAST := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1))
     for n in range(len(tiers.TIERS) + 1):
         for combo in itertools.combinations(tiers.TIERS, n):
@@ -194,13 +194,13 @@ def test_the_lanes_run_every_test_once():
             elif daemons or fast.evaluate(lambda m, **_: m in marks):
                 assert lane == "slurm", marks
             else:
-                assert lane == "rest", marks
-            if marks & {"real_kernel", "real_container", "real_mpi"} and not daemons:
-                assert lane == "rest", marks
+                assert lane == ("labs" if "lab" in marks else "rest"), marks
+            if marks & {"real_kernel", "real_container", "real_mpi"}:   # their checks look machine-wide:
+                assert lane in lanes.COMPUTING or daemons, marks          # tests/lane_scope.py scopes them
     assert tiers.DAEMON_TIERS == tuple(f"real_{s}" for s in ("kube", "slurm", "hub"))
     assert set(tiers.DAEMON_TIERS) < set(tiers.TIERS)
     for name, (args, *_) in lanes.LANES.items():
-        if name == "rest":
+        if name in ("rest", "labs"):
             assert [a for a in args if a in ("tests", "solutions")] == \
                 [a for a in lanes.SERIAL if a in ("tests", "solutions")]
         else:                                           # no notebook, no nbval: its tests are in tests/
@@ -230,6 +230,53 @@ def test_a_sessions_daemon_tests_run_last(tmp_path):
                          text=True, timeout=120).stdout
     order = [ln.split("ORDER ")[1].split()[0] for ln in out.splitlines() if "ORDER " in ln]
     assert order == ["pure", "later", "hub", "kube", "slurm"], out
+
+
+def test_a_lanes_leftover_checks_count_its_own_and_what_was_left(tmp_path, monkeypatch):
+    """tests/lane_scope.py: a cgroup another lane's live process is making is not this lane's leftover; one
+    whose maker is this lane's, or gone, is; outside the lanes everything counts, as before."""
+    import os
+    import subprocess
+    import lane_scope
+    theirs = subprocess.Popen(["sleep", "60"], env=dict(os.environ, COURSE_TEST_LANE="labs"))
+    mine = subprocess.Popen(["sleep", "60"], env=dict(os.environ, COURSE_TEST_LANE="rest"))
+    gone = subprocess.Popen(["true"], env=dict(os.environ, COURSE_TEST_LANE="labs"))
+    gone.wait()
+    try:
+        paths = [tmp_path / f"courselib-oom-{p.pid}-123" for p in (theirs, mine, gone)]
+        monkeypatch.setenv("COURSE_TEST_LANE", "rest")
+        assert lane_scope.ours(paths) == paths[1:]            # another lane's in flight: not ours
+        assert lane_scope.another_lanes(theirs.pid) and not lane_scope.another_lanes(mine.pid)
+        monkeypatch.delenv("COURSE_TEST_LANE")
+        assert lane_scope.ours(paths) == paths                # one process of old: every one counts
+    finally:
+        theirs.kill(), mine.kill(), theirs.wait(), mine.wait()
+
+
+def test_the_computing_lanes_get_a_temporary_directory_a_name_and_a_lower_priority(tmp_path):
+    """lanes.py: every lane knows its name (COURSE_TEST_LANE); a computing lane has a TMPDIR of its own,
+    world-writable as /tmp is (a grading sandbox's user makes its folder there), runs at a lower priority,
+    and its temporary directory is gone after the run."""
+    import subprocess
+    import sys
+    (tmp_path / "test_env.py").write_text(
+        "import os, stat, tempfile\n"
+        "def test_env():\n"
+        "    t = tempfile.gettempdir()\n"
+        "    print('ENV', os.environ['COURSE_TEST_LANE'], t, oct(stat.S_IMODE(os.stat(t).st_mode)), os.nice(0))\n")
+    args = [str(tmp_path / "test_env.py"), "-q", "-s", "-p", "no:cacheprovider"]
+    lanes = {"rest": (args, str(tmp_path / "t1.txt")), "kube": (args, str(tmp_path / "t2.txt"))}
+    driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
+    out = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120).stdout
+    seen = {ln.split()[2]: ln.split()[3:] for ln in out.splitlines() if " ENV " in ln}
+    import os
+    assert set(seen) == {"rest", "kube"}, out
+    rest_tmp, rest_mode, rest_nice = seen["rest"]
+    assert "courselib-lane-rest-" in rest_tmp and rest_mode == "0o1777", out
+    assert int(rest_nice) == os.nice(0) + 5 and int(seen["kube"][2]) == os.nice(0), out
+    assert "courselib-lane-" not in seen["kube"][0], out
+    assert not Path(rest_tmp).exists(), out                   # removed after the run
 
 
 # ----------------------------------------------------------------------------- signals and the lanes
