@@ -78,10 +78,10 @@ site-test: book book-student
 # nbval (lax: cells must run; outputs marked NBVAL_CHECK_OUTPUT must match). Each page is executed once
 # per run (tests/book_exec.py: the page test and the site's builds share one execution cache); the
 # playgrounds are pages, so nbval does not run them again (none marks an output for it to check).
-# Five pytest processes at once (tests/lanes.py): two control planes' tests (without and with Kueue)
-# and the Slurm and hub tests (mostly waiting on their daemons; the fast tier runs before the Slurm ones),
-# the labs and the rest (mostly computing, at a lower priority); LANES=1 runs the one process of old.
-LANES ?= 5
+# Six pytest processes at once (tests/lanes.py): two control planes' tests (without and with Kueue)
+# and the Slurm and hub tests (mostly waiting on their daemons), the fast tier, the labs and the rest
+# (mostly computing); LANES=1 runs the one process of old.
+LANES ?= 6
 test: setup
 	@if command -v go >/dev/null 2>&1; then k8s/build.sh; \
 	  else echo "make: Go not found: the tests on a real Kubernetes control plane will be skipped (make setup-k8s builds it)"; fi

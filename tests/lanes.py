@@ -1,5 +1,5 @@
-"""``make test`` in five lanes at once, each a pytest process: two real control planes' tests, the real
-Slurm's and hub's beside the fast tier, the labs, and everything else.
+"""``make test`` in six lanes at once, each a pytest process: two real control planes' tests, the real
+Slurm's and hub's, the fast tier, the labs, and everything else.
 
 Most of a real-system test's time is waiting (a controller manager creating pods at its client rate, a
 Kueue backoff, a Slurm controller's scheduling cycle, JupyterHub spawning), while the rest of the suite
@@ -12,9 +12,8 @@ cores, whichever is longer, instead of their sum.
   as before; no nbval.
 - ``kueue``: the tests of the plane Kueue joins (``live_kube(kueue=True)``, tier ``kueue``), on a control
   plane of their own at other ports (``COURSE_TEST_KUBE_PORT``); no nbval.
-- ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``), after the fast tier
-  (what ``make test-fast`` runs, here with every example: unit, property and CLI tests, which start no
-  daemon and run no experiment; tests/tiers.py orders a session's daemon tests last); no nbval.
+- ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``); no nbval.
+- ``fast``: what ``make test-fast`` runs, here with every example (unit, property and CLI tests).
 - ``labs``: the lab tier (every lab graded, its solution under nbval, the grader attacked).
 - ``rest``: everything else over tests/ and solutions/ with nbval: the chapters executed, the website,
   the real kernel, container and MPI tests.
@@ -25,9 +24,7 @@ directories, cgroups, mounts and rank processes, while the labs lane runs the sa
 namespaces, Lab 3's OOM kill, Lab 4's builds): tests/lane_scope.py has them count their own lane's only
 (``COURSE_TEST_LANE``, and a temporary directory for each computing lane). Each lane gets a state
 directory of its own (``COURSELIB_STATE_DIR``): whatever it asks about running daemons (a chapter's
-``kube.running()``) never sees another lane's, and nothing it stops is another lane's. The computing
-lanes run at a lower priority (``nice``): the daemons' lanes wait on timers and should find a core
-when one fires; the computing lanes take what is left.
+``kube.running()``) never sees another lane's, and nothing it stops is another lane's.
 
 Until 2026-12-05 there were two lanes: the daemon tests (1,628 s in the last check: control plane 1,151
 s, of which Kueue's plane 560 s; Slurm and hub 465 s) and the rest (1,533 s, the fast tier 368 s and the
@@ -56,7 +53,8 @@ NBVAL = ["--nbval-lax", "--nbval-current-env"]
 
 #: ``make test-fast``'s tier (the Makefile's FAST): no chapter, lab, site, real system or scale test
 FAST = "not (book or site or lab or real or scale or slow)"
-BESIDE_SLURM = f"real_slurm or real_hub or ({FAST})"
+#: the tests of the real systems that run as daemons
+DAEMONS = "real_kube or real_slurm or real_hub"
 
 #: lane -> (pytest arguments, times file, environment); the markers split the suite: every test in one lane
 LANES = {
@@ -64,17 +62,17 @@ LANES = {
              "_build/test-times-real.txt", {}),
     "kueue": (["tests", "-m", "real_kube and kueue", "-p", "no:nbval", "--durations=25"],
               "_build/test-times-kueue.txt", {"COURSE_TEST_KUBE_PORT": "18300"}),   # a control plane of its own
-    "slurm": (["tests", "-m", f"not real_kube and ({BESIDE_SLURM})", "-p", "no:nbval", "--durations=25"],
+    "slurm": (["tests", "-m", "not real_kube and (real_slurm or real_hub)", "-p", "no:nbval", "--durations=25"],
               "_build/test-times-slurm.txt", {}),
-    "labs": (["tests", *SOLUTIONS, *NBVAL, "-m", f"lab and not (real_kube or {BESIDE_SLURM})", "--durations=25"],
+    "fast": (["tests", "-m", FAST, "-p", "no:nbval", "--durations=25"], "_build/test-times-fast.txt", {}),
+    "labs": (["tests", *SOLUTIONS, *NBVAL, "-m", f"lab and not ({DAEMONS})", "--durations=25"],
              "_build/test-times-labs.txt", {}),
-    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not (real_kube or lab or {BESIDE_SLURM})", "--durations=40"],
+    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not ({DAEMONS} or lab or ({FAST}))", "--durations=40"],
              "_build/test-times.txt", {}),
 }
-#: the lanes that compute (chapters, labs): each gets a temporary directory of its own (its experiments'
-#: container directories are under it, tests/lane_scope.py) and gives way to the lanes that wait on daemons
+#: the lanes that run the course's experiments (chapters, labs): each gets a temporary directory of its
+#: own, so its container directories are under it (tests/lane_scope.py)
 COMPUTING = ("labs", "rest")
-NICE = 5
 SERIAL = ["tests", *SOLUTIONS, *NBVAL, "--durations=40"]
 
 
@@ -138,12 +136,10 @@ def run_lanes(lanes: dict | None = None) -> int:
         for name, (args, times, *extra) in lanes.items():
             env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1", **(extra or [{}])[0])
             env.update(COURSELIB_STATE_DIR=states[name], COURSE_TEST_LANE=name)
-            nice = []
             if name in tmps:
                 env["TMPDIR"] = tmps[name]
-                nice = ["nice", "-n", str(NICE)]
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
-            procs[name] = subprocess.Popen(nice + PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            procs[name] = subprocess.Popen(PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            start_new_session=True)   # a terminal's Ctrl-C reaches them once, from here
             t = threading.Thread(target=_pump, args=(procs[name].stdout, f"[{name}] "), daemon=True)

@@ -178,7 +178,7 @@ def test_the_lanes_run_every_test_once():
         return Expression.compile(args[args.index("-m") + 1])
 
     compiled = {name: expr(args) for name, (args, *_) in lanes.LANES.items()}
-    assert set(compiled) == {"kube", "kueue", "slurm", "labs", "rest"}
+    assert set(compiled) == {"kube", "kueue", "slurm", "fast", "labs", "rest"}
     fast = Expression.compile(re.search(r"^FAST := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1))
     for n in range(len(tiers.TIERS) + 1):
         for combo in itertools.combinations(tiers.TIERS, n):
@@ -188,17 +188,18 @@ def test_the_lanes_run_every_test_once():
             lane = [name for name, e in compiled.items() if e.evaluate(lambda m, **_: m in marks)]
             assert len(lane) == 1, (sorted(marks), lane)
             lane = lane[0]
-            daemons = marks & set(tiers.DAEMON_TIERS)
+            daemons = marks & {"real_kube", "real_slurm", "real_hub"}
             if "real_kube" in marks:
                 assert lane == ("kueue" if "kueue" in marks else "kube"), marks
-            elif daemons or fast.evaluate(lambda m, **_: m in marks):
+            elif daemons:
                 assert lane == "slurm", marks
+            elif fast.evaluate(lambda m, **_: m in marks):
+                assert lane == "fast", marks
             else:
                 assert lane == ("labs" if "lab" in marks else "rest"), marks
             if marks & {"real_kernel", "real_container", "real_mpi"}:   # their checks look machine-wide:
                 assert lane in lanes.COMPUTING or daemons, marks          # tests/lane_scope.py scopes them
-    assert tiers.DAEMON_TIERS == tuple(f"real_{s}" for s in ("kube", "slurm", "hub"))
-    assert set(tiers.DAEMON_TIERS) < set(tiers.TIERS)
+    assert {"real_kube", "real_slurm", "real_hub", "kueue"} < set(tiers.TIERS)
     for name, (args, *_) in lanes.LANES.items():
         if name in ("rest", "labs"):
             assert [a for a in args if a in ("tests", "solutions")] == \
@@ -212,24 +213,6 @@ def test_the_lanes_run_every_test_once():
     ports = [int(env.get("COURSE_TEST_KUBE_PORT", live_fixtures.KUBE_PORT)) for name, (_, _, env) in
              lanes.LANES.items() if name in ("kube", "kueue")]
     assert len(ports) == 2 and abs(ports[0] - ports[1]) > 60, ports
-
-
-def test_a_sessions_daemon_tests_run_last(tmp_path):
-    """The slurm lane runs the fast tier beside the Slurm and hub tests: the daemon tests come last, so no
-    fast test runs while the session's Slurm is up (its fixture points the session's state at it)."""
-    import os
-    import subprocess
-    import sys
-    for name, order in (("test_hub_live", "hub"), ("test_a_pure", "pure"), ("test_slurm_live", "slurm"),
-                        ("test_kube_live", "kube"), ("test_z_pure", "later")):
-        (tmp_path / f"{name}.py").write_text(f"def test_it():\n    print('ORDER {order}')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT / "src")]),
-               COURSE_TEST_TIMES=str(tmp_path / "times.txt"))
-    out = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "tiers", "-p", "no:nbval", "-p",
-                          "no:cacheprovider", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=120).stdout
-    order = [ln.split("ORDER ")[1].split()[0] for ln in out.splitlines() if "ORDER " in ln]
-    assert order == ["pure", "later", "hub", "kube", "slurm"], out
 
 
 def test_a_lanes_leftover_checks_count_its_own_and_what_was_left(tmp_path, monkeypatch):
@@ -253,10 +236,10 @@ def test_a_lanes_leftover_checks_count_its_own_and_what_was_left(tmp_path, monke
         theirs.kill(), mine.kill(), theirs.wait(), mine.wait()
 
 
-def test_the_computing_lanes_get_a_temporary_directory_a_name_and_a_lower_priority(tmp_path):
+def test_the_computing_lanes_get_a_temporary_directory_and_a_name(tmp_path):
     """lanes.py: every lane knows its name (COURSE_TEST_LANE); a computing lane has a TMPDIR of its own,
-    world-writable as /tmp is (a grading sandbox's user makes its folder there), runs at a lower priority,
-    and its temporary directory is gone after the run."""
+    world-writable as /tmp is (a grading sandbox's user makes its folder there), and its temporary
+    directory is gone after the run."""
     import subprocess
     import sys
     (tmp_path / "test_env.py").write_text(
@@ -274,7 +257,8 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_a_lower_priori
     assert set(seen) == {"rest", "kube"}, out
     rest_tmp, rest_mode, rest_nice = seen["rest"]
     assert "courselib-lane-rest-" in rest_tmp and rest_mode == "0o1777", out
-    assert int(rest_nice) == os.nice(0) + 5 and int(seen["kube"][2]) == os.nice(0), out
+    assert int(rest_nice) == int(seen["kube"][2]) == os.nice(0), out      # no lane gives way: a kernel test
+    # in the rest lane measures a CPU quota, which a lane at a lower priority never reaches on a busy machine
     assert "courselib-lane-" not in seen["kube"][0], out
     assert not Path(rest_tmp).exists(), out                   # removed after the run
 

@@ -223,14 +223,6 @@ def _module_source(module) -> str:
         return ""
 
 
-#: the tiers of the tests that start a session's daemons (tests/live_fixtures.py, the hub's tests)
-DAEMON_TIERS = ("real_kube", "real_slurm", "real_hub")
-
-
-def _starts_a_daemon(item) -> bool:
-    return any(item.get_closest_marker(t) is not None for t in DAEMON_TIERS)
-
-
 def pytest_collection_modifyitems(session, config, items):
     dev = budget.budget() == "dev"
     for item in items:
@@ -244,9 +236,6 @@ def pytest_collection_modifyitems(session, config, items):
             tiers.add("real")
         for tier in sorted(tiers - {m.name for m in item.iter_markers()}):
             item.add_marker(getattr(pytest.mark, tier))
-    # a session's daemon tests last: until its first one starts a daemon (and points the session's state
-    # variables at it), the fast tests that share the slurm lane with them (tests/lanes.py) see none
-    items.sort(key=_starts_a_daemon)        # stable: file order otherwise
     topic = config.getoption("topic")
     if topic:
         words = topic_words(topic)
