@@ -91,7 +91,7 @@ def test_a_seeds_question_6_passes_solved_and_fails_untouched(seed, tmp_path, ca
     solved, untouched = _seed(seed, tmp_path, True), _seed(seed, tmp_path, False)
     lad = _ladder(seed)
     text = " ".join(" ".join(c.source for c in nbformat.read(untouched, 4).cells if c.cell_type == "markdown").split())
-    assert f"no free node for the lost rank for {lad['wait_min']} minutes" in text
+    assert f"No node is free for the lost rank for {lad['wait_min']} minutes" in text
     assert f"a model of {lad['billion']} billion parameters" in text
     q = grade(solved, capsys)["q6"]
     assert (q["status"], q["points"]) == ("passed", 3), q["feedback"]

@@ -177,8 +177,8 @@ def test_the_lanes_run_every_test_once():
     def expr(args):
         return Expression.compile(args[args.index("-m") + 1])
 
-    compiled = {name: expr(args) for name, (args, *_) in lanes.LANES.items()}
-    assert set(compiled) == {"kube", "kueue", "slurm", "fast", "labs", "rest"}
+    compiled = {name: expr(args) for name, (args, *_) in {**lanes.FIRST, **lanes.LANES}.items()}
+    assert set(compiled) == {"kernel", "kube", "kueue", "slurm", "fast", "labs", "rest"}
     fast = Expression.compile(re.search(r"^FAST := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1))
     for n in range(len(tiers.TIERS) + 1):
         for combo in itertools.combinations(tiers.TIERS, n):
@@ -195,19 +195,24 @@ def test_the_lanes_run_every_test_once():
                 assert lane == "slurm", marks
             elif fast.evaluate(lambda m, **_: m in marks):
                 assert lane == "fast", marks
+            elif "lab" in marks:
+                assert lane == "labs", marks
+            elif "real_kernel" in marks:
+                assert lane == "kernel", marks                # alone, before the lanes: nothing beside it
             else:
-                assert lane == ("labs" if "lab" in marks else "rest"), marks
+                assert lane == "rest", marks
             if marks & {"real_kernel", "real_container", "real_mpi"}:   # their checks look machine-wide:
-                assert lane in lanes.COMPUTING or daemons, marks          # tests/lane_scope.py scopes them
+                assert lane in lanes.COMPUTING or lane == "kernel" or daemons, marks   # tests/lane_scope.py
     assert {"real_kube", "real_slurm", "real_hub", "kueue"} < set(tiers.TIERS)
-    for name, (args, *_) in lanes.LANES.items():
+    for name, (args, *_) in {**lanes.FIRST, **lanes.LANES}.items():
         if name in ("rest", "labs"):
             assert [a for a in args if a in ("tests", "solutions")] == \
                 [a for a in lanes.SERIAL if a in ("tests", "solutions")]
         else:                                           # no notebook, no nbval: its tests are in tests/
             assert [a for a in args if a in ("tests", "solutions")] == ["tests"]
             assert "no:nbval" in args and not any(a.startswith("--nbval") for a in args)
-    assert len({times for _, times, *_ in lanes.LANES.values()}) == len(lanes.LANES)   # a times file each
+    every = {**lanes.FIRST, **lanes.LANES}
+    assert len({times for _, times, *_ in every.values()}) == len(every)   # a times file each
     # two control planes at once: each lane's on ports of its own (a plane takes its first port + 0..10,
     # a test's second plane + 50..60)
     ports = [int(env.get("COURSE_TEST_KUBE_PORT", live_fixtures.KUBE_PORT)) for name, (_, _, env) in
