@@ -777,8 +777,8 @@ class SlurmFast(Slurm):
                         roots_now.append((idx, name, job.gpus_per_pod, job.pods, job.planned_runtime))
                         unseeded.append(roots_now[-1])
                         continue
-                elif s0 > now and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
-                        and rel_box[0] > s0 + run.job.planned_runtime \
+                elif s0 > now and rel_box[0] > s0 + run.job.planned_runtime \
+                        and not (changes and _hit(changes, s0, s0 + run.job.planned_runtime)) \
                         and _has(times_all, s0):
                     # (nothing changed where it is reserved, nor moved away where it could start sooner)
                     outcomes[name] = old  # the same reservation: the same nodes from the same time
@@ -886,6 +886,7 @@ class SlurmFast(Slurm):
                 never = _Staircase()
             elif outcome == "reserved":
                 made += 1
+                avail.keep_mask(reserved[-1], plan)  # (its nodes' mask from the plan, not packed again)
                 fresh = reserve_end(reserved[-1][1]) or fresh
         self._pass_times = times_all
         if not same:

@@ -17,6 +17,11 @@ def _mask(indexes, n: int) -> int:
     """Node indexes as the bits of one Python int (bit i = node i)."""
     if not len(indexes):
         return 0
+    if len(indexes) <= 48:  # (a few nodes: cheaper bit by bit than through an array)
+        m = 0
+        for i in indexes:
+            m |= 1 << int(i)
+        return m
     a = np.zeros(n, dtype=bool)
     a[np.asarray(indexes, dtype=np.int64)] = True
     return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
@@ -77,6 +82,7 @@ class Availability:
         #: the last blocked() asked and its answer: a failed plan asks it again for its next fit
         self._last_blocked: tuple = (None, 0, 0.0, 0.0, 0)
         self._last_out: tuple = (None, 0, [])  # the last _out_of: (mask, g, its times)
+        self.last_plan: tuple = (None, 0)  # the last plan made and its nodes' mask (keep_mask)
 
     def touch(self, nodes, whole: float | None = None) -> None:
         """Mark the nodes changed. ``whole``: the caller knows what each now holds, one job on all
@@ -441,7 +447,7 @@ class Availability:
                 fit += (f // g) * m.bit_count()
         if fit < need:
             return None
-        out = []
+        out, taken = [], 0  # (taken: the plan's nodes as a mask, kept for its reservation)
         for f, m in zip(range(g, top + 1), masks):
             if not m:
                 continue
@@ -451,10 +457,21 @@ class Availability:
             for i in nodes:
                 if per >= need:
                     out.append((i, need))
+                    self.last_plan = (out, taken | (m & ((2 << i) - 1)))
                     return out
                 out.append((i, per))
                 need -= per
+            taken |= m
         return None  # pragma: no cover - fit >= need above
+
+    def keep_mask(self, r: tuple, plan: list) -> None:
+        """Take the nodes' mask of the reservation ``r``, made from ``plan``, from the plan itself
+        when :meth:`plan` made it (its mask is known: no packing of ``r``'s nodes)."""
+        last = self.last_plan
+        if last[0] is plan:
+            if len(self._masks) > 4096:
+                self._masks.clear()
+            self._masks[id(r)] = (r, last[1])
 
 
 class Timeline:
@@ -609,26 +626,22 @@ class Timeline:
             return None
         times, held, cap, level, lvs = self.times, self.held, self.cap, self._level, self._lv
         # the rows' counts are kept (cap) and shared by the pass's searches of pods this wide (a
-        # busy pass searches hundreds of whole-node jobs over the same rows), except when one
-        # pod is asked for on a level below half a node: one popcount, not kept
-        caps = None
-        if pods == 1 and 2 * g <= top:  # one level decides: the nodes with at least g free
-            def cap(r, g):  # noqa: F811 (one popcount: not kept)
-                lv = lvs[r]
-                m = lv[g] if lv is not None else None
-                return ((level(r, g) if m is None else m) & ~held[r]).bit_count()
-        else:
-            caps = self._caps.get(g)
-            if caps is None:
-                caps = self._caps[g] = [None] * len(times)
-            if 2 * g > top:  # one level: :meth:`cap`'s count is one popcount, kept here inline
-                def cap(r, g):  # noqa: F811
-                    c = caps[r]
-                    if c is None:
-                        lv = lvs[r]
-                        m = lv[g] if lv is not None else None
-                        c = caps[r] = ((level(r, g) if m is None else m) & ~held[r]).bit_count()
-                    return c
+        # busy pass searches hundreds of whole-node jobs over the same rows); one pod on a level
+        # below half a node is one popcount of that level, kept apart (under -g)
+        one = 2 * g > top or pods == 1  # one level decides: the nodes with at least g free
+        # (one pod below half a node: kept apart, as its count is not cap's over every level of g)
+        key = -g if 2 * g <= top and pods == 1 else g
+        caps = self._caps.get(key)
+        if caps is None:
+            caps = self._caps[key] = [None] * len(times)
+        if one:  # :meth:`cap`'s count, one popcount, kept here inline
+            def cap(r, g):  # noqa: F811
+                c = caps[r]
+                if c is None:
+                    lv = lvs[r]
+                    m = lv[g] if lv is not None else None
+                    c = caps[r] = ((level(r, g) if m is None else m) & ~held[r]).bit_count()
+                return c
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
@@ -637,9 +650,8 @@ class Timeline:
             if j1 <= j:  # (an empty window: start it at j)
                 if cap(j, g) < pods:  # not even alone: no span that contains this row
                     j += 1
-                    if caps is not None:  # (the rows already counted short, at once)
-                        while j < hi and (c := caps[j]) is not None and c < pods:
-                            j += 1
+                    while j < hi and (c := caps[j]) is not None and c < pods:  # (counted short)
+                        j += 1
                     j1 = j
                     continue
                 j1, front, back = j + 1, [], held[j]
