@@ -211,7 +211,13 @@ def test_down_after_a_replay_killed_mid_way_leaves_no_process_and_no_mount(lab):
             time.sleep(0.2)
         else:
             pytest.fail("no job started within 60 s")
-        steps = [p for p in slurm.marked_pids(cluster.state_dir, cluster.token) if p not in pids]
+        # squeue says RUNNING once slurmctld has allocated the nodes; slurmd starts the step's
+        # processes after that (on a loaded machine, seconds later)
+        deadline = time.monotonic() + 30
+        steps = []
+        while not steps and time.monotonic() < deadline:
+            steps = [p for p in slurm.marked_pids(cluster.state_dir, cluster.token) if p not in pids]
+            time.sleep(0.2)
         assert steps, "a running job has processes carrying the cluster's marker"
     finally:
         proc.send_signal(signal.SIGKILL)
