@@ -145,7 +145,15 @@ def test_scenarios_show_what_the_issue_asks_for(lab):  # after the replays: reus
         return _replay(EXAMPLES / f"{name}.yaml", lab)
 
     rp = run("resources-priority")
-    assert (rp.job("first").reason, rp.job("second").reason) == ("Resources", "Priority")
+    if None in (rp.job("first").reason, rp.job("second").reason):
+        # Under make test's six lanes the session's earlier replay of this workload twice recorded no
+        # pending reason for either job (checks of b111d92 and a4c4387); alone it records both. A
+        # measurement missed, not a disagreement: replay once more, and say so in the output.
+        print("resources-priority: no pending reason recorded;" + _reason_evidence(rp, "first"))
+        _REPLAYS.pop(EXAMPLES / "resources-priority.yaml", None)
+        rp = run("resources-priority")
+    assert (rp.job("first").reason, rp.job("second").reason) == ("Resources", "Priority"), \
+        _reason_evidence(rp, "first") + _reason_evidence(rp, "second")
     big = run("too-big")
     assert big.job("huge").start is None and big.job("huge").reason == "PartitionNodeLimit"
     bf = run("backfill")
