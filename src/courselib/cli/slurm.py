@@ -177,6 +177,7 @@ def _or_dash(value) -> str:
 
 
 def register(subparsers) -> None:
+    from courselib.live.slurm.plan import MIN_SLEEP
     p = subparsers.add_parser("slurm", help="a real local Slurm: up, down, status, replay a workload",
                               description="A real Slurm on this machine (munge, slurmctld, one slurmd "
                                           "per node, emulated GPUs) in a temporary directory on "
@@ -215,7 +216,7 @@ def register(subparsers) -> None:
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--seconds-per-minute", type=float, default=None,
                     help="real seconds a job sleeps per --time minute of duration (default: the "
-                         "shortest job sleeps 3 s)")
+                         f"shortest job sleeps {MIN_SLEEP:g} s)")
     rp.add_argument("--record", metavar="FILE.json", default=None,
                     help="also write the replay as JSON (how the chapter's recorded runs are made)")
     rp.set_defaults(func=_replay)

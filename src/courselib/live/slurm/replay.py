@@ -59,6 +59,15 @@ class RealJob:
     #: for a job that started before its reason was read, the verdict compared is that one
     verdict_state: list | None = None
 
+    @property
+    def verdict(self) -> str | None:
+        """The reason Slurm gave this job while it waited: the one read ``settle`` s after its
+        submission; for a job that started before that read, the first reason squeue showed for
+        it that is not one of :data:`TRIVIAL_REASONS` (None: it showed none)."""
+        if self.reason is not None:
+            return self.reason
+        return next((r for _, r in self.reasons if r not in TRIVIAL_REASONS), None)
+
 
 @dataclass
 class ReplayResult(JobsResult):

@@ -24,7 +24,7 @@ from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
 from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
 from courselib.live.slurm.plan import plan_replay
-from courselib.live.slurm.replay import FINAL_STATES, TRIVIAL_REASONS, RealJob, ReplayResult, run_replay
+from courselib.live.slurm.replay import FINAL_STATES, RealJob, ReplayResult, run_replay
 from courselib.model.gang import SchedState
 from courselib.model.policies.slurm import Slurm
 from courselib.model.topology import domains_spanned
@@ -188,15 +188,15 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
             # replay cannot tell (no check: on a loaded machine one poll may see it pending with no
             # reason yet and the next see it running). A transient reason of a job the model starts
             # at once (backfill runs up to bf_interval later) is not held against it.
-            given = [r for _, r in rj.reasons if r not in TRIVIAL_REASONS]
-            real_reason = given[0] if given and m_reason is not None else None
-            unseen = not given
-            if given and rj.verdict_state is not None:
+            first = rj.verdict
+            real_reason = first if first is not None and m_reason is not None else None
+            unseen = first is None
+            if first is not None and rj.verdict_state is not None:
                 # that verdict, like a reason read while waiting, against the model in the real
                 # states in which Slurm gave it, not on the model's own timeline (where a job
                 # ahead of it may have started a moment sooner or later)
-                real_reason = given[0]
-                m_reason, unseen = judged(real_reason, next(t for t, r in rj.reasons if r == real_reason),
+                real_reason = first
+                m_reason, unseen = judged(first, next(t for t, r in rj.reasons if r == first),
                                           rj.verdict_state)
         started_ok = (rj.start is not None) == (mj.start is not None)
         reason_ok = None if (m_reason is None and real_reason is None) or unseen else (m_reason == real_reason)
