@@ -2,7 +2,10 @@
 each kind of test in its tier (make test-fast, make test-topic, make test-real)."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -154,11 +157,35 @@ def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
 def test_every_run_leaves_its_times_per_test_and_per_tier():
     from tiers import times_table
     text = times_table({"a::x": 2.0, "b::y": 5.0, "c::z": 1.0},
-                       {"a::x": ("lab",), "b::y": ("real", "real_kube"), "c::z": ("fast",)})
+                       {"a::x": ("lab",), "b::y": ("real", "real_kube"), "c::z": ("fast",)},
+                       {"a::x": 1.5, "b::y": 0.25})
     lines = text.splitlines()
-    assert lines[0] == "# 3 tests, 8.0 s in tests (setup + call + teardown)"
-    assert [ln.split()[1] for ln in lines[2:6]] == ["real", "real_kube", "lab", "fast"]
-    assert [ln.split()[-1] for ln in lines[6:]] == ["b::y", "a::x", "c::z"]  # slowest first
+    assert lines[0] == "# 3 tests, 8.0 s in tests (setup + call + teardown), 1.8 CPU s"
+    assert [ln.split()[1:] for ln in lines[2:6]] == [["real", "5.0", "0.2"], ["real_kube", "5.0", "0.2"],
+                                                     ["lab", "2.0", "1.5"], ["fast", "1.0", "0.0"]]
+    assert [ln.split()[:2] + ln.split()[-1:] for ln in lines[7:]] == \
+        [["5.00", "0.25", "b::y"], ["2.00", "1.50", "a::x"], ["1.00", "-", "c::z"]]  # slowest first
+
+
+def test_each_test_s_cpu_seconds_are_measured_in_the_run(tmp_path):
+    """The times file gives each test's CPU seconds, its children's included: a test that burns CPU in
+    a child it waits for shows it, one that sleeps does not."""
+    (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+                                          "pytest_plugins = ('tiers',)\n")
+    (tmp_path / "test_cpu_probe.py").write_text(
+        "import subprocess, sys, time\n"
+        "BURN = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass'\n"
+        "def test_burns():\n    subprocess.run([sys.executable, '-c', BURN], check=True)\n"
+        "def test_sleeps():\n    time.sleep(0.6)\n")
+    out = tmp_path / "times.txt"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:nbval",
+                          "-p", "no:xdist", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "COURSE_TEST_TIMES": str(out)}, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = {ln.split()[-1].split("::")[-1]: ln.split()[:2] for ln in out.read_text().splitlines()
+            if not ln.startswith("#")}
+    assert float(rows["test_burns"][1]) >= 0.5 and float(rows["test_sleeps"][1]) < 0.3, rows
+    assert float(rows["test_sleeps"][0]) >= 0.6, rows
 
 
 def test_the_lanes_run_every_test_once():

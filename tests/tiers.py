@@ -259,19 +259,57 @@ def pytest_collection_finish(session):
         _tiers[item.nodeid] = tuple(sorted({m.name for m in item.iter_markers()} & set(TIERS))) or ("fast",)
 
 
+_cpu: dict[str, float] = {}
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and of the children it has waited for (a daemon a fixture keeps
+    running counts only once it is stopped, in the test that stops it)."""
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item._course_cpu = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    now = _cpu_now()
+    # each phase's CPU (since the last phase ended), carried on the report so xdist forwards it
+    outcome.get_result().user_properties.append(("cpu_s", now - getattr(item, "_course_cpu", now)))
+    item._course_cpu = now
+
+
 def pytest_runtest_logreport(report):
     _times[report.nodeid] = _times.get(report.nodeid, 0.0) + report.duration
+    cpu = dict(report.user_properties).get("cpu_s")
+    if cpu is not None:
+        _cpu[report.nodeid] = _cpu.get(report.nodeid, 0.0) + cpu
 
 
-def times_table(times: dict[str, float], tiers: dict[str, tuple[str, ...]]) -> str:
-    """The run's times as text: the total per tier (a test counts in each of its tiers), then every test."""
-    per: dict[str, float] = {}
+def times_table(times: dict[str, float], tiers: dict[str, tuple[str, ...]],
+                cpu: dict[str, float] | None = None) -> str:
+    """The run's times as text: the total per tier (a test counts in each of its tiers), then every test,
+    each with its wall seconds and, where measured, its CPU seconds (the test's process and the children
+    it waited for: on a machine whose cores are all busy, the CPU is what a cut saves)."""
+    cpu = cpu or {}
+    per: dict[str, list] = {}
     for nodeid, seconds in times.items():
         for tier in tiers.get(nodeid, ("fast",)):
-            per[tier] = per.get(tier, 0.0) + seconds
-    lines = [f"# {len(times)} tests, {sum(times.values()):.1f} s in tests (setup + call + teardown)", "# per tier:"]
-    lines += [f"#   {tier:14s} {s:8.1f} s" for tier, s in sorted(per.items(), key=lambda kv: -kv[1])]
-    lines += [f"{s:8.2f}  {' '.join(tiers.get(n, ('fast',))):22s}  {n}"
+            row = per.setdefault(tier, [0.0, 0.0])
+            row[0] += seconds
+            row[1] += cpu.get(nodeid, 0.0)
+    lines = [f"# {len(times)} tests, {sum(times.values()):.1f} s in tests (setup + call + teardown), "
+             f"{sum(cpu.values()):.1f} CPU s", "# per tier:          wall s    CPU s"]
+    lines += [f"#   {tier:14s} {s:8.1f} {c:8.1f}" for tier, (s, c) in sorted(per.items(), key=lambda kv: -kv[1][0])]
+    lines += ["#  wall s    CPU s  tiers                   test"]
+    lines += [f"{s:8.2f} {cpu[n]:8.2f}  {' '.join(tiers.get(n, ('fast',))):22s}  {n}" if n in cpu else
+              f"{s:8.2f} {'-':>8}  {' '.join(tiers.get(n, ('fast',))):22s}  {n}"
               for n, s in sorted(times.items(), key=lambda kv: -kv[1])]
     return "\n".join(lines) + "\n"
 
@@ -283,6 +321,6 @@ def pytest_sessionfinish(session, exitstatus):
     path = Path(os.environ.get("COURSE_TEST_TIMES") or TIMES)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(times_table(_times, _tiers))
+        path.write_text(times_table(_times, _tiers, _cpu))
     except OSError:
         pass
