@@ -131,6 +131,8 @@ AGREE = [
     (KUEUE, "backoff.yaml", {}),                    # two evictions, backoff 60 s then 120 s
     (KUEUE, "backoff.yaml", {"backoff_limit": 1}),  # deactivated at the limit
     (KUEUE, "cohort-borrow.yaml", {}),              # borrowing within a cohort
+    (KUEUE, "cohort-borrowing-limit.yaml", {}),     # team-a's borrowingLimit 8 keeps a2 waiting (chapter 6a)
+    (KUEUE, "cohort-lending-limit.yaml", {}),       # team-b's lendingLimit 0: a1 is never admitted (chapter 6a)
     (KUBE, "apart.yaml", {}),                       # jobs submitted apart, waiting on quota
     (SEED, "seed-400-of-512-25min.yaml", {}),       # the seed's story 2
     (SEED, "seed-600-free-deadlock.yaml", {}),      # the seed's story 1
@@ -144,3 +146,26 @@ def test_real_kueue_agrees_with_the_model(lab, folder, name, options):
     assert c.agreement == 1.0, kresult.format_comparison(c)
     timers = result.extra["timers"]
     assert all(t["ok"] for t in timers), timers  # Kueue's own timeout and backoff, measured
+
+
+def test_real_kueue_bounds_cohort_borrowing_by_both_limits_as_chapter_6a_says(lab):
+    """Chapter 6a's two limit cases ("Quota between teams"), each a file of its own (tests/test_kueue_plan.py
+    checks they are the page's cases), on the real Kueue: a `borrowingLimit` of 8 keeps `a2` waiting for
+    `a1`'s end, and a `lendingLimit` of 0 admits `b1` on arrival while `a1`, above its queue's maximum
+    capacity, is never admitted. Each job that waits says why in Kueue's words (its Workload's
+    QuotaReserved condition), the words of the model's reason at that moment."""
+    starts = {}
+    for name in ("cohort-borrow.yaml", "cohort-borrowing-limit.yaml", "cohort-lending-limit.yaml"):
+        result, _ = _replay(lab, KUEUE / name)
+        starts[name] = {j.name: j.start for j in result.jobs}
+        waited = result.extra["pending"]
+        for job, (t, said) in waited.items():
+            model = kresult.model_at(result, t).job(job)
+            assert model.start is None and model.pending_reason.removeprefix("Pending: ") == said, (name, job, t)
+        assert set(waited) == {j for j, s in starts[name].items() if s is None or s > result.plan.workload.job(j).submit}
+    assert starts["cohort-borrow.yaml"] == {"a1": 0, "b1": 3600, "a2": 1200}
+    assert starts["cohort-borrowing-limit.yaml"] == {"a1": 0, "b1": 3600, "a2": 3600}
+    assert starts["cohort-lending-limit.yaml"] == {"a1": None, "b1": 600, "a2": 1200}
+    result, _ = _replay(lab, KUEUE / "cohort-lending-limit.yaml")
+    t, said = result.extra["pending"]["a1"]
+    assert t == 0 and "> maximum capacity (16)" in said, said

@@ -199,3 +199,28 @@ def test_the_cli_refuses_a_bad_option_in_one_line_before_touching_anything(tmp_p
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "bogus" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_cohort_limit_workloads_are_chapter_6as_cases_and_reach_kueue_as_its_limits():
+    """examples/kueue/cohort-{borrowing,lending}-limit.yaml are the chapter's two limit cases
+    (cohort-borrow.yaml with one limit added; test_book_facts reads the page), replayed against the
+    real Kueue in tests/test_kueue_live.py AGREE: each limit must reach the ClusterQueue as Kueue spells it."""
+    from dataclasses import replace
+    base = load_workload(KUEUE / "cohort-borrow.yaml")
+    cases = {"cohort-borrowing-limit.yaml": ("team-a", "borrowingLimit", {"borrowing_limit": 8}),
+             "cohort-lending-limit.yaml": ("team-b", "lendingLimit", {"lending_limit": 0})}
+    for name, (queue, field, limit) in cases.items():
+        wl = load_workload(KUEUE / name)
+        assert wl.queues == tuple(replace(q, **limit) if q.name == queue else q for q in base.queues)
+        assert (wl.cluster, wl.jobs) == (base.cluster, base.jobs)
+        plan = kplan.plan_replay(wl, policy="kueue")
+        cqs = {b["metadata"]["name"]: b for _, b in kueue_replay.queue_objects(wl, plan.shape, "r1")
+               if b["kind"] == "ClusterQueue"}
+        for cq in cqs.values():
+            gpu = next(r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+                       if r["name"] == kube.GPU)
+            want = {field: str(next(iter(limit.values())))} if cq["metadata"]["name"] == queue else {}
+            assert {k: v for k, v in gpu.items() if k.endswith("Limit")} == want, cq
+        # the limit changes the model's run, as the chapter says
+        starts = {j.name: j.start for j in simulate(wl, "kueue", horizon=4 * 3600).jobs}
+        assert starts != {j.name: j.start for j in simulate(base, "kueue", horizon=4 * 3600).jobs}

@@ -554,10 +554,12 @@ class KueueReplay(ReplayHooks):
                 # as the model counts them: a deactivation (requeue limit) is not an eviction
                 "evictions": {n: sum(1 for e in self.events if e["job"] == n and e["what"] == "evicted")
                               for n in self.pods_of},
+                # a waiting job's message (the first time it waits): its Workload's QuotaReserved
+                # condition, Kueue's own words (tests/test_kueue_live.py reads the cohort limits')
+                "pending": dict(self.pending),
                 # TAS: Kueue assigns the very nodes, so where the pods landed is compared with the
-                # model; a waiting job's message (the first time it waits) is its Workload's
-                # QuotaReserved condition, compared with the model's reason at that moment
-                **({"compare_placement": True, "pending": dict(self.pending),
+                # model, and each message with the model's reason at that moment
+                **({"compare_placement": True,
                     "topology_assignments": dict(self.assignments)} if self.topology else {})}
 
     def queue_order(self) -> list[str]:
