@@ -349,3 +349,50 @@ def test_googles_50000_chip_run_is_examined_from_its_sources():
     # a second way to the slices shown: the fewest whole 256-chip slices whose chips reach the run's
     slices = next(k for k in range(1, chips + 1) if k * pod >= chips)
     assert slices == -(-chips // pod) == math.ceil(chips / pod) == 196
+
+
+# ---- the glossary ------------------------------------------------------------------------------
+
+#: the PodGroup's four owners as the glossary names them -> (API group and version, the source cited)
+PODGROUP_OWNERS = {"Volcano's": ("scheduling.volcano.sh/v1beta1", "volcano-podgroup-api"),
+                   "Kubernetes' own": ("scheduling.k8s.io", "k8s-v1372-feature-gates"),
+                   "KAI's": ("scheduling.run.ai/v2alpha2", "kai-podgroup-api"),
+                   "scheduler-plugins'": ("scheduling.x-k8s.io/v1alpha1", "scheduler-plugins-coscheduling")}
+
+
+def podgroup_owners(glossary: str) -> dict[str, str]:
+    """The glossary's PodGroup entry, owner by owner: each bold owner -> the words up to the next."""
+    entry = glossary[glossary.index("\nPodGroup\n"):]
+    entry = entry[:entry.index("\n\n")]
+    parts = re.split(r"\*\*([^*]+)\*\*", entry)
+    assert "Four projects have one, each" in parts[0] and "API group" in parts[0], parts[0]
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_the_glossarys_podgroup_names_its_four_owners_each_with_its_api_group_and_source():
+    """audit32 D6: "PodGroup: Volcano's object" was one owner of four. The first code span after each owner
+    is its API group (with its version, except Kubernetes', whose version the words give per release)."""
+    owners = podgroup_owners((BOOK / "glossary.md").read_text())
+    assert list(owners) == list(PODGROUP_OWNERS)
+    for owner, (group, key) in PODGROUP_OWNERS.items():
+        words = owners[owner]
+        assert re.findall(r"(?<!})`([^`]+)`", words)[0] == group, (owner, words)
+        assert cites(words, key), (owner, key)
+    assert len({g.split("/")[0] for g, _ in PODGROUP_OWNERS.values()}) == 4            # four API groups
+    assert "`v1alpha2` in\n  v1.36, `v1beta1` in v1.37" in owners["Kubernetes' own"]
+    assert "GenericWorkload" in owners["Kubernetes' own"] and "PodGrouper" in owners["KAI's"]
+
+
+GO_API = Path.home() / "go" / "pkg" / "mod" / "k8s.io"
+
+
+@pytest.mark.skipif(not (GO_API / "api@v0.37.2").is_dir(), reason=f"k8s.io/api v0.37.2 is not in {GO_API} (make setup-k8s)")
+def test_kubernetes_own_podgroup_is_in_the_api_group_and_versions_the_glossary_names():
+    """A second way, the Kubernetes API's own source (k8s.io/api v0.36.0 and v0.37.2, the releases' staging
+    modules): a PodGroup type in scheduling.k8s.io/v1alpha2 in 1.36 and scheduling.k8s.io/v1beta1 in 1.37."""
+    for release, version in (("0.36.0", "v1alpha2"), ("0.37.2", "v1beta1")):
+        folder = GO_API / f"api@v{release}" / "scheduling" / version
+        if not folder.is_dir():
+            pytest.skip(f"{folder} is not here")
+        assert "type PodGroup struct" in (folder / "types.go").read_text()
+        assert "+groupName=scheduling.k8s.io" in (folder / "doc.go").read_text()
