@@ -158,13 +158,16 @@ def run_lanes(lanes: dict | None = None) -> int:
     def forward(signum, _frame):
         # as SIGINT, whichever came: pytest unwinds on it (its fixtures stop what they started), not on SIGTERM
         for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
+            if p.returncode is None:     # not reaped: poll() or send_signal() here would reap an ended lane
+                try:                     # outside the loop below, and its CPU seconds would go uncounted
+                    os.kill(p.pid, signal.SIGINT)   # (an ended, unreaped lane still holds its pid)
+                except ProcessLookupError:
+                    pass
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for name, (args, times, *extra) in lanes.items():
-            env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1", **(extra or [{}])[0])
+        for name, (args, times, extra) in lanes.items():
+            env = dict(os.environ, COURSE_TEST_TIMES=str(ROOT / times), PYTHONUNBUFFERED="1", **extra)
             env.update(COURSELIB_STATE_DIR=states[name], COURSE_TEST_LANE=name)
             if name in tmps:
                 env["TMPDIR"] = tmps[name]
@@ -210,7 +213,7 @@ def run_lanes(lanes: dict | None = None) -> int:
         busy = (f"; the machine's {os.cpu_count()} cores {100 * (now[0] - ticks[0]) / (now[1] - ticks[1]):.0f} % "
                 "busy meanwhile (any process)")
     print("\nlanes: " + ", ".join(f"{n} exit {codes[n]} after {took[n]:.0f} s ({cpu[n]:.0f} CPU s)" for n in procs)
-          + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t, *_ in lanes.values()) + ")")
+          + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t, _ in lanes.values()) + ")")
     failed = next((c for c in codes.values() if c != 0), 0)
     return 128 - failed if failed < 0 else failed          # killed by signal N: 128 + N, as a shell says
 

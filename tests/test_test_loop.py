@@ -280,7 +280,7 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_p
         "    t = tempfile.gettempdir()\n"
         "    print('ENV', os.environ['COURSE_TEST_LANE'], t, oct(stat.S_IMODE(os.stat(t).st_mode)), os.nice(0))\n")
     args = [str(tmp_path / "test_env.py"), "-q", "-s", "-p", "no:cacheprovider"]
-    lanes = {"rest": (args, str(tmp_path / "t1.txt")), "kube": (args, str(tmp_path / "t2.txt"))}
+    lanes = {"rest": (args, str(tmp_path / "t1.txt"), {}), "kube": (args, str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
     out = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120).stdout
@@ -316,6 +316,26 @@ def _wait_for(path: Path, proc, seconds: float = 60.0) -> None:
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < end, f"{path.name} never appeared"
         time.sleep(0.1)
+
+
+def _wait_until_gone(marker: str, proc, seconds: float = 120.0) -> None:
+    """Wait until no process has ``marker`` as one of its arguments."""
+    import time
+
+    def running() -> bool:
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace").split("\0"):
+                    return True
+            except OSError:
+                continue
+        return False
+
+    end = time.monotonic() + seconds
+    while running():
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < end, f"a process of {marker} still runs after {seconds:g} s"
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
@@ -356,15 +376,15 @@ def test_the_lanes_forward_a_signal_to_every_lane_and_report_each_lanes_cpu(tmp_
     (tmp_path / "test_held.py").write_text(HELD_SESSION)
     (tmp_path / "test_busy.py").write_text(
         "import time\ndef test_burns_a_second_of_cpu():\n    while time.process_time() < 1.5:\n        pass\n")
-    lanes = {"busy": ([str(tmp_path / "test_busy.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt")),
-             "held": ([str(tmp_path / "test_held.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"))}
+    lanes = {"busy": ([str(tmp_path / "test_busy.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt"), {}),
+             "held": ([str(tmp_path / "test_held.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         _wait_for(tmp_path / "up", proc)
-        import time
-        time.sleep(3)            # the busy lane ends on its own meanwhile
+        # the busy lane ends on its own first (on a loaded machine its 1.5 CPU s may take many seconds)
+        _wait_until_gone(str(tmp_path / "test_busy.py"), proc)
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0]
     finally:
