@@ -192,7 +192,7 @@ def test_the_lanes_run_every_test_once():
     """make test's lanes (tests/lanes.py) split the suite by marker: whatever tiers a test has, it runs in
     exactly one lane, so nothing is lost and nothing runs twice. Each lane's ``-m`` is evaluated by pytest's
     own expression engine on every combination of tiers. The kube and kueue lanes hold only the control
-    planes' tests; the slurm lane only the Slurm and hub tests and the fast tier; the kernel, container and
+    planes' tests; the slurm lane the Slurm and hub tests and those that wait on the network; the kernel, container and
     MPI tests (whose checks look for leftovers machine-wide) run in a computing lane, whose temporary
     directory and name scope those checks (tests/lane_scope.py)."""
     import itertools
@@ -212,6 +212,8 @@ def test_the_lanes_run_every_test_once():
             marks = set(combo)
             if any(t.startswith("real_") for t in marks):
                 marks.add("real")                       # as tiers.py marks them
+            if "network" in marks:
+                marks.add("slow")
             lane = [name for name, e in compiled.items() if e.evaluate(lambda m, **_: m in marks)]
             assert len(lane) == 1, (sorted(marks), lane)
             lane = lane[0]
@@ -226,6 +228,8 @@ def test_the_lanes_run_every_test_once():
                 assert lane == "labs", marks
             elif "real_kernel" in marks:
                 assert lane == "kernel", marks                # alone, before the lanes: nothing beside it
+            elif "network" in marks and not marks & {"real_container", "real_mpi"}:
+                assert lane == "slurm", marks                 # it waits: beside the daemons' tests
             else:
                 assert lane == "rest", marks
             if marks & {"real_kernel", "real_container", "real_mpi"}:   # their checks look machine-wide:

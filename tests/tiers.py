@@ -10,6 +10,7 @@ A pytest plugin (``pytest_plugins`` in conftest.py). The markers (registered in 
                ``real_kernel``, ``real_container``, ``real_mpi``, ``real_hub`` (``make test-real S=kube``)
 ``scale``      a model run at the seed's size (hundreds of nodes), or a property test over large inputs
 ``slow``       more than a few seconds for any other reason
+``network``    downloads from a package index, so it mostly waits (always also ``slow``; test_binder)
 =============  =====================================================================================
 
 The rules classify a test by its file, by the fixtures it asks for and by what its function calls, so a
@@ -42,7 +43,7 @@ import pytest
 import budget
 
 SYSTEMS = ("kube", "slurm", "kernel", "container", "mpi", "hub")
-TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS) + ("kueue",)
+TIERS = ("book", "site", "lab", "real", "scale", "slow") + tuple(f"real_{s}" for s in SYSTEMS) + ("kueue", "network")
 
 #: test file (name) -> its tiers
 FILES: dict[str, tuple[str, ...]] = {
@@ -59,7 +60,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "test_site_links.py": ("site",),
     "test_lab_redirects.py": ("site",),
     "test_student_edition.py": ("site",),
-    "test_binder.py": ("site", "slow"),
+    "test_binder.py": ("site", "slow", "network"),
     # every reader under thousands of generated hostile files, in child processes: about a minute even on
     # the dev budget; test_hostile_cases.py keeps the cases in the fast loop
     "test_fuzz_hostile.py": ("slow",),
@@ -234,6 +235,8 @@ def pytest_collection_modifyitems(session, config, items):
             tiers.add(f"real_{_system(item, path)}")
         if any(t.startswith("real_") for t in tiers):
             tiers.add("real")
+        if "network" in tiers:
+            tiers.add("slow")
         for tier in sorted(tiers - {m.name for m in item.iter_markers()}):
             item.add_marker(getattr(pytest.mark, tier))
     topic = config.getoption("topic")
