@@ -74,7 +74,7 @@ class Availability:
         #: free GPUs at t as a mask] (free_mask); a change of few nodes is applied to the masks
         #: kept, when next asked, instead of packing them again (_changes, _catch_up)
         self._free_masks: dict[float, list] = {}
-        self._changes: list = []  # (changed nodes' mask, by level f: (their times there, sorted; masks))
+        self._changes: list = []  # (changed nodes' mask, by level f: (their times there, sorted; masks), the span of t it changes: lo, hi)
         self._change = 0  # changes made: the last is _changes[-1]
         self._full = (1 << n) - 1
         #: (blocked-nodes mask, g) -> the blocked nodes' times at the levels of g, sorted (_out_of)
@@ -168,6 +168,16 @@ class Availability:
         if len(nodes) > 64:
             self._free_masks, self._changes = {}, []
             return
+        # a node is in the mask of f at t when it reaches f by t: a node's change from ``old`` to
+        # ``new`` at f moves it in or out only at the t in [min, max) of the two; no mask at a time
+        # outside the span of all of them changes (lo, hi): the usual case for the rows after a
+        # started job's end or an early-ended job's old end, caught up without a look
+        old = self.when[1:self.top + 1, nodes]
+        moved = old != cols
+        if moved.any():
+            lo, hi = float(np.minimum(old, cols)[moved].min()), float(np.maximum(old, cols)[moved].max())
+        else:
+            lo, hi = math.inf, -math.inf
         bits = [1 << i for i in nodes]
         out = 0
         for b in bits:
@@ -183,7 +193,7 @@ class Availability:
                     times.append(e)
                     masks.append(m)
             by_level.append((times, masks))
-        self._changes.append((out, by_level))
+        self._changes.append((out, by_level, lo, hi))
         if len(self._changes) > 32:  # (a time not asked for that long is packed again)
             del self._changes[:16]
 
@@ -195,7 +205,9 @@ class Availability:
             ms[1:-1] = [None] * self.top
         else:
             asked = [f for f in range(1, self.top + 1) if ms[f] is not None]
-            for out, by_level in changes[len(changes) - behind:]:
+            for out, by_level, lo, hi in changes[len(changes) - behind:]:
+                if t < lo or t >= hi:  # (no node of it moved in or out of a mask at t)
+                    continue
                 keep = ~out
                 for f in asked:
                     times, masks = by_level[f]
