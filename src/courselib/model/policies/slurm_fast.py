@@ -871,6 +871,14 @@ class SlurmFast(Slurm):
                     never.add(job.gpus_per_pod, pods, runtime, checked=True, who=name)
                     roots_now.append((idx, name, job.gpus_per_pod, pods, runtime))
                 continue
+            if old is not None and plan is old[1] and start == old[0] and start > now \
+                    and not self.bf_job_part_count_reserve:
+                r = last_resv.get(name)  # (made from old[1] at old[0] in the last pass)
+                if r is not None and r[0] == start and r[1] == start + runtime:
+                    # its last reservation again, the same plan from the same time: the same
+                    # tuple, whose nodes' mask the profile knows (what _settle would append)
+                    fresh = keep(name, start, start + runtime, plan) or fresh
+                    continue
             outcome = self._settle(state, run, start, plan, reserved, made)
             if outcome == "started":
                 started.append(name)

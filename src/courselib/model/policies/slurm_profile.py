@@ -617,14 +617,13 @@ class Timeline:
                 self.ok = False  # an end off the rows (a new row's copy of the one before would be wrong)
                 return
             self.done += 1
-            m = self.avail._mask_of(r)
-            caps = list(self._caps.values())
-            for k in range(k0, k1):
-                h = held[k]
-                if m & ~h:
-                    held[k] = h | m
-                    for c in caps:
-                        c[k] = None
+            if k1 > k0:  # (its nodes are held on the rows it spans; their counts go)
+                m = self.avail._mask_of(r)
+                held[k0:k1] = [h | m for h in held[k0:k1]]
+                if self._caps:
+                    blank = [None] * (k1 - k0)
+                    for c in self._caps.values():
+                        c[k0:k1] = blank
 
     def earliest(self, g: int, pods: int, runtime: float, k: int, hi: int):
         """The first row from ``k`` up to (not with) ``hi`` at which ``pods`` pods of ``g`` GPUs
@@ -636,7 +635,7 @@ class Timeline:
         top = self.avail.top
         if g > top:
             return None
-        times, held, cap, level, lvs = self.times, self.held, self.cap, self._level, self._lv
+        times, held, level, lvs = self.times, self.held, self._level, self._lv
         # the rows' counts are kept (cap) and shared by the pass's searches of pods this wide (a
         # busy pass searches hundreds of whole-node jobs over the same rows); one pod on a level
         # below half a node is one popcount of that level, kept apart (under -g)
@@ -646,21 +645,26 @@ class Timeline:
         caps = self._caps.get(key)
         if caps is None:
             caps = self._caps[key] = [None] * len(times)
-        if one:  # :meth:`cap`'s count, one popcount, kept here inline
-            def cap(r, g):  # noqa: F811
-                c = caps[r]
-                if c is None:
-                    lv = lvs[r]
-                    m = lv[g] if lv is not None else None
-                    c = caps[r] = ((level(r, g) if m is None else m) & ~held[r]).bit_count()
+        if one:  # :meth:`cap`'s count, one popcount (a row's count is read from ``caps`` inline,
+            # counted here when not kept: a busy pass reads tens of millions of rows)
+            def fill(r):
+                lv = lvs[r]
+                m = lv[g] if lv is not None else None
+                c = caps[r] = ((level(r, g) if m is None else m) & ~held[r]).bit_count()
                 return c
+        else:
+            def fill(r):
+                return self.cap(r, g)
         n = len(times)
         j = j1 = k  # the window: rows j .. j1 - 1
         front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
         back = 0  # OR of rows split .. j1 - 1
         while j < hi:
             if j1 <= j:  # (an empty window: start it at j)
-                if cap(j, g) < pods:  # not even alone: no span that contains this row
+                c = caps[j]
+                if c is None:
+                    c = fill(j)
+                if c < pods:  # not even alone: no span that contains this row
                     j += 1
                     while j < hi and (c := caps[j]) is not None and c < pods:  # (counted short)
                         j += 1
@@ -669,7 +673,10 @@ class Timeline:
                 j1, front, back = j + 1, [], held[j]
             end = times[j] + runtime
             while j1 < n and times[j1] <= end:  # (closed: a row at the job's end is in its span)
-                if cap(j1, g) < pods:
+                c = caps[j1]
+                if c is None:
+                    c = fill(j1)
+                if c < pods:
                     break
                 back |= held[j1]
                 j1 += 1
