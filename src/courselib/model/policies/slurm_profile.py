@@ -204,10 +204,12 @@ class Availability:
         if behind > len(changes):
             ms[1:-1] = [None] * self.top
         else:
-            asked = [f for f in range(1, self.top + 1) if ms[f] is not None]
+            asked = None
             for out, by_level, lo, hi in changes[len(changes) - behind:]:
                 if t < lo or t >= hi:  # (no node of it moved in or out of a mask at t)
                     continue
+                if asked is None:
+                    asked = [f for f in range(1, self.top + 1) if ms[f] is not None]
                 keep = ~out
                 for f in asked:
                     times, masks = by_level[f]
@@ -232,15 +234,26 @@ class Availability:
         an end changed few nodes since (:meth:`_note_change`)."""
         ms = self._free_masks.get(t)
         if ms is None:
-            if len(self._free_masks) > 4096:  # (a pass's rows ask a few hundred times)
-                self._free_masks.clear()
-            ms = self._free_masks[t] = [self._change] + [None] * self.top + [t]
+            ms = self.record(t)
         elif ms[0] != self._change:
             self._catch_up(ms)
         m = ms[f]
         if m is None:
             m = ms[f] = int.from_bytes(np.packbits(self.when[f] <= t, bitorder="little").tobytes(), "little")
         return m
+
+    def record(self, t: float) -> list:
+        """The masks kept for the time ``t`` (> now), up to date (:meth:`free_mask`): [the change
+        they were brought up to, by level f the nodes with at least f free GPUs at t (None: not
+        packed yet), t]. A pass's :class:`Timeline` reads its rows' levels from it directly."""
+        ms = self._free_masks.get(t)
+        if ms is None:
+            if len(self._free_masks) > 4096:  # (a pass's rows ask a few hundred times)
+                self._free_masks.clear()
+            ms = self._free_masks[t] = [self._change] + [None] * self.top + [t]
+        elif ms[0] != self._change:
+            self._catch_up(ms)
+        return ms
 
     def fit_outside(self, t: float, g: int, blocked: int) -> int:
         """:meth:`fit` on the nodes not in ``blocked`` only: at each level of ``g`` (g, 2g, ...),
@@ -530,8 +543,10 @@ class Timeline:
         top); after now the profile's (:meth:`Availability.free_mask`), now the cluster's buckets
         (what :meth:`Availability.level` reads now). Kept until the free GPUs change."""
         avail, top = self.avail, self.avail.top
-        if r:  # each level read when first asked (_level): most searches ask one or two
-            lv = [0] + [None] * top
+        if r:  # the profile's record of the row's time, its masks kept from pass to pass; each
+            # level packed when first asked (_level): most searches ask one or two. (No start
+            # or end changes the profile while the free GPUs are this version's: see refree.)
+            lv = avail.record(self.times[r])
         else:
             lv, m = [0] * (top + 1), 0
             for f in range(top, 0, -1):
