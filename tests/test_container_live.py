@@ -71,6 +71,37 @@ def test_the_base_image_is_reproducible_and_labelled_as_a_stand_in(tmp_path):
     assert labels["org.courselib.stand-in-for"].startswith("nvidia/cuda:")
 
 
+@pytest.mark.parametrize("tmp, safe", [("/tmp", True), ("/tmp/lane-3f2a", True), ("/tmp/a.b_c--d", True),
+                                       ("/tmp/Lane", False), ("/tmp/pytest-0/fa4_2qx_", False),
+                                       ("/tmp/x.", False), ("/tmp/my dir", False)])
+def test_a_workspace_goes_where_the_builder_can_pull_its_base(tmp, safe):
+    """Debian 12's buildah names an image pulled from an OCI layout after the layout's path, and refuses
+    one with a capital or a component ending in "_" ("invalid reference format"); found when a lane's
+    TMPDIR ended in "_". A workspace falls back from such a TMPDIR to /tmp, and every path it makes is
+    one the builder accepts."""
+    assert container.builder_safe(Path(tmp)) is safe
+
+
+def test_a_workspace_under_an_unusable_tmpdir_goes_to_tmp_and_is_removed(tmp_path, monkeypatch):
+    bad = tmp_path / "Student_"
+    bad.mkdir()
+    monkeypatch.setenv("TMPDIR", str(bad))
+    monkeypatch.setattr(container.tempfile, "tempdir", None)   # gettempdir() reads TMPDIR again
+    try:
+        ws = container.Workspace()
+        try:
+            assert ws.root.parent == Path("/tmp") and container.builder_safe(ws.base().layout)
+        finally:
+            ws.close()
+        assert not ws.root.exists()
+    finally:
+        container.tempfile.tempdir = None
+    monkeypatch.setattr(container, "builder_safe", lambda p: False)
+    with pytest.raises(container.CourseError, match="TMPDIR") as err:
+        container.Workspace()
+    assert "\n" not in str(err.value)
+
+
 def test_the_inside_report_is_parsed():
     d = container._parse_inside(["pid 1", "hostname h", "kernel 6.1", "ns pid pid:[4026532182]",
                                  "cgroup 0::/", "root bin", "link 1: lo: <LOOPBACK,UP> mtu 65536",

@@ -276,13 +276,40 @@ def _mounts_below(root: Path) -> list[str]:
     return sorted(set(out), key=len, reverse=True)
 
 
+#: One path component of an image name, as the reference grammar of the builder's image library has it
+#: (lowercase letters and digits, joined by ".", "_", "__" or dashes).
+_NAME_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+
+
+def builder_safe(path: Path) -> bool:
+    """Whether an OCI layout under ``path`` can be pulled by Debian 12's buildah (1.28): it names the
+    pulled image after the layout's path, and refuses the pull ("invalid reference format") when a
+    component is not a lowercase image-name component (a capital, a trailing "_" or ".")."""
+    return all(_NAME_COMPONENT.fullmatch(part) for part in Path(path).parts[1:])
+
+
+def workspace_parent() -> Path:
+    """Where workspaces go: the temporary directory (``TMPDIR``) if the builder can use a path under it,
+    else /tmp or /var/tmp; a one-line error if none of them is usable."""
+    tmp = Path(tempfile.gettempdir())
+    for parent in (tmp, Path("/tmp"), Path("/var/tmp")):
+        if builder_safe(parent) and parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
+            return parent
+    raise CourseError(f"no temporary directory the image builder can use: {tmp} (TMPDIR) has a component "
+                      "that is not a lowercase image-name component, and /tmp and /var/tmp are not writable",
+                      hint="set TMPDIR to a writable directory named in lowercase letters, digits and "
+                           "single . _ - between them, e.g. TMPDIR=/tmp")
+
+
 class Workspace:
     """One temporary directory for a run or a build; :meth:`close` leaves nothing behind."""
 
     def __init__(self, prefix: str = "courselib-container-"):
-        # a name the builder accepts inside an image reference (mkdtemp's "_" may not be)
+        # a name the builder accepts inside an image reference (mkdtemp's "_" may not be), under a
+        # parent whose path it accepts too (workspace_parent)
+        parent = workspace_parent()
         while True:
-            root = Path(tempfile.gettempdir()) / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+            root = parent / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
             try:
                 root.mkdir(mode=0o700)
                 break
