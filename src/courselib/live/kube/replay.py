@@ -46,7 +46,7 @@ from courselib.live.kube.extension import AllHooks, ReplayRun
 from courselib.live.kube.plan import (IMAGE, REPLAY_LABEL, ReplayPlan, job_manifest, pod_group_manifest,
                                       preempts, priority_class_manifest)
 from courselib.live.kube.queue import pod_group_cycles
-from courselib.live.kube.watch import job_of, metric, pending_message, phase
+from courselib.live.kube.watch import job_of, metrics, pending_message, phase
 from courselib.live.replays import JobsResult
 from courselib.units import format_duration as _fmt
 
@@ -528,11 +528,10 @@ class _Driver:
                              if p.get("spec", {}).get("nodeName") and phase(p) == "Pending"
                              and not p["metadata"].get("deletionTimestamp"))
             try:
-                metrics = api.scheduler_metrics()
-                active = metric(metrics, "scheduler_pending_pods", queue="active")
-                backoff = metric(metrics, "scheduler_pending_pods", queue="backoff")
-                attempts = metric(metrics, "scheduler_schedule_attempts_total")
-                group_attempts = metric(metrics, "scheduler_podgroup_schedule_attempts_total")
+                active, backoff, attempts, group_attempts = metrics(
+                    api.scheduler_metrics(), ("scheduler_pending_pods", {"queue": "active"}),
+                    ("scheduler_pending_pods", {"queue": "backoff"}), ("scheduler_schedule_attempts_total", {}),
+                    ("scheduler_podgroup_schedule_attempts_total", {}))
             except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
                 active = backoff = attempts = group_attempts = -1
             fp = ((_pods_state(pods),) if gang else (events, active, backoff, attempts)) + (ext_fp,)

@@ -63,7 +63,7 @@ from courselib.live.kube.extension import ReplayHooks, ReplayRun
 from courselib.live.kube.kueue import manager as kueue
 from courselib.live.kube.plan import REPLAY_LABEL, ReplayPlan, job_notes, shape_for
 from courselib.live.kube import topology as topo
-from courselib.live.kube.watch import PodWatch, job_of, metric, pending_message, phase
+from courselib.live.kube.watch import PodWatch, job_of, metrics, pending_message, phase
 from courselib.model.policies import make_policy
 from courselib.model.policies.kueue import requeue_delay
 from courselib.model.topology import TAS_TOPOLOGY
@@ -373,8 +373,8 @@ class KueueReplay(ReplayHooks):
             self._pods = pods
         try:
             text = kueue.metrics(self.cp)
-            active = metric(text, "kueue_pending_workloads", status="active")
-            attempts = metric(text, "kueue_admission_attempts_total")
+            active, attempts = metrics(text, ("kueue_pending_workloads", {"status": "active"}),
+                                       ("kueue_admission_attempts_total", {}))
         except OSError:
             active = attempts = -1
         idle = frozenset(n for n in self.submitted if not is_true(wls.get(n), "QuotaReserved"))
