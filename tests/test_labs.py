@@ -71,9 +71,17 @@ def execute(nb, workdir: Path, timeout: float) -> str | None:
         def get_kernel_spec(self, kernel_name):
             return KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict())
 
+    from jupyter_core.utils import run_sync
+
     km = AsyncKernelManager(kernel_name="courselib-current-env", kernel_spec_manager=_CurrentEnv())
-    NotebookClient(nb, km=km, timeout=timeout, allow_errors=True, interrupt_on_timeout=True, startup_timeout=120,
-                   resources={"metadata": {"path": str(workdir)}}).execute(stderr=subprocess.DEVNULL)
+    try:
+        NotebookClient(nb, km=km, timeout=timeout, allow_errors=True, interrupt_on_timeout=True, startup_timeout=120,
+                       resources={"metadata": {"path": str(workdir)}}).execute(stderr=subprocess.DEVNULL)
+    finally:
+        # nbclient shuts down only a kernel it made: this one would run on, and its connection file
+        # (jupyter_client's mkstemp(".json") in TMPDIR) would be left behind, one per lab
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
     return None
 
 
