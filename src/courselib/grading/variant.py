@@ -141,7 +141,19 @@ def _literal(name: str, value, where: str) -> str:
     if not ok(value) or ast.literal_eval(text) != value:
         raise InputError(f"variant() gave `{name}` = {text[:80]}, which is not a plain literal "
                          f"(numbers, strings, tuples, lists, dicts)", file=where, field=VARIANT_TAG)
-    return text
+    return _block(value) or text
+
+
+def _block(value) -> str | None:
+    """A string of several lines written as the lab writes one (a Dockerfile's text): a triple-quoted
+    block, one line a line, rather than ``repr``'s one long line; None when that would not read back."""
+    if not isinstance(value, str) or "\n" not in value or '"""' in value or "\\" in value or value.endswith('"'):
+        return None
+    text = '"""\\\n' + value + '"""'
+    try:
+        return text if ast.literal_eval(text) == value else None
+    except (SyntaxError, ValueError):
+        return None
 
 
 def rewrite(source: str, values: dict, where: str) -> str:
