@@ -86,9 +86,8 @@ def copied_answers(path: Path, seed: int) -> dict[str, str]:
     ns = solved(path, seed)
     out = {}
     for q, names in _questions(path).items():
-        values = {a: ns[a] for a in names}
-        if all(_literal(v) for v in values.values()):
-            out[q] = "".join(f"{a} = {v!r}\n" for a, v in values.items())
+        if all(a in ns and _literal(ns[a]) for a in names):     # a name local to a method is not a value
+            out[q] = "".join(f"{a} = {ns[a]!r}\n" for a in names)
     return out
 
 

@@ -79,7 +79,8 @@ def ch3_score_adj() -> str:
     on_page("03-oom-killer.md", 'capacity = parse_memory("16Gi")', 'read_pods(EXAMPLES / "pod.yaml")[0]')
     pod = read_pods(ROOT / "examples" / "oom" / "pod.yaml")[0]
     _, adjs = pod_oom_score_adj(pod.pod, parse_memory("16Gi"))
-    return f"trainer_oom_score_adj = {adjs[0].oom_score_adj!r}\n"
+    # the chapter's pod has two containers too: its first's score for the trainer, its second's for the logger
+    return f"trainer_oom_score_adj = {adjs[0].oom_score_adj!r}\nlogger_oom_score_adj = {adjs[-1].oom_score_adj!r}\n"
 
 
 def ch4_rebuilt() -> str:
