@@ -86,7 +86,10 @@ def test_lab_4_questions_1_and_2_name_env_and_cmd_left_out(seed):
     assert _fb(LAB4, ns, "q1", rebuilt_steps=q1) is None and _fb(LAB4, ns, "q2", week_rebuilds_given=q2) is None
     layers = {n for n in q1 if given.steps[n - 1].instruction not in ("ENV", "CMD")}
     feedback = _fb(LAB4, ns, "q1", rebuilt_steps=layers)
-    assert feedback and "leave no layer" in feedback and "ENV" in feedback and "CMD" in feedback, feedback
+    if layers == {min(q1)}:   # only CMD follows the edited COPY (a seed's order): the copy alone is left
+        assert feedback and "what happens to every step after it" in feedback, feedback
+    else:
+        assert feedback and "leave no layer" in feedback and "ENV" in feedback and "CMD" in feedback, feedback
     week = sum(t * sum(1 for r in rebuild_plan(given.steps, c) if r.rebuilt and r.step.instruction not in ("ENV", "CMD"))
                for c, t in history)
     feedback = _fb(LAB4, ns, "q2", week_rebuilds_given=week)

@@ -7,7 +7,8 @@ A lab with variants has, in its solution notebook,
 - one code cell tagged ``variant`` (the instructor's, never in the student's lab) defining
   ``variant(rng) -> dict``: the numbers for any other seed, drawn from :class:`Rng`.
 
-For seed ``S`` the ``parameters`` cell's named lines become ``NAME = repr(value)``, and ``{{NAME}}``
+For seed ``S`` the ``parameters`` cell's named lines become ``NAME = repr(value)`` (a string of several
+lines, such as a Dockerfile, as a triple-quoted block, one line a line), and ``{{NAME}}``
 in the lab's Markdown becomes the value (for seed 0 the cell's own literal), so prose and code show
 the student's numbers. The seed is recorded in the notebook's metadata (``course.seed``; absent
 means 0), never read from a student's cell. The grader runs the ``parameters`` cell of the
