@@ -144,10 +144,13 @@ def test_the_models_one_known_limit_is_caught_and_exits_1(tmp_path):
 @pytest.mark.real
 @real
 def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
+    import os
     import signal
+    import tempfile
     import time
     from test_container_live import _left_behind, _ours_left
     before = _ours_left()
+    tmp_before = set(os.listdir(tempfile.gettempdir()))
     ctx = rb.write_context(tmp_path / "ctx", {"Dockerfile": "FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\n"
                                                             "RUN sleep 30\n", "a": "a\n"})
     proc = subprocess.Popen([sys.executable, "-m", "courselib", "docker", "rebuild", str(ctx), "--changed", "a"],
@@ -164,6 +167,8 @@ def test_sigterm_during_a_build_leaves_no_storage_root_behind(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert not _left_behind(before)
+    # buildah's own temporary directory goes with the workspace (it was left in TMPDIR: buildahNNN)
+    assert not [f for f in set(os.listdir(tempfile.gettempdir())) - tmp_before if f.startswith("buildah")]
 
 
 def test_a_context_holding_a_fifo_or_too_many_bytes_is_refused_before_anything_is_copied(tmp_path, monkeypatch):

@@ -669,6 +669,10 @@ class Builder:
         self.runroot = ws.root / "runroot"
         self.policy = ws.root / "policy.json"
         self.policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}]}))
+        # buildah's own temporary files (a build's buildahNNN directory): in the workspace, so that a
+        # build stopped by a signal, which buildah cannot clean up after, leaves nothing in TMPDIR
+        self.tmp = ws.root / "tmp"
+        self.tmp.mkdir(exist_ok=True)
         ws.builder = self
         self.version = tool_version("buildah")
         self._base_loaded = False
@@ -681,6 +685,7 @@ class Builder:
     def run(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BUILDAH_", "CONTAINERS_"))}
         env["BUILDAH_ISOLATION"] = "chroot"
+        env["TMPDIR"] = str(self.tmp)
         # its own process group, so that an error or a signal stops buildah *and* the step it runs
         with signals_held():
             proc = subprocess.Popen(self._cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
