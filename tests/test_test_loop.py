@@ -326,14 +326,10 @@ def _wait_until_gone(marker: str, proc, seconds: float = 120.0) -> None:
     """Wait until no process has ``marker`` as one of its arguments."""
     import time
 
+    from courselib.live.cleanup import cmdline
+
     def running() -> bool:
-        for d in Path("/proc").iterdir():
-            try:
-                if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace").split("\0"):
-                    return True
-            except OSError:
-                continue
-        return False
+        return any(marker in (cmdline(int(d.name)) or []) for d in Path("/proc").iterdir() if d.name.isdigit())
 
     end = time.monotonic() + seconds
     while running():
