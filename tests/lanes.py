@@ -32,7 +32,8 @@ directory of its own (``COURSELIB_STATE_DIR``): whatever it asks about running d
 Until 2026-12-05 there were two lanes: the daemon tests (1,628 s in the last check: control plane 1,151
 s, of which Kueue's plane 560 s; Slurm and hub 465 s) and the rest (1,533 s, the fast tier 368 s and the
 lab tier 477 s of it). Each lane writes its own times file (``_build/test-times*.txt``); the lines are
-printed whole as they come, prefixed with the lane's name. The run fails if any lane fails; Ctrl-C
+printed whole as they come, prefixed with the lane's name. The run fails if any lane fails, and the tests
+that did not pass are named again after the lanes' times, at the log's end; Ctrl-C
 (SIGINT) and SIGTERM reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop what they
 started). ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
 """
@@ -97,10 +98,16 @@ NICE = 5
 SERIAL = ["tests", *SOLUTIONS, *NBVAL, "--durations=40"]
 
 
-def _pump(stream, prefix: str) -> None:
+#: the lines of pytest's short summary that name a test which did not pass
+VERDICT = ("FAILED ", "ERROR ")
+
+
+def _pump(stream, prefix: str, failures: list[str]) -> None:
     for line in iter(stream.readline, ""):
         sys.stdout.write(prefix + line)
         sys.stdout.flush()
+        if line.startswith(VERDICT):
+            failures.append(prefix + line.rstrip("\n"))
 
 
 def _children_cpu() -> float:
@@ -155,6 +162,7 @@ def run_lanes(lanes: dict | None = None) -> int:
     tmps = {name: _lane_tmp(name) for name in lanes if name in COMPUTING}
     procs: dict[str, subprocess.Popen] = {}
     pumps = []
+    failures: dict[str, list[str]] = {name: [] for name in lanes}
     started = time.monotonic()
     took: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -181,7 +189,8 @@ def run_lanes(lanes: dict | None = None) -> int:
             procs[name] = subprocess.Popen(nice + PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            start_new_session=True)   # a terminal's Ctrl-C reaches them once, from here
-            t = threading.Thread(target=_pump, args=(procs[name].stdout, f"[{name}] "), daemon=True)
+            t = threading.Thread(target=_pump, args=(procs[name].stdout, f"[{name}] ", failures[name]),
+                                 daemon=True)
             t.start()
             pumps.append(t)
         codes = {}
@@ -219,6 +228,17 @@ def run_lanes(lanes: dict | None = None) -> int:
                 "busy meanwhile (any process)")
     print("\nlanes: " + ", ".join(f"{n} exit {codes[n]} after {took[n]:.0f} s ({cpu[n]:.0f} CPU s)" for n in procs)
           + f"; wall {wall:.0f} s{busy} (times per test: " + ", ".join(t for _, t, _ in lanes.values()) + ")")
+    # again at the very end: a CI log's tail is often all one sees, and a lane's summary scrolled past
+    # long before the last lane ended (the kueue lane's failure of 2026-12-05 showed only as "exit 1")
+    for name in procs:
+        if codes[name] != 0:
+            said = failures[name]
+            print(f"lanes: the {name} lane (exit {codes[name]}): "
+                  + (f"{len(said)} not passed" if said else "no FAILED or ERROR line; its output above says why"))
+            for line in said[:20]:
+                print("  " + line)
+            if len(said) > 20:
+                print(f"  … and {len(said) - 20} more above")
     failed = next((c for c in codes.values() if c != 0), 0)
     return 128 - failed if failed < 0 else failed          # killed by signal N: 128 + N, as a shell says
 

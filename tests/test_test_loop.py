@@ -298,6 +298,25 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_p
     assert not Path(rest_tmp).exists(), out                   # removed after the run
 
 
+def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
+    """A CI log's tail is often all one sees: after the lanes' times, each failed lane's FAILED and ERROR
+    lines are printed again, so a lane that ended early is not known only by its "exit 1"."""
+    import subprocess
+    import sys
+    (tmp_path / "test_fails.py").write_text("def test_ok():\n    pass\n"
+                                            "def test_broken():\n    assert 1 == 2\n")
+    (tmp_path / "test_ok.py").write_text("def test_fine():\n    pass\n")
+    lanes = {"early": ([str(tmp_path / "test_fails.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt"), {}),
+             "late": ([str(tmp_path / "test_ok.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"), {})}
+    driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
+    run = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    tail = run.stdout[run.stdout.index("\nlanes: early exit"):]
+    assert "lanes: the early lane (exit 1): 1 not passed" in tail, tail
+    assert "[early] FAILED" in tail and "test_broken" in tail, tail
+    assert "the late lane" not in tail, tail
+
+
 # ----------------------------------------------------------------------------- signals and the lanes
 
 HELD_SESSION = '''
