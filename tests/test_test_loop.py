@@ -275,14 +275,23 @@ def test_a_lanes_leftover_checks_count_its_own_and_what_was_left(tmp_path, monke
 def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_path):
     """lanes.py: every lane knows its name (COURSE_TEST_LANE); a computing lane has a TMPDIR of its own,
     world-writable as /tmp is (a grading sandbox's user makes its folder there), runs at a lower priority
-    than the daemons' lanes, and its temporary directory is gone after the run."""
+    than the daemons' lanes (its nice, and its sessions' autogroup nice), and its temporary directory is
+    gone after the run."""
     import subprocess
     import sys
+
+    import lanes as lanes_mod
     (tmp_path / "test_env.py").write_text(
         "import os, stat, tempfile\n"
         "def test_env():\n"
         "    t = tempfile.gettempdir()\n"
-        "    print('ENV', os.environ['COURSE_TEST_LANE'], t, oct(stat.S_IMODE(os.stat(t).st_mode)), os.nice(0))\n")
+        "    print('ENV', os.environ['COURSE_TEST_LANE'], t, oct(stat.S_IMODE(os.stat(t).st_mode)), os.nice(0))\n"
+        "def test_autogroups():\n"      # its own session's, and a session it starts later (a kernel's)
+        "    import subprocess, sys\n"
+        "    late = subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); '\n"
+        "                           'print(open(\"/proc/self/autogroup\").read().split()[-1])'],\n"
+        "                          start_new_session=True, capture_output=True, text=True).stdout.split()\n"
+        "    print('AG', os.environ['COURSE_TEST_LANE'], open('/proc/self/autogroup').read().split()[-1], *late)\n")
     args = [str(tmp_path / "test_env.py"), "-q", "-s", "-p", "no:cacheprovider"]
     lanes = {"rest": (args, str(tmp_path / "t1.txt"), {}), "kube": (args, str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
@@ -296,6 +305,11 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_p
     assert int(rest_nice) == os.nice(0) + 5 and int(seen["kube"][2]) == os.nice(0), out   # the daemons' lane first
     assert "courselib-lane-" not in seen["kube"][0], out
     assert not Path(rest_tmp).exists(), out                   # removed after the run
+    # where sessions are autogroups (sched(7)), a nice alone does not give way across sessions: the
+    # lane's session and a session it starts later (a Jupyter kernel's) get the autogroup nice too
+    if lanes_mod._autogroups_on():
+        groups = {m[1]: [m[2], m[3]] for m in re.finditer(r"\bAG (\w+) (\S+) (\S+)", out)}
+        assert groups == {"rest": [str(lanes_mod.NICE)] * 2, "kube": ["0", "0"]}, out
 
 
 def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
