@@ -13,7 +13,8 @@ cores, whichever is longer, instead of their sum.
 - ``kueue``: the tests of the plane Kueue joins (``live_kube(kueue=True)``, tier ``kueue``), on a control
   plane of their own at other ports (``COURSE_TEST_KUBE_PORT``); no nbval.
 - ``slurm``: the tests of the real Slurm and JupyterHub (``real_slurm``, ``real_hub``); no nbval.
-- ``fast``: what ``make test-fast`` runs, here with every example (unit, property and CLI tests).
+- ``fast``: what ``make test-fast`` runs, here with every example (unit, property and CLI tests), and the
+  model's runs at scale (tier ``scale`` alone).
 - ``labs``: the lab tier (every lab graded, its solution under nbval, the grader attacked).
 - ``rest``: everything else over tests/ and solutions/ with nbval: the chapters executed, the website,
   the real container and MPI tests.
@@ -64,6 +65,12 @@ DAEMONS = "real_kube or real_slurm or real_hub"
 #: of its wall (the check of 4251b14), and the rest lane ran alone on one core for its last 180 s.
 WAITS = "network and not (lab or real_kernel or real_container or real_mpi)"
 
+#: the model's runs at the seed's size and the large property tests (tier ``scale``, nothing else costly):
+#: computing only, in tests/, like the fast tier, so they run in the fast lane, moved from the rest lane,
+#: which ended last: in the check of de3ab2a 83 s after the labs lane and 102 s after the fast lane,
+#: alone on one of the two cores meanwhile (the scale tests: 70 s of its wall, 23 CPU s, in a later check).
+MODEL = "scale and not (book or site or lab or real or network)"
+
 #: lane -> (pytest arguments, times file, environment); the markers split the suite: every test in one lane
 LANES = {
     "kube": (["tests", "-m", "real_kube and not kueue", "-p", "no:nbval", "--durations=25"],
@@ -73,10 +80,11 @@ LANES = {
     "slurm": (["tests", "-m", f"not real_kube and (real_slurm or real_hub or ({WAITS}))", "-p", "no:nbval",
                "--durations=25"],
               "_build/test-times-slurm.txt", {}),
-    "fast": (["tests", "-m", FAST, "-p", "no:nbval", "--durations=25"], "_build/test-times-fast.txt", {}),
+    "fast": (["tests", "-m", f"({FAST}) or ({MODEL})", "-p", "no:nbval", "--durations=25"],
+             "_build/test-times-fast.txt", {}),
     "labs": (["tests", *SOLUTIONS, *NBVAL, "-m", f"lab and not ({DAEMONS})", "--durations=25"],
              "_build/test-times-labs.txt", {}),
-    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not ({DAEMONS} or lab or real_kernel or ({FAST}) or ({WAITS}))",
+    "rest": (["tests", *SOLUTIONS, *NBVAL, "-m", f"not ({DAEMONS} or lab or real_kernel or ({FAST}) or ({MODEL}) or ({WAITS}))",
               "--durations=40"], "_build/test-times.txt", {}),
 }
 #: run alone before the lanes: the real kernel tests measure what the kernel gives a process (a 30 % CPU

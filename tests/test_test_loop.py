@@ -222,8 +222,9 @@ def test_the_lanes_run_every_test_once():
                 assert lane == ("kueue" if "kueue" in marks else "kube"), marks
             elif daemons:
                 assert lane == "slurm", marks
-            elif fast.evaluate(lambda m, **_: m in marks):
-                assert lane == "fast", marks
+            elif fast.evaluate(lambda m, **_: m in marks) or \
+                    ("scale" in marks and not marks & {"book", "site", "lab", "real", "network"}):
+                assert lane == "fast", marks                  # the model at scale computes only
             elif "lab" in marks:
                 assert lane == "labs", marks
             elif "real_kernel" in marks:
