@@ -80,3 +80,28 @@ def test_live_or_recorded_is_defined_once(tmp_path):
     assert definitions(LIVE.parent, "live_or_recorded") == ["live/recorded.py"]
     (tmp_path / "memcg.py").write_text("def live_or_recorded():\n    pass\n")
     assert definitions(tmp_path, "live_or_recorded") == ["memcg.py"]  # the check sees a planted wrapper
+
+
+def test_every_build_step_and_courselib_agree_where_builds_go(tmp_path, monkeypatch):
+    """What a build step installs, courselib finds: every step names the one cache folder of
+    ``daemons.cache_dir`` ($COURSELIB_CACHE, else $XDG_CACHE_HOME or ~/.cache, then allornothing). The
+    hub's proxy step and ``hub.proxy_binary`` once looked in ~/.cache alone, so with $COURSELIB_CACHE set
+    the proxy was installed where courselib's hub never looked for it."""
+    import os
+
+    from courselib.live import hub
+    root = LIVE.parents[2]
+    expression = "${COURSELIB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/allornothing}"
+    steps = sorted((root / ".ci" / "build.d").glob("*.sh")) + [root / "k8s" / "build.sh"]
+    for step in steps:
+        text = step.read_text()
+        if "allornothing" in text:                          # (10-k8s.sh only runs k8s/build.sh)
+            assert expression in text and ".cache/allornothing" not in text.replace(expression, ""), step
+    monkeypatch.setenv("COURSELIB_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")                 # not on PATH: the build step's copy
+    proxy = tmp_path / hub.PROXY_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
+    proxy.parent.mkdir(parents=True)
+    proxy.write_text("#!/bin/sh\n")
+    proxy.chmod(0o755)
+    assert hub.proxy_binary() == str(proxy)
+    assert os.access(proxy, os.X_OK)

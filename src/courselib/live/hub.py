@@ -44,7 +44,7 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError
 from courselib.live.cleanup import stop_pids
-from courselib.live.daemons import (HOST, Daemon, Launcher, System, bring_up, check_ports, marked_pids,
+from courselib.live.daemons import (HOST, Daemon, Launcher, System, bring_up, cache_dir, check_ports, marked_pids,
                                     record_fields, status_of)
 from courselib.live.state import StateFile
 
@@ -58,7 +58,13 @@ TOKEN_ENV = "COURSELIB_HUB_TOKEN"
 STATE_ENV = "COURSELIB_HUB_STATE"
 #: The versions .ci/build.d/20-hub.sh installs (the npm proxy into the cache folder below).
 PROXY_VERSION = "5.3.0"
-PROXY_HOME = Path.home() / ".cache" / "allornothing" / f"configurable-http-proxy-{PROXY_VERSION}"
+PROXY_DIR = f"configurable-http-proxy-{PROXY_VERSION}"
+
+
+def proxy_home() -> Path:
+    """Where .ci/build.d/20-hub.sh installs the proxy: the build steps' cache folder (``cache_dir``:
+    ``$COURSELIB_CACHE``, else ``$XDG_CACHE_HOME/allornothing`` or ~/.cache/allornothing)."""
+    return cache_dir() / PROXY_DIR
 #: Python packages the hub needs (the ``hub`` extra of pyproject.toml).
 MODULES = {"jupyterhub": "jupyterhub", "nbgitpuller": "nbgitpuller", "jupyterlab": "jupyterlab"}
 #: The folder nbgitpuller clones the course into, inside each home.
@@ -72,7 +78,7 @@ def proxy_binary() -> str | None:
     found = shutil.which("configurable-http-proxy")
     if found:
         return found
-    local = PROXY_HOME / "node_modules" / ".bin" / "configurable-http-proxy"
+    local = proxy_home() / "node_modules" / ".bin" / "configurable-http-proxy"
     return str(local) if os.access(local, os.X_OK) else None
 
 
@@ -86,7 +92,7 @@ def unavailable_reason() -> str | None:
         return "node is not installed (apt-get install nodejs npm)"
     if proxy_binary() is None:
         return ("configurable-http-proxy is not installed (.ci/build.d/20-hub.sh, or "
-                f"npm install --prefix {PROXY_HOME} configurable-http-proxy@{PROXY_VERSION})")
+                f"npm install --prefix {proxy_home()} configurable-http-proxy@{PROXY_VERSION})")
     if shutil.which("git") is None:
         return "git is not installed (nbgitpuller clones with it)"
     return None
