@@ -16,7 +16,7 @@ from courselib.grading.notebook import skip_the_iri_parser
 skip_the_iri_parser()
 
 #: The live test loop: one control plane and one Slurm per session, reshaped, not restarted (house).
-pytest_plugins = ("live_fixtures", "tiers")
+pytest_plugins = ("live_fixtures", "tiers", "leftovers")
 #: Test tiers by cost and system (book, site, lab, real_*, scale, slow): tests/tiers.py.
 
 # A property test that names no count gets Hypothesis' default (100) in the full run, 10 in the dev tier.

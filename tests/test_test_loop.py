@@ -332,6 +332,34 @@ def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
     assert "the late lane" not in tail, tail
 
 
+def test_a_computing_lanes_leftover_is_named_with_the_test_it_appeared_in(tmp_path):
+    """tests/leftovers.py: in a computing lane's temporary directory, what a test left is named at the end
+    with that test; what a test made and removed, and what appears outside such a lane, is not."""
+    import subprocess
+    import sys
+    tests = tmp_path / "t"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+                                        "pytest_plugins = ('leftovers',)\n")
+    (tests / "test_tmp.py").write_text(
+        "import os, tempfile\n"
+        "def test_tidy():\n    os.rmdir(tempfile.mkdtemp())\n"
+        "def test_messy():\n    print('MADE', os.path.basename(tempfile.mkdtemp()))\n")
+
+    def run(tmpdir):
+        tmpdir.mkdir()
+        return subprocess.run([sys.executable, "-m", "pytest", str(tests), "-q", "-s", "-p", "no:cacheprovider"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, TMPDIR=str(tmpdir))).stdout
+
+    out = run(tmp_path / "courselib-lane-rest-0123abcd")
+    made = re.search(r"MADE (\S+)", out)[1]
+    assert re.search(rf"leftovers: still in .*courselib-lane-rest-0123abcd.*: {made} "
+                     rf"\(.*test_tmp.py::test_messy\)$", out, re.M), out
+    assert "test_tidy" not in out.split("leftovers:")[1], out
+    assert "leftovers:" not in run(tmp_path / "elsewhere"), "only in a computing lane's folder"
+
+
 # ----------------------------------------------------------------------------- signals and the lanes
 
 HELD_SESSION = '''
