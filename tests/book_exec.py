@@ -10,9 +10,9 @@ whichever comes first executes a chapter, and the other finds it.
 jupyter-cache keys a notebook on its code only, never on what the code imports. The folder of the
 cache is therefore keyed on everything a page's output can depend on (:func:`source_key`): every file
 of the repository outside tests/ (the library, its recorded runs, the chapters, the examples), the
-Python version, the installed distributions, which real systems are built here
-(``~/.cache/allornothing``) and ``COURSELIB_LIVE``. Change any of them and the pages run again; a
-fresh clone (CI) always runs them once. ``COURSE_EXEC_CACHE=DIR`` names another folder.
+Python version, the installed distributions, which real systems are built here (the build steps' folder,
+``courselib.live.daemons.cache_dir``: ``$COURSELIB_CACHE``, else ``~/.cache/allornothing``) and
+``COURSELIB_LIVE``. Change any of them and the pages run again; a fresh clone (CI) always runs them once. ``COURSE_EXEC_CACHE=DIR`` names another folder.
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def source_key() -> str:
     h.update(sys.version.encode())
     h.update("\n".join(sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
                               if d.metadata["Name"])).encode())
-    built = Path.home() / ".cache" / "allornothing"
+    from courselib.live.daemons import cache_dir as builds_dir     # where the build steps put them
+    built = builds_dir()
     h.update(" ".join(sorted(p.name for p in built.iterdir()) if built.is_dir() else ()).encode())
     h.update(os.environ.get("COURSELIB_LIVE", "").encode())
     return h.hexdigest()[:16]

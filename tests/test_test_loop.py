@@ -457,3 +457,15 @@ def test_the_lanes_forward_a_signal_to_every_lane_and_report_each_lanes_cpu(tmp_
     assert summary, out
     assert int(summary.group(1)) >= 1, out                   # the second and a half it burned, counted
     assert proc.returncode == 2, out
+
+
+def test_the_page_cache_is_keyed_on_the_builds_where_courselib_finds_them(tmp_path, monkeypatch):
+    """tests/book_exec.py: a page's output depends on which real systems are built (a chapter runs the
+    real one, or shows its recording), so the execution cache's key names the build steps' folder's
+    contents, where courselib finds them ($COURSELIB_CACHE when set): a component built there keys anew."""
+    import book_exec
+    monkeypatch.setenv("COURSELIB_CACHE", str(tmp_path))
+    key = getattr(book_exec.source_key, "__wrapped__", book_exec.source_key)
+    before = key()
+    (tmp_path / "kube-v1.37.2").mkdir()
+    assert key() != before
