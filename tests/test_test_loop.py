@@ -289,7 +289,7 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_p
         "    print('ENV', os.environ['COURSE_TEST_LANE'], t, oct(stat.S_IMODE(os.stat(t).st_mode)), os.nice(0))\n"
         "def test_autogroups():\n"      # its own session's, and a session it starts later (a kernel's)
         "    import subprocess, sys\n"
-        "    late = subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); '\n"
+        "    late = subprocess.run([sys.executable, '-c', 'import time; time.sleep(3); '\n"
         "                           'print(open(\"/proc/self/autogroup\").read().split()[-1])'],\n"
         "                          start_new_session=True, capture_output=True, text=True).stdout.split()\n"
         "    print('AG', os.environ['COURSE_TEST_LANE'], open('/proc/self/autogroup').read().split()[-1], *late)\n")
