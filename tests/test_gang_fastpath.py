@@ -400,7 +400,7 @@ def test_slurm_profile_forgets_the_blocked_nodes_times_when_a_job_starts_on_them
 @contextmanager
 def _carry_stats():
     """Sum ``Slurm.carry_stats`` over every fast-path policy made meanwhile."""
-    total = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0}
+    total = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0, "reach": 0}
     made: list = []
     original = Slurm.__init__
 
@@ -740,6 +740,44 @@ def test_the_passes_carried_across_early_ends_are_exercised():
             same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm")
     assert stats["early"] > stats["passes"] // 3, stats
     assert stats["moved"] > stats["early"], stats
+
+
+@pytest.mark.parametrize("plant", ["a level too high", "the last of its nodes", "a second late"])
+def test_a_freed_span_starts_where_one_of_its_nodes_holds_a_pod_and_planted_slips_fail(plant):
+    """A carried pass tries a job over each span that an early end freed or a moved reservation
+    left only from the first time one of that span's nodes has the job's GPUs a pod free
+    (Availability.reach; before it those nodes hold none of its pods, so it fails as it did). It
+    is exercised (friendly and busy queues on a few nodes, where a small job ends early on a node
+    that others keep busy), the equalities above hold with it, and a reach read at the level above
+    the job's, from the node that gets there last, or a second late makes the checks fail."""
+    from courselib.model.policies import slurm_profile
+    reach = slurm_profile.Availability.reach
+    ws = [busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0) for seed in range(2)] + \
+        [scale_workload(seed, nodes=8, jobs=150) for seed in range(2)]
+
+    def planted(self, nodes, g):
+        if plant == "a level too high":
+            return reach(self, nodes, min(g + 1, self.top))
+        if plant == "the last of its nodes":
+            return max((float(self.when[g][i]) for i in nodes), default=math.inf)
+        w = reach(self, nodes, g)
+        return w if w == -math.inf else w + 1.0
+
+    with _carry_stats() as stats:
+        for w in ws:
+            same(w, "slurm")
+    assert stats["reach"] > stats["early"] > 100, stats
+    slurm_profile.Availability.reach = planted
+    failed = 0
+    try:
+        for w in ws:
+            try:
+                same(w, "slurm", reuse=True)
+            except AssertionError:
+                failed += 1
+    finally:
+        slurm_profile.Availability.reach = reach
+    assert failed >= 2, (plant, failed)
 
 
 def test_the_pass_timeline_is_exercised():

@@ -25,7 +25,9 @@ whose outcome may change; the jobs with no start that it tries are answered from
 curve per time (:meth:`Availability.curve`; the figures are in benchmarks/README.md).
 Early ends do not stop a pass from carrying (issue 35): a job that ended before its ``--time``
 frees GPUs only from now until its old limit, so the walk tries each job only over that span
-(as where a reservation moved away) and keeps its reservation where it still fails there.
+(as where a reservation moved away) and keeps its reservation where it still fails there; and
+only from the first time one of the span's nodes has the job's GPUs a pod free (a small job that
+ends early on a node others keep busy frees nothing for a whole-node job before they end).
 A plain job's search in a pass is answered by the pass's
 :class:`~courselib.model.policies.slurm_profile.Timeline` (the reserved nodes at every candidate
 time as a mask, the free ones from the profile's masks): on a busy cluster each job looks past most
@@ -110,12 +112,15 @@ class SlurmFast(Slurm):
         #: backfill passes, those that carried the last one's outcomes, reservations they moved,
         #: passes that updated the last one's record in place, searches of a job that the
         #: roots carried from the last pass spared, and carried passes that early ends or a start
-        #: off its reservation freed capacity for (``freed`` in :meth:`_carried`)
-        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0}
+        #: off its reservation freed capacity for (``freed`` in :meth:`_carried`), and spans of freed
+        #: or moved-away capacity that a job was tried over only from their nodes' reach on
+        self.carry_stats = {"passes": 0, "carried": 0, "moved": 0, "in_place": 0, "seeded": 0, "early": 0,
+                            "reach": 0}
         self._started_since: list[tuple] = []
         #: the expected ends of the jobs that ended before them since the last pass's record (None:
         #: a job with no expected end, after which no pass carries)
         self._early_ends: list[float | None] = []
+        self._early_nodes: list = []  # (the nodes each of them ran on)
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -382,8 +387,8 @@ class SlurmFast(Slurm):
         direct = type(self).plan is SlurmFast.plan
         carry = self._carried(state) if direct else None
         monotone = carry is not None  # this pass only adds to what the last pass's jobs met
-        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids, freed = (
-            carry if monotone else (None, None, [], None, None, {}, {}, [], {}, []))
+        since, carried, changes, last_names, marks, dom, last_resv, last_roots, kids, (freed, freed_on) = (
+            carry if monotone else (None, None, [], None, None, {}, {}, [], {}, ([], [])))
         dom_now: dict[str, str] = {}  # this pass's: a job with no start -> one it is no smaller than
         outcomes: dict[str, tuple] = {}  # this pass's, for the next one: name -> (start, plan)
         self._bf_started: list[JobRun] = []
@@ -603,12 +608,16 @@ class SlurmFast(Slurm):
         # pass to seed its own ``never`` with; ``unseeded``: those not yet in this pass's ``never``
         unseeded, seeded = list(roots_now), set()
         released: list[tuple[float, float]] = list(freed)  # the last pass's reservations this one moved
+        released_on: list = list(freed_on)  # (the nodes of each)
+        reach: dict = {}  # (index into released, g) -> the first time one of its nodes has g GPUs free (_reach)
         #: the earliest start and the latest end of ``released`` (inf, -inf: none)
         rel_box = [min((r[0] for r in released), default=math.inf), max((r[1] for r in released), default=-math.inf)]
 
-        def release(iv: tuple) -> None:
-            """``iv`` (start, end) where a reservation the later jobs met was: they look again."""
+        def release(iv: tuple, nodes: list) -> None:
+            """``iv`` (start, end) where a reservation the later jobs met was, on ``nodes``: they
+            look again."""
             released.append(iv)
+            released_on.append(nodes)
             changes.append(iv)
             if iv[0] < rel_box[0]:
                 rel_box[0] = iv[0]
@@ -633,7 +642,11 @@ class SlurmFast(Slurm):
             window (a search was quicker); or (None, None, False). Only two kinds of candidate
             time can be one: past the last window, and in ``[start - runtime, end)`` of a
             reservation the last pass made and this one moved (nothing else holds less than when
-            the job failed last time). Each is counted from the pass's capacity curve at that
+            the job failed last time), or that early ends freed. Each such span starts no sooner
+            than the first time one of its nodes has ``g`` GPUs free (:meth:`Availability.reach`):
+            before then none of them holds a pod of the job's, and every other node holds no more
+            pods and is blocked no less than when the job failed there last time, so it fails
+            there again. Each time left is counted from the pass's capacity curve at that
             time (a plan only where the job fits)."""
             g, pods, runtime = job.gpus_per_pod, job.pods, job.planned_runtime
             if tree and runtime <= 0:
@@ -652,8 +665,15 @@ class SlurmFast(Slurm):
                 spans.append((bisect_left(times_all, max(now, rel_box[0] - runtime)),
                               min(top, bisect_left(times_all, rel_box[1]))))
             else:
-                for s0, e0 in released:
-                    spans.append((bisect_left(times_all, max(now, s0 - runtime)),
+                for x, (s0, e0) in enumerate(released):
+                    # (from the first time one of its nodes can hold a pod: before it, what freed
+                    # or moved away there holds none of the job's pods, so it fails as it did)
+                    w = reach.get((x, g))
+                    if w is None:
+                        w = reach[x, g] = avail.reach(released_on[x], g)
+                    if w > s0 - runtime and w > now:
+                        self.carry_stats["reach"] += 1  # (a span cut short)
+                    spans.append((bisect_left(times_all, max(now, s0 - runtime, w)),
                                   min(top, bisect_left(times_all, e0))))
             if len(spans) > 1:
                 spans.sort()
@@ -841,12 +861,12 @@ class SlurmFast(Slurm):
             if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
                 # a reservation the later jobs met moved (or became a job that may leave some of
                 # its nodes' GPUs free): where it was, they must look again
-                release((old[0], old[0] + runtime))
+                release((old[0], old[0] + runtime), [i for i, _ in old[1]])
                 self.carry_stats["moved"] += 1
             elif monotone and old is None and like and name in last_resv:
                 # not carried but reserved last time (a job that waited for --switches then, or
                 # that the tree refused where its pods fit): where it was, the later jobs look again
-                release(last_resv[name][:2])
+                release(last_resv[name][:2], last_resv[name][2])
             if odd[0]:  # the tree refused it where its pods fit: not carried, as a job not plain
                 like, odd[0] = False, False
             if not like:
@@ -918,7 +938,7 @@ class SlurmFast(Slurm):
         self._carry = _Pass(now, outcomes, names, marks_now,
                             [(now, self.expected_end[name]) for name in started], dom_now,
                             self.reservations, roots_now, kids)
-        self._started_since, self._early_ends = [], []
+        self._started_since, self._early_ends, self._early_nodes = [], [], []
 
     def _carried(self, state: SchedState) -> tuple | None:
         """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their
@@ -941,7 +961,8 @@ class SlurmFast(Slurm):
         ``(now, e)`` only, so a job can now start earlier only at a candidate time in ``[now, e)``
         (the free GPUs at every time from ``e`` on are the last pass's, as ``e`` was a candidate
         time then); a job started elsewhere than reserved frees where it was reserved, as a
-        reservation that moved does (and holds where it runs: a change). Every time outside those
+        reservation that moved does (and holds where it runs: a change). ``freed`` comes with the
+        nodes of each span (those of the job that ended, or of the reservation). Every time outside those
         spans still fails where it failed, so each job is tried only there (the pass's
         :class:`Timeline` over the spans) and keeps its reservation where none fits."""
         carry = self._carry
@@ -952,6 +973,7 @@ class SlurmFast(Slurm):
         outcomes, changes = carry.outcomes, list(carry.changes)
         now = state.now
         freed = [(now, e) for e in self._early_ends if e > now]
+        freed_on = [nodes for e, nodes in zip(self._early_ends, self._early_nodes) if e > now]
         nodes = state.cluster.nodes
         for run, t, plan in self._started_since:
             old = outcomes.get(run.name)
@@ -964,10 +986,11 @@ class SlurmFast(Slurm):
                     any(k * run.job.gpus_per_pod != nodes[i].gpus for i, k in old[1]):
                 # started elsewhere: its reservation moved (see the walk), to where it runs
                 freed.append((old[0], old[0] + run.job.planned_runtime))
+                freed_on.append([i for i, _ in old[1]])
                 changes.append(freed[-1])
                 changes.append((t, t + run.job.planned_runtime))
         return (carry.time, outcomes, changes, carry.names, carry.marks, carry.dom, carry.resv, carry.roots,
-                carry.kids, freed)
+                carry.kids, (freed, freed_on))
 
     def _candidates(self, now: float) -> list[float]:
         """The reference's candidate start times before any reservation: now and the running
@@ -1006,11 +1029,13 @@ class SlurmFast(Slurm):
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
         self._ends_seen += 1
-        self._dirty.update(self._last_nodes.get(run.name, ((), False))[0])
+        ran_on = self._last_nodes.get(run.name, ((), False))[0]
+        self._dirty.update(ran_on)
         e = self.expected_end.get(run.name)
         super().on_finish(state, run)
         if e != state.now:  # it ended before its time limit: GPUs free earlier than planned
             self._early_ends.append(e)
+            self._early_nodes.append(ran_on)
         if e is not None:
             self._ends_count[e] -= 1
             if not self._ends_count[e]:

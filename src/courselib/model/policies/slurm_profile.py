@@ -217,6 +217,18 @@ class Availability:
                     ms[f] = (ms[f] & keep) | masks[k - 1] if k else ms[f] & keep
         ms[0] = self._change
 
+    def reach(self, nodes, g: int) -> float:
+        """The first time at which one of ``nodes`` has ``g`` GPUs free (-inf: one has now; inf:
+        none ever): before it none of them holds a pod of ``g`` GPUs, whatever is reserved."""
+        if not len(nodes):
+            return math.inf
+        if g > self.top:
+            return math.inf
+        row = self.when[g]
+        if len(nodes) <= 8:
+            return float(min(row[i] for i in nodes))
+        return float(row[np.asarray(nodes, dtype=np.int64)].min())
+
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
         if 2 * g > self.top:  # one level
