@@ -609,7 +609,9 @@ class SlurmFast(Slurm):
         unseeded, seeded = list(roots_now), set()
         released: list[tuple[float, float]] = list(freed)  # the last pass's reservations this one moved
         released_on: list = list(freed_on)  # (the nodes of each)
-        reach: dict = {}  # (index into released, g) -> the first time one of its nodes has g GPUs free (_reach)
+        #: index into released * stride + GPUs a pod -> the first time one of its nodes has them free
+        reach: dict = {}
+        stride = node_gpus + 1
         #: the earliest start and the latest end of ``released`` (inf, -inf: none)
         rel_box = [min((r[0] for r in released), default=math.inf), max((r[1] for r in released), default=-math.inf)]
 
@@ -665,12 +667,13 @@ class SlurmFast(Slurm):
                 spans.append((bisect_left(times_all, max(now, rel_box[0] - runtime)),
                               min(top, bisect_left(times_all, rel_box[1]))))
             else:
-                for x, (s0, e0) in enumerate(released):
+                for x in range(len(released)):
+                    s0, e0 = released[x]
                     # (from the first time one of its nodes can hold a pod: before it, what freed
                     # or moved away there holds none of the job's pods, so it fails as it did)
-                    w = reach.get((x, g))
+                    w = reach.get(x * stride + g)  # (an int key, no tuple; g <= a node's GPUs)
                     if w is None:
-                        w = reach[x, g] = avail.reach(released_on[x], g)
+                        w = reach[x * stride + g] = avail.reach(released_on[x], g)
                     if w > s0 - runtime and w > now:
                         self.carry_stats["reach"] += 1  # (a span cut short)
                     spans.append((bisect_left(times_all, max(now, s0 - runtime, w)),
@@ -861,7 +864,9 @@ class SlurmFast(Slurm):
             if monotone and old is not None and old[0] is not None and (moved or (start, plan) != old):
                 # a reservation the later jobs met moved (or became a job that may leave some of
                 # its nodes' GPUs free): where it was, they must look again
-                release((old[0], old[0] + runtime), [i for i, _ in old[1]])
+                r = last_resv.get(name)  # (its nodes as the reservation listed them: no new list)
+                release((old[0], old[0] + runtime), r[2] if r is not None and r[0] == old[0] and r[2]
+                        and len(r[2]) == len(old[1]) else [i for i, _ in old[1]])
                 self.carry_stats["moved"] += 1
             elif monotone and old is None and like and name in last_resv:
                 # not carried but reserved last time (a job that waited for --switches then, or

@@ -83,6 +83,7 @@ class Availability:
         self._last_blocked: tuple = (None, 0, 0.0, 0.0, 0)
         self._last_out: tuple = (None, 0, [])  # the last _out_of: (mask, g, its times)
         self.last_plan: tuple = (None, 0)  # the last plan made and its nodes' mask (keep_mask)
+        self._when_lists: list = [None]  # [the change they are of, by level g + 1: when[g] as a list] (reach)
 
     def touch(self, nodes, whole: float | None = None) -> None:
         """Mark the nodes changed. ``whole``: the caller knows what each now holds, one job on all
@@ -220,14 +221,15 @@ class Availability:
     def reach(self, nodes, g: int) -> float:
         """The first time at which one of ``nodes`` has ``g`` GPUs free (-inf: one has now; inf:
         none ever): before it none of them holds a pod of ``g`` GPUs, whatever is reserved."""
-        if not len(nodes):
+        if not len(nodes) or g > self.top:
             return math.inf
-        if g > self.top:
-            return math.inf
-        row = self.when[g]
-        if len(nodes) <= 8:
-            return float(min(row[i] for i in nodes))
-        return float(row[np.asarray(nodes, dtype=np.int64)].min())
+        rows = self._when_lists
+        if rows[0] != self._change:  # (the columns changed since: read them again)
+            rows[:] = [self._change] + [None] * (self.top + 1)
+        row = rows[g + 1]
+        if row is None:
+            row = rows[g + 1] = self.when[g].tolist()
+        return min([row[i] for i in nodes])
 
     def fit(self, t: float, g: int) -> int:
         """Pods of ``g`` GPUs that fit at time ``t`` (> now) on all nodes, reservations aside."""
