@@ -98,7 +98,7 @@ def test_the_expected_answers_of_volcano_slurm_and_kueue():
 
 @pytest.mark.parametrize("config", [VOLCANO, SLURM, KUEUE_1_MIN], ids=["volcano", "slurm", "kueue-1-min"])
 def test_another_seed_has_another_answer(config):
-    """Seed 7 submits ``urgent`` at 4.25 h for 3 h, seed 2 at 2.5 h for 6 h: each changes the answer."""
+    """Seeds 7 and 2 submit ``urgent`` at other times, for other lengths: each changes the answer."""
     answers = [_q2(_namespace(seed), config) for seed in (0, 7, 2)]
     assert len({_key(a) for a in answers}) == 3, answers
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -11,6 +13,8 @@ from courselib.live import cpu as live_cpu
 from courselib.model import cpu
 from courselib.model.cgroup_files import KNOBS, knob
 from budget import examples
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("q,milli", [("250m", 250), ("1", 1000), ("1.5", 1500), (2, 2000), ("0.1", 100), ("1.0001", 1001)])
@@ -75,15 +79,40 @@ def test_recorded_throttle_run_is_labelled_and_sane():
 
 
 def test_lab_1s_fallback_shows_a_run_recorded_under_the_limit_its_question_names():
-    """Lab 1 question 5 asks about 400m; without root it showed chapter 2's 250m recording (tester-a, 01-b).
-    A limit with its own recording gets it; any other still gets the 250m run, whose limit the caller reads."""
-    shown = live_cpu.source(400).recorded().value
-    assert shown.recorded and shown.milli_cpu == 400 and shown.limit == {"quota_us": 40_000, "period_us": 100_000,
-                                                                         "cpus": 0.4}
-    assert abs(shown.mean_limited - 0.4) < 0.05
-    assert shown.nr_throttled >= 0.8 * shown.nr_periods     # the rule: throttled in (nearly) every period
-    assert live_cpu.source(250).recorded().value.milli_cpu == 250
-    assert live_cpu.source(600).recorded().value.milli_cpu == 250      # none recorded: the caller says so
+    """Lab 1 question 5 draws its loop's limit per seed; without root the cell shows a recording. One run was
+    recorded (on the course's CI machine, with the cell's own call) at every limit the variant can draw, so
+    every seed sees its own limit's run, labelled with its machine and date (chapter 2's 250m cell too).
+    Each run had a CPU free for its quota (its unlimited control loop got enough: ``quiet``), and held it."""
+    import nbformat
+
+    from courselib.grading import markers, variant
+
+    if not (ROOT / "solutions").is_dir():
+        pytest.skip("no solutions/ here (the student template)")
+    lab = nbformat.read(ROOT / "solutions" / "01-namespaces-cgroups.ipynb", 4)
+    params = next(c.source for c in lab.cells if "parameters" in markers.tags(c))
+    drawn = next(c.source for c in lab.cells if variant.VARIANT_TAG in markers.tags(c))
+    limits = {cpu.parse_cpu(variant.values_for(params, drawn, seed, "lab 1")["Q5_LIMIT_CPU"]) for seed in range(300)}
+    assert limits <= set(live_cpu.LAB1_LIMITS) and len(limits) > 100, sorted(limits - set(live_cpu.LAB1_LIMITS))
+    from courselib.live import recorded
+
+    table = recorded.load(live_cpu.LAB1_RECORDING)
+    busy = [r["milli_cpu"] for r in table["runs"] if not live_cpu.quiet(r)]
+    assert table["not_quiet"] == busy, busy     # the file names each run made with no CPU free for its quota
+    assert [r["milli_cpu"] for r in table["runs"]] == list(live_cpu.LAB1_LIMITS)
+    for milli in live_cpu.LAB1_LIMITS:
+        shown = live_cpu.source(milli).recorded()
+        run = shown.value
+        assert run.recorded and run.milli_cpu == milli, (milli, run.milli_cpu)
+        assert run.limit == {"quota_us": milli * 100, "period_us": 100_000, "cpus": milli / 1000}
+        if milli not in busy:        # a CPU was free: the loop held its quota (the cell says so of a busy one)
+            assert abs(run.mean_limited - milli / 1000) < 0.05, (milli, run.limited_cpus)
+            assert run.nr_throttled > 0, milli   # it used its quota up: the cell says in how many periods
+        label = shown.label("no root here")
+        assert "Linux" in label and re.search(r"\b20\d\d-\d\d-\d\d\b", label), label   # machine and date
+    assert live_cpu.recorded_run().milli_cpu == 250       # no limit asked: chapter 2's first recording
+    assert live_cpu.source(1200).recorded().value.milli_cpu == 900    # none recorded: the nearest; the cell says so
+    assert live_cpu.source(152).recorded().value.milli_cpu == 150
 
 
 @pytest.mark.real
@@ -145,3 +174,62 @@ def test_cpu_throttle_cleans_up_on_sigterm_and_sighup(sig):
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     assert not [c for c in Path("/sys/fs/cgroup").rglob(f"courselib-cpu-{p.pid}-*")]
+
+
+def test_lab_1s_question_5_cell_without_root_shows_the_seeds_own_limit(monkeypatch):
+    """The cell after Lab 1 question 5, where it may not create a cgroup (Binder): each seed's recording is
+    made under the seed's own limit and says so, with no NOTE; a limit with no recording gets the nearest
+    one and a NOTE that names both limits and what the run does not show."""
+    import contextlib
+    import io
+    import sys
+
+    import nbformat
+
+    from courselib.grading import markers
+
+    if not (ROOT / "solutions").is_dir():
+        pytest.skip("no solutions/ here (the student template)")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from lab_answers import given_namespace
+
+    lab = ROOT / "solutions" / "01-namespaces-cgroups.ipynb"
+    cell = next(c.source for c in nbformat.read(lab, 4).cells
+                if "demo" in markers.tags(c) and "live_cpu.source" in c.source)
+
+    def refused(*a, **k):
+        raise PrivilegeError("no root in this test")
+
+    monkeypatch.setattr(live_cpu, "run_throttle", refused)
+
+    def shown(ns) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(cell, dict(ns, print=print))  # noqa: S102 (the course's own lab)
+        return out.getvalue()
+
+    from courselib.live import recorded
+
+    busy = recorded.load(live_cpu.LAB1_RECORDING)["not_quiet"]
+    for seed in (0, 1, 2, 3, 7, 11):
+        ns = given_namespace(lab, seed)
+        text = shown(ns)
+        assert text.startswith(f"RECORDED run (not this machine) under {ns['Q5_LIMIT_CPU']}:"), text
+        assert "2026-" in text and "Linux" in text and "NOTE: no run was recorded" not in text, text
+        assert ("NOTE: the machine was busy" in text) is (cpu.parse_cpu(ns["Q5_LIMIT_CPU"]) in busy), text
+    for milli in busy[:3]:
+        text = shown(dict(given_namespace(lab, 0), Q5_LIMIT_CPU=f"{milli}m", Q5_QUOTA_MS=milli / 10))
+        assert "NOTE: the machine was busy when this run was recorded" in text, text
+    text = shown(dict(given_namespace(lab, 0), Q5_LIMIT_CPU="1200m", Q5_QUOTA_MS=120))
+    assert "under 900m" in text and "NOTE: no run was recorded under question 5's 1200m" in text, text
+    assert "CpuLimit.expected_usage" in text, text
+
+
+def test_a_recorded_run_is_quiet_when_both_loops_got_what_an_idle_machine_gives():
+    """The control loop got the limit plus a tenth of a CPU (or nearly a whole one), and the limited loop its
+    quota to within 0.05 CPU; otherwise another process held a CPU, and the run is not quiet."""
+    def run(cpus, control, limited=None):
+        return {"limit": {"cpus": cpus}, "unlimited_cpus": [control] * 4, "limited_cpus": [limited or cpus] * 4}
+    assert live_cpu.quiet(run(0.3, 0.41)) and not live_cpu.quiet(run(0.3, 0.39))
+    assert live_cpu.quiet(run(0.9, 0.96)) and not live_cpu.quiet(run(0.9, 0.94))
+    assert live_cpu.quiet(run(0.6, 0.8, 0.64)) and not live_cpu.quiet(run(0.6, 0.8, 0.54))

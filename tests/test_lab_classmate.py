@@ -143,3 +143,42 @@ def test_the_by_design_list_is_the_one_instructors_md_names():
     section = " ".join(page.split("### Per-student variants", 1)[1].split("\n### ", 1)[0].split())
     claim = next(s for s in section.split(". ") if "wrong for them" in s)
     assert "except" in claim, f"the page says without exception: {claim!r}"
+
+
+#: The copies that passed by chance in session 11's count (seed a = 0-5 typed into seed b = 1-12, 67 pairs a
+#: lab, hidden checks in process): an answer with few possible values, so two seeds drew the same one. Each
+#: question now draws from more values or asks for more of the mechanism (Lab 4 q1: the steps each of the
+#: four edits rebuilds; q3 and Lab 6 q4: also a count the mechanism gives), and each of these copies fails.
+CHANCE = {
+    ("01-namespaces-cgroups", "q1"): ((4, 1), (5, 1), (1, 4), (5, 4), (1, 5), (4, 5), (2, 6), (3, 7), (0, 8),
+                                      (1, 10), (4, 10), (5, 10), (2, 11)),
+    ("01-namespaces-cgroups", "q3"): ((2, 6), (2, 10)),
+    ("01-namespaces-cgroups", "q4"): ((1, 6), (1, 10)),
+    ("01-namespaces-cgroups", "q5"): ((1, 9), (2, 12)),
+    ("04-images", "q1"): ((3, 2), (2, 3), (0, 4), (5, 4), (0, 5), (4, 5), (1, 7), (2, 8), (3, 8), (0, 11),
+                          (4, 11), (5, 11), (1, 12)),
+    ("04-images", "q3"): ((3, 7), (3, 10), (5, 12)),
+    ("05-slurm", "q3"): ((3, 1), (1, 3)),
+    ("06-gang-deadlock", "q3"): ((5, 4), (4, 5)),
+    ("06-gang-deadlock", "q4"): ((2, 1), (1, 2), (0, 3), (1, 7), (2, 7), (4, 8), (1, 11), (2, 11), (0, 12), (3, 12)),
+    ("06-gang-deadlock", "q6"): ((1, 6),),
+    ("07-barrier", "q3"): ((2, 6),),
+    ("09-capstone", "q2"): ((4, 3), (3, 4), (2, 6)),
+    ("09-capstone", "q4"): ((2, 7),),
+}
+
+
+@pytest.mark.parametrize("name, question", sorted(CHANCE), ids=[f"{n}-{q}" for n, q in sorted(CHANCE)])
+def test_the_copies_that_agreed_by_chance_now_fail(name, question):
+    from lab_answers import hidden_feedback
+
+    path = ROOT / "solutions" / f"{name}.ipynb"
+    passed = []
+    for a, b in CHANCE[name, question]:
+        mine, theirs = solved(path, a), dict(solved(path, b))
+        names = _questions(path)[question]
+        copied = {n: mine[n] for n in names}
+        assert all(_literal(v) for v in copied.values()), (name, question, copied)
+        if hidden_feedback(path, theirs, question, **copied) is None:
+            passed.append((a, b))
+    assert not passed, f"{name} {question}: seed a's answer passes seed b's check for (a, b) in {passed}"

@@ -55,7 +55,8 @@ def test_lab_5_question_1_says_a_bare_time_is_minutes():
 def test_lab_1_question_1_names_serve_py_when_one_process_is_missing(seed):
     ns = given_namespace(LAB1, seed)
     workers = ns["WORKERS"]
-    right = dict(serve_pid=1, serve_ppid=0, worker_pids=set(range(2, 2 + workers)))
+    first = 2 + ns["SETUP_RUNS"]
+    right = dict(serve_pid=1, serve_ppid=0, worker_pids=set(range(first, first + workers)))
     feedback = hidden_feedback(LAB1, dict(ns), "q1", listed_inside=workers, **right)
     assert feedback.startswith(f"found listed_inside = {workers}: one process short; /proc lists every process of "
                                f"the new namespace, serve.py itself (PID 1) as well as each of its workers"), feedback
@@ -75,3 +76,21 @@ def test_grading_a_copy_outside_the_course_suggests_the_students_manifest_first(
     msg = str(err.value)
     assert "a student: pass --source labs/manifest.json" in msg, msg
     assert msg.index("labs/manifest.json") < msg.index("--source solutions/"), msg
+
+
+def test_lab_1_question_1_names_the_setup_commands_that_ended():
+    """serve.py's setup commands ended before the workers started: their PIDs are used up (the workers come
+    after them), and /proc no longer lists them. Each slip gets its own feedback on seeds with setup commands;
+    the reference answer passes."""
+    seeds = [s for s in range(1, 40) if given_namespace(LAB1, s)["SETUP_RUNS"]][:6]
+    assert len(seeds) == 6
+    for seed in seeds:
+        ns = given_namespace(LAB1, seed)
+        setup, workers = ns["SETUP_RUNS"], ns["WORKERS"]
+        right = dict(serve_pid=1, serve_ppid=0, worker_pids=set(range(2 + setup, 2 + setup + workers)),
+                     listed_inside=1 + workers)
+        assert hidden_feedback(LAB1, dict(ns), "q1", **right) is None
+        feedback = hidden_feedback(LAB1, dict(ns), "q1", **dict(right, worker_pids=set(range(2, 2 + workers))))
+        assert feedback and f"as if the {setup} setup command(s) had no PID" in feedback, (seed, feedback)
+        feedback = hidden_feedback(LAB1, dict(ns), "q1", **dict(right, listed_inside=1 + workers + setup))
+        assert feedback and "have ended, and /proc lists only processes that exist" in feedback, (seed, feedback)

@@ -84,12 +84,14 @@ def test_lab_4_questions_1_and_2_name_env_and_cmd_left_out(seed):
     q1 = reference_answer(LAB4, dict(ns), "q1")["rebuilt_steps"]
     q2 = reference_answer(LAB4, dict(ns), "q2")["week_rebuilds_given"]
     assert _fb(LAB4, ns, "q1", rebuilt_steps=q1) is None and _fb(LAB4, ns, "q2", week_rebuilds_given=q2) is None
-    layers = {n for n in q1 if given.steps[n - 1].instruction not in ("ENV", "CMD")}
-    feedback = _fb(LAB4, ns, "q1", rebuilt_steps=layers)
-    if layers == {min(q1)}:   # only CMD follows the edited COPY (a seed's order): the copy alone is left
-        assert feedback and "what happens to every step after it" in feedback, feedback
-    else:
-        assert feedback and "leave no layer" in feedback and "ENV" in feedback and "CMD" in feedback, feedback
+    for path, steps in q1.items():   # one file's steps without ENV and CMD, the other three right
+        layers = {n for n in steps if given.steps[n - 1].instruction not in ("ENV", "CMD")}
+        feedback = _fb(LAB4, ns, "q1", rebuilt_steps=dict(q1, **{path: layers}))
+        assert feedback and repr(path) in feedback, feedback
+        if layers == {min(steps)}:   # only CMD follows this file's COPY (a seed's order): the copy alone is left
+            assert "what happens to every step after it" in feedback, feedback
+        else:
+            assert "leave no layer" in feedback and "ENV" in feedback and "CMD" in feedback, feedback
     week = sum(t * sum(1 for r in rebuild_plan(given.steps, c) if r.rebuilt and r.step.instruction not in ("ENV", "CMD"))
                for c, t in history)
     feedback = _fb(LAB4, ns, "q2", week_rebuilds_given=week)
@@ -109,7 +111,7 @@ def test_lab_4_says_what_given_plan_is_and_to_work_by_hand():
 
     ns = _ns(LAB4, 0)
     plan = ns["given"].plan(Change(path="configs/base.yaml"))
-    assert {r.step.index + 1 for r in plan if r.rebuilt} == reference_answer(LAB4, dict(ns), "q1")["rebuilt_steps"]
+    assert {r.step.index + 1 for r in plan if r.rebuilt} == reference_answer(LAB4, dict(ns), "q1")["rebuilt_steps"]["configs/base.yaml"]
     intro = _intro(LAB4)
     assert "by hand" in intro and "`plan` method" in intro and "`given`" in intro, intro
     assert "does not import the model's functions" not in intro

@@ -585,7 +585,9 @@ WRONG_FIRST = {
                               "serve.py is PID 1 itself"),
     "03-oom-killer": ("dataloader_points = 150_000 + 1536 * 1024 // PAGE_SIZE",
                       "the oom_score_adj term (oom_score_adj × totalpages/1000) is missing"),
-    "04-images": ("rebuilt_steps = {5}", "what happens to every step after it?"),
+    "04-images": ('rebuilt_steps = {"src/trainer/loop.py": {4, 5, 6, 7, 8, 9, 10}, "configs/base.yaml": {5}, '
+                  '"requirements.lock": {6, 7, 8, 9, 10}, "vocab/tokens.txt": {8, 9, 10}}',
+                  "what happens to every step after it?"),
     "05-slurm": ("smoke_nodes, smoke_time_limit_minutes = 2, 120", "sbatch never reads it"),
     "06-gang-deadlock": ('other_jobs = [Job("rival", pods=100, gpus_per_pod=1, duration=3 * HOUR)]',
                          "a delay, not a deadlock"),
@@ -656,7 +658,7 @@ def test_an_equally_good_dockerfile_order_earns_lab_4s_full_marks(labs, tmp_path
     assert [s.text for s in tie] != [s.text for s in reference], "a different order"
     assert history_rebuilds(tie, ns["HISTORY"]) == history_rebuilds(reference, ns["HISTORY"]) == 80
     report = grade(graft(lab, solution, set(_questions(solution)), tmp_path / lab.name,
-                         wrong={"q3": f"dockerfile = {LAB4_TIE!r}\n"}))
+                         wrong={"q3": f"dockerfile = {LAB4_TIE!r}\nweek_rebuilds_best = 80\n"}))
     q3 = next(r for r in report.questions if r.question == "q3")
     assert (q3.points, q3.max_points) == (3, 3), q3.feedback
     assert report.total == report.max_points, format_report(report)

@@ -9,6 +9,7 @@ Without the privilege: :class:`PrivilegeError`, nothing touched.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,7 @@ class ThrottleRun:
     nr_throttled: int = 0
     recorded: bool = False
     recorded_on: str | None = None
+    recorded_at: str = ""           # the date a recorded run was made (empty: not known)
 
     @property
     def mean_limited(self) -> float:
@@ -175,26 +177,95 @@ def own_cpu_limit(*, proc="/proc", cgroupfs="/sys/fs/cgroup") -> CpuLimit | None
         return None
 
 
+# Lab 1 question 5's limits: 150m to 900m in steps of 5m (its variant draws one); one run recorded at each.
+LAB1_LIMITS = tuple(range(150, 901, 5))
+LAB1_RECORDING = "cpu_throttle_lab1.json"
+
+
+#: A recorded run counts as quiet where both busy loops got what an otherwise idle machine gives them: the
+#: unlimited control loop at least the limit plus this much CPU (or a whole CPU less half of it), and the limited
+#: loop its quota to within half of it. On a busier machine the limited loop can fall short of its quota for want
+#: of a CPU, not because of the limit, and a learner would read that as the limit's doing.
+QUIET_MARGIN = 0.1
+
+
+def quiet(run: dict) -> bool:
+    """Whether a run (:meth:`ThrottleRun.as_dict`, or a recording's entry) was made on an otherwise idle machine."""
+    control = sum(run["unlimited_cpus"]) / len(run["unlimited_cpus"])
+    limited = sum(run["limited_cpus"]) / len(run["limited_cpus"])
+    cpus = run["limit"]["cpus"]
+    return control >= min(1 - QUIET_MARGIN / 2, cpus + QUIET_MARGIN) and abs(limited - cpus) < QUIET_MARGIN / 2
+
+
+def record_runs(path, limits=LAB1_LIMITS, *, seconds: float = 2.0, interval: float = 0.5, recorded_at: str = "",
+                attempts: int = 5, earlier=()) -> Path:
+    """Run Lab 1's live cell's experiment (``source(m, seconds=…, interval=…).run``, the call the cell makes
+    where it may) at each limit of ``limits`` and write the runs as one recording at ``path`` (never
+    overwritten), with the machine, the date and the call that made them. Needs root, like the cell.
+
+    A limit whose run was not :func:`quiet` (a loop got less than an idle machine gives it) is run again, at most
+    ``attempts`` times; the last run is kept and its limit listed under ``not_quiet``. ``earlier``: paths of
+    recordings this function wrote on the same machine, whose quiet runs are kept as they are."""
+    kept = {}
+    for one in earlier:
+        old = json.loads(Path(one).read_text())
+        if old.get("recorded_on") == recorded.machine_note():
+            kept.update({r["milli_cpu"]: r for r in old["runs"] if quiet(r)})
+    runs, noisy = [], []
+    for milli in limits:
+        run = kept.get(milli)
+        for _ in range(attempts if run is None else 0):
+            run = source(milli, seconds=seconds, interval=interval).run().as_dict()
+            if quiet(run):
+                break
+        else:
+            if milli not in kept:
+                noisy.append(milli)
+        for k in ("mean_limited", "mean_unlimited", "recorded", "recorded_on", "recorded_at"):
+            run.pop(k, None)
+        runs.append(run)
+    head = {"recorded_on": recorded.machine_note(), "recorded_at": recorded_at,
+            "made_by": f"courselib.live.cpu.source(milli_cpu, seconds={seconds:g}, interval={interval:g}).run()",
+            "quiet_margin": QUIET_MARGIN, "not_quiet": noisy}
+    path = Path(path)
+    with open(path, "x") as fh:      # one run a line: a small file that still diffs run by run
+        fh.write("{\n" + "".join(f" {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items()) + ' "runs": [\n'
+                 + ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in runs) + "\n ]\n}\n")
+    return path
+
+
+def _lab1_runs() -> tuple[dict, list[dict]]:
+    data = recorded.load(LAB1_RECORDING)
+    return data, data["runs"]
+
+
 def recorded_run(milli_cpu: int | None = None) -> ThrottleRun:
-    """The run recorded on the course's CI machine under ``milli_cpu`` where one was recorded
-    (``cpu_throttle_400m.json``: Lab 1's 400m), else chapter 2's 250m run (``cpu_throttle.json``).
-    A caller that asked for another limit compares ``run.milli_cpu`` with it and says what differs."""
-    try:
-        data = recorded.load(f"cpu_throttle_{milli_cpu}m.json") if milli_cpu else recorded.load("cpu_throttle.json")
-    except FileNotFoundError:
+    """The run recorded on the course's CI machine under ``milli_cpu``: the run recorded at that limit with
+    the call Lab 1's and chapter 2's cells make (``cpu_throttle_lab1.json``: one for each of 150m to 900m in
+    steps of 5m), else the one whose limit is nearest (the lower of two); with no limit, chapter 2's first
+    250m run (``cpu_throttle.json``). ``run.milli_cpu`` is the limit it was recorded under: a caller that
+    asked for another says what differs."""
+    if milli_cpu is None:
         data = recorded.load("cpu_throttle.json")
+        recorded_at = ""
+    else:
+        table, runs = _lab1_runs()
+        data = dict(min(runs, key=lambda r: (abs(r["milli_cpu"] - milli_cpu), r["milli_cpu"])),
+                    recorded_on=table["recorded_on"])
+        recorded_at = table.get("recorded_at", "")
     for k in ("mean_limited", "mean_unlimited", "recorded"):
         data.pop(k, None)
     run = ThrottleRun(**data)
     run.recorded = True
+    run.recorded_at = recorded_at
     return run
 
 
 def source(milli_cpu: int = 250, **kw) -> recorded.Source[ThrottleRun]:
     """A busy loop under a CPU limit of ``milli_cpu``, live where permitted (``kw``: of
-    :func:`run_throttle`), else the run recorded under that limit, or chapter 2's 250m run where none was
-    (:func:`recorded_run`; :func:`courselib.live.recorded.live_or_recorded`)."""
+    :func:`run_throttle`), else the run recorded under that limit, or the nearest recorded one where none
+    was (:func:`recorded_run`; :func:`courselib.live.recorded.live_or_recorded`)."""
     def recording() -> recorded.Recording[ThrottleRun]:
         run = recorded_run(milli_cpu)
-        return recorded.Recording(run, run.recorded_on)
+        return recorded.Recording(run, run.recorded_on, run.recorded_at)
     return recorded.Source(lambda: run_throttle(milli_cpu, **kw), recording)

@@ -16,10 +16,18 @@ import sys
 from courselib.errors import PrivilegeError
 from courselib.live import recorded
 
-# Runs inside the new namespaces: start WORKERS children (argv[1]), report what the process sees, as JSON.
+# Runs inside the new namespaces: run SETUP_RUNS (argv[2]) children to their end, one after the other, then start
+# WORKERS children (argv[1]); report what the process sees, as JSON.
 _INSIDE = r"""
 import json, os, socket, sys
 socket.sethostname("inside-demo")
+setup = []
+for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 0):
+    pid = os.fork()
+    if pid == 0:                      # a setup command: it ends at once
+        os._exit(0)
+    os.waitpid(pid, 0)
+    setup.append(pid)
 hold_r, hold_w = os.pipe()
 workers = []
 for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 0):
@@ -40,6 +48,7 @@ for d in sorted(os.listdir("/proc"), key=lambda x: (len(x), x)):
 nspid = [l.split()[1:] for l in open("/proc/self/status") if l.startswith("NSpid")][0]
 print(json.dumps({"kernel": os.uname().release, "pid": os.getpid(), "ppid": os.getppid(), "hostname": socket.gethostname(),
                   "pid_ns": os.readlink("/proc/self/ns/pid"), "visible_processes": procs, "workers": workers,
+                  "setup_runs": setup,
                   "nspid_inside": [int(x) for x in nspid]}), flush=True)
 sys.stdin.read()  # stay alive until the outside has looked at us
 os.close(hold_w)
@@ -62,11 +71,12 @@ def _outside_view(unshare_pid: int) -> dict:
                 "host_pid_ns": None}
 
 
-def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0) -> dict:
+def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0, setup_runs: int = 0) -> dict:
     """Start a Python process in fresh PID, mount and UTS namespaces and return what it saw.
 
-    With ``workers`` it first forks that many children (they wait, then exit with it), so the listing
-    shows a namespace of ``1 + workers`` processes. Raises PrivilegeError (nothing touched) where
+    With ``setup_runs`` it first forks that many children one after the other, each ending before the
+    next starts (``setup_runs`` in the result: the PIDs they had). With ``workers`` it then forks that many
+    children (they wait, then exit with it), so the listing shows a namespace of ``1 + workers`` processes. Raises PrivilegeError (nothing touched) where
     unshare is missing or not permitted. Tries the privileged form first, then an unprivileged user
     namespace.
     """
@@ -81,7 +91,7 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0) -> dict
     errors = []
     for cmd in attempts:
         try:
-            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE, str(int(workers))], stdin=subprocess.PIPE,
+            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE, str(int(workers)), str(int(setup_runs))], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except OSError as err:
             errors.append(str(err))

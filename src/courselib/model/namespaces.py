@@ -2,7 +2,10 @@
 
 - The first process of a new PID namespace is PID 1 of it; later processes get the next free
   numbers, 2, 3, … in the order they are created (pid_namespaces(7): "The first process created in a
-  new namespace … has the PID 1").
+  new namespace … has the PID 1"). A process that has ended does not give its number back at once:
+  the kernel hands PIDs out cyclically, each after the last one it gave, and reuses a number only once
+  it has wrapped around ``pid_max`` (``alloc_pid`` in kernel/pid.c, ``idr_alloc_cyclic``), so a
+  short-lived child still uses up the next number.
 - Its parent lives outside the namespace, so ``getppid()`` returns 0 for it (pid_namespaces(7)).
 - ``/proc`` shows the PID namespace of the procfs *mount*, not of the reader: with a fresh procfs
   (``unshare --mount-proc``) it lists only the namespace's own processes; without one, the host's
@@ -77,14 +80,18 @@ class PidNamespaceView:
         return self.pids[0]
 
 
-def unshare_pid(processes: int, *, mount_proc: bool = True, levels: int = 1) -> PidNamespaceView:
+def unshare_pid(processes: int, *, exited: int = 0, mount_proc: bool = True, levels: int = 1) -> PidNamespaceView:
     """``unshare --pid --fork [--mount-proc]`` with ``processes`` processes inside (the first and its children).
 
+    ``exited``: how many short-lived children the first process ran, each to its end, before it created
+    the others; they used up PIDs 2 to ``exited + 1``, and ``/proc`` no longer lists them.
     ``levels`` is how many PID namespaces deep the new one is below its creator's (1 for one unshare).
     """
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"a PID namespace holds at least one process, not {processes!r}")
+    if isinstance(exited, bool) or not isinstance(exited, int) or exited < 0:
+        raise ValueError(f"exited must be a whole number ≥ 0, not {exited!r}")
     if isinstance(levels, bool) or not isinstance(levels, int) or levels < 1:
         raise ValueError(f"levels must be a whole number ≥ 1, not {levels!r}")
-    return PidNamespaceView(pids=tuple(range(1, processes + 1)), first_ppid=0,
+    return PidNamespaceView(pids=(1,) + tuple(range(2 + exited, 1 + exited + processes)), first_ppid=0,
                             listed=processes if mount_proc else None, nspid_extra=levels)
