@@ -105,3 +105,29 @@ def test_every_build_step_and_courselib_agree_where_builds_go(tmp_path, monkeypa
     proxy.chmod(0o755)
     assert hub.proxy_binary() == str(proxy)
     assert os.access(proxy, os.X_OK)
+
+
+def test_a_crd_whose_conditions_are_still_null_is_waited_for():
+    """kube/validate.ensure_standin_crds waits until each stand-in CRD is Established. Just after it is
+    created the API server may answer with ``"conditions": null`` (seen once in a full run on v1.37.2:
+    TypeError: 'NoneType' object is not iterable); that is "not yet", not a crash."""
+    from courselib.live.kube import validate
+
+    class Api:
+        def __init__(self):
+            self.gets = 0
+
+        def create(self, path, body, ok_exists=False):
+            return body
+
+        def raw(self, method, path):
+            self.gets += 1
+            if self.gets == 1:
+                return {"status": {"conditions": None}}
+            if self.gets == 2:
+                return {"status": None}
+            return {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+
+    api = Api()
+    validate.ensure_standin_crds(api, timeout=5)
+    assert api.gets >= 3

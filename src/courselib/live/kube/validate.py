@@ -129,7 +129,8 @@ def ensure_standin_crds(api: Api, timeout: float = 30.0) -> None:
         name = crd["metadata"]["name"]
         while True:
             got = api.raw("GET", f"{path}/{name}")
-            conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
+            # a CRD just created may come back with "conditions": null (seen on v1.37.2 in a busy run)
+            conds = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions") or []}
             if conds.get("Established") == "True":
                 break
             if time.monotonic() > deadline:
