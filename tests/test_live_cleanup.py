@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,20 @@ def test_write_recorded_never_overwrites(tmp_path):
     with pytest.raises(InputError, match="not overwritten"):
         recorded.write(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
+
+
+def test_a_recording_with_rows_reads_back_and_puts_one_row_a_line(tmp_path):
+    """``rows``: Lab 1's table of 151 runs diffs run by run (courselib.live.cpu.record_runs writes it so)."""
+    data = {"recorded_on": "Linux", "not_quiet": [625], "runs": [{"milli_cpu": 150, "x": [1, 2]}, {"milli_cpu": 155}]}
+    path = recorded.write(tmp_path / "table.json", data, rows="runs")
+    assert json.loads(path.read_text()) == data
+    lines = path.read_text().splitlines()
+    assert '  {"milli_cpu":150,"x":[1,2]},' in lines and '  {"milli_cpu":155}' in lines
+    shipped = recorded.load("cpu_throttle_lab1.json")   # the shipped table is in this very layout
+    assert recorded.write(tmp_path / "again.json", shipped, rows="runs").read_bytes() == \
+        (Path(recorded.__file__).parent.parent / "data" / "recorded" / "cpu_throttle_lab1.json").read_bytes()
+    with pytest.raises(InputError, match="not overwritten"):
+        recorded.write(path, data, rows="runs")
 
 
 def test_load_recorded_reads_the_shipped_recordings():

@@ -9,7 +9,6 @@ Without the privilege: :class:`PrivilegeError`, nothing touched.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -208,7 +207,7 @@ def record_runs(path, limits=LAB1_LIMITS, *, seconds: float = 2.0, interval: flo
     recordings this function wrote on the same machine, whose quiet runs are kept as they are."""
     kept = {}
     for one in earlier:
-        old = json.loads(Path(one).read_text())
+        old = recorded.read(one, "")
         if old.get("recorded_on") == recorded.machine_note():
             kept.update({r["milli_cpu"]: r for r in old["runs"] if quiet(r)})
     runs, noisy = [], []
@@ -227,11 +226,7 @@ def record_runs(path, limits=LAB1_LIMITS, *, seconds: float = 2.0, interval: flo
     head = {"recorded_on": recorded.machine_note(), "recorded_at": recorded_at,
             "made_by": f"courselib.live.cpu.source(milli_cpu, seconds={seconds:g}, interval={interval:g}).run()",
             "quiet_margin": QUIET_MARGIN, "not_quiet": noisy}
-    path = Path(path)
-    with open(path, "x") as fh:      # one run a line: a small file that still diffs run by run
-        fh.write("{\n" + "".join(f" {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items()) + ' "runs": [\n'
-                 + ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in runs) + "\n ]\n}\n")
-    return path
+    return recorded.write(path, {**head, "runs": runs}, rows="runs")
 
 
 def _lab1_runs() -> tuple[dict, list[dict]]:

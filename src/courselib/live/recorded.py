@@ -108,12 +108,20 @@ def machine_note() -> str:
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs"
 
 
-def write(path: str | Path, data: dict) -> Path:
-    """Write ``data`` as a recording at ``path``; a file that exists is never overwritten."""
+def _one_row_a_line(data: dict, rows: str) -> str:
+    """``data`` as JSON with the list under ``rows`` one entry a line (compact), the other keys first."""
+    head = "".join(f" {json.dumps(k)}: {json.dumps(v)},\n" for k, v in data.items() if k != rows)
+    return ("{\n" + head + f" {json.dumps(rows)}: [\n"
+            + ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in data[rows]) + "\n ]\n}")
+
+
+def write(path: str | Path, data: dict, *, rows: str | None = None) -> Path:
+    """Write ``data`` as a recording at ``path``; a file that exists is never overwritten. ``rows``: the
+    key of a long list written one entry a line (a small file that still diffs entry by entry)."""
     path = Path(path)
     try:
         with open(path, "x") as fh:
-            fh.write(json.dumps(data, indent=1) + "\n")
+            fh.write((_one_row_a_line(data, rows) if rows else json.dumps(data, indent=1)) + "\n")
     except FileExistsError:
         raise InputError("exists; not overwritten", file=str(path),
                          hint="remove it first or choose another path") from None
