@@ -24,10 +24,26 @@ import tempfile
 from pathlib import Path
 
 ENV = "COURSE_TEST_LANE"
+#: the prefix of a computing lane's temporary directory (tests/lanes.py makes one for each)
+LANE_TMP = "courselib-lane-"
 _MAKER = re.compile(r"^courselib-[a-z]+-(\d+)-")
 
 
-def _lane_of(pid: int) -> str | None:
+def lane_tmp() -> str | None:
+    """This computing lane's own temporary directory; None outside one (there /tmp is shared)."""
+    tmp = tempfile.gettempdir()
+    return tmp if os.path.basename(tmp).startswith(LANE_TMP) else None
+
+
+def tmp_entries(place: str) -> set[str]:
+    """What is in ``place``, pytest's own ``pytest-of-*`` folder aside (empty where it cannot be read)."""
+    try:
+        return {n for n in os.listdir(place) if not n.startswith("pytest-of-")}
+    except OSError:
+        return set()
+
+
+def lane_of(pid: int) -> str | None:
     """The lane a live process belongs to ("" for none); None if it is gone or unreadable."""
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -42,7 +58,7 @@ def another_lanes(pid: int) -> bool:
     ours = os.environ.get(ENV)
     if not ours:
         return False
-    theirs = _lane_of(pid)
+    theirs = lane_of(pid)
     return theirs is not None and theirs != ours
 
 

@@ -51,6 +51,8 @@ import threading
 import time
 from pathlib import Path
 
+from lane_scope import LANE_TMP, lane_of, tmp_entries
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest"]
 SOLUTIONS = ["solutions"] if (ROOT / "solutions").is_dir() else []
@@ -157,15 +159,14 @@ def _autogroups_on() -> bool:
         return False
 
 
-def _set_autogroup_nice(pid: int, nice: int) -> bool:
-    """Give ``pid``'s session's autogroup the nice ``nice`` (raising it needs no privilege); False where
+def _set_autogroup_nice(pid: int, nice: int) -> None:
+    """Give ``pid``'s session's autogroup the nice ``nice`` (raising it needs no privilege); nothing where
     the process is gone or the kernel has no autogroups."""
     try:
         with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as fh:
             fh.write(str(nice))
-        return True
     except OSError:
-        return False
+        pass
 
 
 def _session_leaders() -> dict[int, str]:
@@ -185,18 +186,6 @@ def _session_leaders() -> dict[int, str]:
     return leaders
 
 
-def _lane_of(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            env = fh.read()
-    except OSError:
-        return None
-    for item in env.split(b"\0"):
-        if item.startswith(b"COURSE_TEST_LANE="):
-            return item.split(b"=", 1)[1].decode("ascii", "replace")
-    return None
-
-
 def _give_way(names: tuple[str, ...], stop: threading.Event, every: float = GIVE_WAY_EVERY) -> None:
     """Until ``stop``: every new session whose leader runs in one of the lanes ``names`` (its
     COURSE_TEST_LANE) gets the autogroup nice :data:`NICE`: a Jupyter kernel, a container, a daemon a
@@ -207,7 +196,7 @@ def _give_way(names: tuple[str, ...], stop: threading.Event, every: float = GIVE
             if (pid, started) in seen:
                 continue
             seen.add((pid, started))
-            if _lane_of(pid) in names:
+            if lane_of(pid) in names:
                 _set_autogroup_nice(pid, NICE)
 
 
@@ -218,7 +207,7 @@ def _lane_tmp(name: str) -> str:
     end (mkdtemp's "…-fa4_2qx_" failed a build: "invalid reference format")."""
     import secrets
     while True:
-        path = os.path.join(tempfile.gettempdir(), f"courselib-lane-{name}-{secrets.token_hex(4)}")
+        path = os.path.join(tempfile.gettempdir(), f"{LANE_TMP}{name}-{secrets.token_hex(4)}")
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
@@ -304,7 +293,7 @@ def run_lanes(lanes: dict | None = None) -> int:
                 p.wait()
         for name, place in [(f"state directory of the {n} lane", d) for n, d in states.items()] + \
                            [(f"temporary directory of the {n} lane", d) for n, d in tmps.items()]:
-            left = sorted(f for f in os.listdir(place) if not f.startswith("pytest-of-"))  # pytest's own tmp_path
+            left = sorted(tmp_entries(place))
             mounted = _mounted_under(place)
             if left or mounted:
                 print(f"lanes: left in the {name}, {place}: {left[:10]}"

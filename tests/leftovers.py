@@ -11,40 +11,26 @@ test that asks for it.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pytest
 
-#: the prefix tests/lanes.py gives a computing lane's temporary directory
-LANE_TMP = "courselib-lane-"
+from lane_scope import lane_tmp, tmp_entries
 
 _appeared: dict[str, str] = {}
 
 
-def _place() -> str | None:
-    tmp = tempfile.gettempdir()
-    return tmp if os.path.basename(tmp).startswith(LANE_TMP) else None
-
-
-def _entries(place: str) -> set[str]:
-    try:
-        return {n for n in os.listdir(place) if not n.startswith("pytest-of-")}
-    except OSError:
-        return set()
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    place = _place()
-    before = _entries(place) if place else set()
+    place = lane_tmp()
+    before = tmp_entries(place) if place else set()
     yield
     if place:
-        for name in _entries(place) - before:
+        for name in tmp_entries(place) - before:
             _appeared.setdefault(name, item.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter):
-    place = _place()
+    place = lane_tmp()
     if not place:
         return
     left = {n: t for n, t in sorted(_appeared.items()) if os.path.lexists(os.path.join(place, n))}

@@ -42,23 +42,19 @@ NOTEBOOK_PAGES = [f for f in toc_files() if not f.startswith("labs/")
 def test_page_executes(entry):
     """Run as Jupyter Book runs it (in the page's own folder, the book's timeout), once per run: the
     execution is shared with the site's builds through one cache keyed on the sources (tests/book_exec.py)."""
-    import os
-    import tempfile
-
     from book_exec import executed_page
-    from leftovers import LANE_TMP
+    from lane_scope import lane_tmp, tmp_entries
 
     # in a lane's own temporary directory (make test's), nothing else writes there meanwhile: what the
     # page leaves in it, it would leave on a reader's machine (chapter 1's pretend /proc once did)
-    place = tempfile.gettempdir()
-    watch = os.path.basename(place).startswith(LANE_TMP)
-    before = set(os.listdir(place)) if watch else set()
+    place = lane_tmp()
+    before = tmp_entries(place) if place else set()
     nb = executed_page(page_path(entry))  # AssertionError with the traceback on the first failing cell
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
-    if watch:
-        left = sorted(n for n in set(os.listdir(place)) - before if not n.startswith("pytest-of-"))
+    if place:
+        left = sorted(tmp_entries(place) - before)
         assert not left, f"executing the page left {left} in the temporary directory {place}"
 
 
