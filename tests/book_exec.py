@@ -12,7 +12,8 @@ cache is therefore keyed on everything a page's output can depend on (:func:`sou
 of the repository outside tests/ (the library, its recorded runs, the chapters, the examples), the
 Python version, the installed distributions, which real systems are built here (the build steps' folder,
 ``courselib.live.daemons.cache_dir``: ``$COURSELIB_CACHE``, else ``~/.cache/allornothing``) and
-``COURSELIB_LIVE``. Change any of them and the pages run again; a fresh clone (CI) always runs them once. ``COURSE_EXEC_CACHE=DIR`` names another folder.
+``COURSELIB_LIVE``. Change any of them and the pages run again; a fresh clone (CI) always runs them
+once. ``COURSE_EXEC_CACHE=DIR`` names another folder.
 """
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from courselib.errors import CourseError, InputError
 from courselib.live.cleanup import stop_pids
-from courselib.live.daemons import (HOST, Daemon, Launcher, System, bring_up, cache_dir, check_ports, marked_pids,
-                                    record_fields, status_of)
+from courselib.live.daemons import (HOST, Daemon, Launcher, System, bring_up, cache_dir, check_ports,
+                                    marked_pids, record_fields, status_of)
 from courselib.live.state import StateFile
 
 #: The proxy's public port; its API is BASE_PORT + 1 and the hub's own BASE_PORT + 2 (JupyterHub's
@@ -65,6 +65,8 @@ def proxy_home() -> Path:
     """Where .ci/build.d/20-hub.sh installs the proxy: the build steps' cache folder (``cache_dir``:
     ``$COURSELIB_CACHE``, else ``$XDG_CACHE_HOME/allornothing`` or ~/.cache/allornothing)."""
     return cache_dir() / PROXY_DIR
+
+
 #: Python packages the hub needs (the ``hub`` extra of pyproject.toml).
 MODULES = {"jupyterhub": "jupyterhub", "nbgitpuller": "nbgitpuller", "jupyterlab": "jupyterlab"}
 #: The folder nbgitpuller clones the course into, inside each home.

@@ -76,9 +76,9 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0, setup_r
 
     With ``setup_runs`` it first forks that many children one after the other, each ending before the
     next starts (``setup_runs`` in the result: the PIDs they had). With ``workers`` it then forks that many
-    children (they wait, then exit with it), so the listing shows a namespace of ``1 + workers`` processes. Raises PrivilegeError (nothing touched) where
-    unshare is missing or not permitted. Tries the privileged form first, then an unprivileged user
-    namespace.
+    children (they wait, then exit with it), so the listing shows a namespace of ``1 + workers``
+    processes. Raises PrivilegeError (nothing touched) where unshare is missing or not permitted. Tries the
+    privileged form first, then an unprivileged user namespace.
     """
     unshare = shutil.which("unshare")
     if unshare is None:
@@ -91,8 +91,8 @@ def run_in_new_pid_namespace(*, timeout: float = 20.0, workers: int = 0, setup_r
     errors = []
     for cmd in attempts:
         try:
-            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE, str(int(workers)), str(int(setup_runs))], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            child = subprocess.Popen(cmd + [sys.executable, "-c", _INSIDE, str(int(workers)), str(int(setup_runs))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except OSError as err:
             errors.append(str(err))
             continue
