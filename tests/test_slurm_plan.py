@@ -305,6 +305,88 @@ def test_the_earlier_of_two_passes_may_be_the_main_scheduler_alone():
     assert wrong.real == ["b20", "b9"] and not wrong.agrees and wrong.passes is None
 
 
+#: The live busy test that failed in the final check of 30c2b25 (2026-12-05, session 12; not
+#: recorded, slurmctld's log lost): its report's real start of every job, in seconds after the
+#: release. It names the jobs that ended in each second of a start (b7 at 44 s, b16 at 45 s);
+#: it does not name nodes. At 44 s b7 (6 nodes) and b16 (2 nodes) were the only jobs running
+#: (every other job started before then had ended: the cluster has 8 nodes), so which 6 and which 2
+#: changes nothing but the names.
+FLAKE12_STARTS = dict(b0=3, b1=5, b2=8, b3=8, b4=10, b5=13, b6=26, b7=28, b8=15, b9=44, b10=16, b11=48,
+                      b12=51, b13=20, b14=60, b15=35, b16=38, b17=48, b18=63, b19=45, b20=75, b21=56,
+                      b22=69, b23=77, b24=81, b25=88, b26=90, b27=74, b28=82, b29=124, b30=91, b31=97,
+                      b32=127, b33=105, b34=112, b35=129, b36=130, b37=115, b38=85, b39=132)
+
+
+def _transcribed_at(t: float, starts: dict, nodes: dict):
+    """The decision at ``t`` of a run transcribed as its jobs' ``starts`` (None: not started) and the
+    nodes of the jobs running then or started at ``t`` ({job: (end, nodes)}; every other job started
+    before ``t`` had ended), on the shipped busy recording's jobs and submit times (every job is
+    submitted by 40 s)."""
+    rec = replay.load_recorded("busy")
+    for rj in rec.result.jobs:
+        rj.start = starts[rj.name]
+        rj.end, rj.nodes = nodes.get(rj.name, (None if rj.start is None or rj.start >= t else t - 4.0, ""))
+    return decide.decisions(rec.result, seconds={t})[0]
+
+
+def _flake12_at_44s(**starts):
+    """The decision at 44 s of the failed run's state (:data:`FLAKE12_STARTS`, with ``starts``
+    changed): b7 on 6 nodes ended at 44 s, b16 on the other 2 at 45 s; a job started at 44 s is on
+    5 of b7's nodes (b28, of one node, on the sixth)."""
+    starts = {**FLAKE12_STARTS, **starts}
+    at44 = {n: (None, "node8" if n == "b28" else "node[1-3,6-7]") for n, t in starts.items() if t == 44}
+    return _transcribed_at(44.0, starts, {"b7": (44.0, "node[1-3,6-8]"), "b16": (45.0, "node[4-5]"), **at44})
+
+
+def test_the_later_of_two_passes_may_be_the_main_scheduler_alone():
+    """At 44 s the real Slurm started b9 alone as b7 ended; b19 took the room at 45 s, and b28 started
+    only at 82 s. Neither single reading agrees: with b7 running the model starts nothing, with b7
+    gone its cycle starts b9 and backfills b28 onto b7's sixth node. The second's backfill pass ran
+    while b7 still ran and started nothing; after b7's end a main-scheduler pass (the one its epilog
+    triggers, or the next whole second's, dated to this one) started b9 and backfilled nothing, and
+    no backfill pass was left in that second (decide's module docstring cites the source). The old
+    decide, which split only two or more starts and always made the later pass a full cycle, failed
+    this decision (37 of 38 agreed)."""
+    at44 = _flake12_at_44s()
+    assert at44.real == ["b9"] and at44.ambiguous == ["b7"]
+    assert at44.model == [[], ["b28", "b9"]], decide.format_decisions([at44])  # no one reading
+    assert at44.agrees and at44.passes == ([], ["b7"], ["b9"]), decide.format_decisions([at44])
+    assert at44.order == ("cycle", "main")
+    assert "two passes: nothing while b7 ran, then b9 (main scheduler and backfill, then the main " \
+           "scheduler)" in decide.format_decisions([at44])
+
+
+def test_the_main_scheduler_alone_after_an_end_excuses_no_wrong_start():
+    """The same second fails when no pass order gives what Slurm started: b28 alone (the main pass
+    after b7's end starts b9 first, and b9 did not start soon after), or b11 in b9's place (b9
+    comes first in priority)."""
+    for starts, real in [(dict(b9=None, b28=44), ["b28"]), (dict(b9=None, b11=44), ["b11"])]:
+        wrong = _flake12_at_44s(**starts)
+        assert wrong.real == real and not wrong.agrees and wrong.passes is None, starts
+
+
+#: A real busy replay of 2026-12-05 (11:19 UTC, under the heavy lock, slurmctld's log kept): every
+#: job's start. At 77 s b18 (node[1-6]) was the only job running, and it ended in that second.
+LOGGED_STARTS = dict(b0=3, b1=4, b2=6, b3=7, b4=10, b5=13, b6=26, b7=30, b8=14, b9=46, b10=16, b11=50,
+                     b12=53, b13=20, b14=62, b15=37, b16=41, b17=53, b18=64, b19=77, b20=77, b21=61,
+                     b22=48, b23=84, b24=89, b25=94, b26=96, b27=74, b28=47, b29=118, b30=96, b31=77,
+                     b32=120, b33=102, b34=90, b35=123, b36=123, b37=125, b38=80, b39=134)
+
+
+def test_the_second_is_read_as_slurmctld_s_log_shows_it():
+    """In that run's log no main-scheduler pass allocated b31 (the backfill pass started it, while b18
+    ran); b18 ended at 77.981 s and the next whole second's main-scheduler pass allocated b19 and b20
+    at 78.000 s, which squeue dates 77 s (``time(NULL)`` read a tick late: decide's module docstring).
+    decide reads the second so: b31 by backfill while b18 ran, then b19 and b20 by the main
+    scheduler alone. The old decide also agreed, but by reading two full cycles in the second: two
+    backfill passes, which the source rules out."""
+    d = _transcribed_at(77.0, LOGGED_STARTS, {"b18": (77.0, "node[1-6]"), "b19": (80.0, "node[1-3]"),
+                                              "b20": (87.0, "node[4-6]"), "b31": (84.0, "node[7-8]")})
+    assert d.real == ["b19", "b20", "b31"] and d.ambiguous == ["b18"] and d.agrees
+    assert d.model == [["b31"], ["b19", "b20"]], decide.format_decisions([d])  # no one reading
+    assert d.passes == (["b31"], ["b18"], ["b19", "b20"]) and d.order == ("cycle", "main")
+
+
 def test_record_refuses_to_overwrite_a_foreign_file(tmp_path):
     rec = replay.load_recorded("backfill")
     foreign = tmp_path / "mine.json"
