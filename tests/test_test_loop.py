@@ -140,12 +140,23 @@ def test_the_makefile_runs_the_tiers():
     assert re.search(r"^test-real:", make, re.M) and "real_$(S)" in make
 
 
+def test_make_test_and_the_loop_keep_their_compiled_modules():
+    """Where PYTHONDONTWRITEBYTECODE is set (this machine's environment), make test and make test-fast
+    clear it: every lane's pytest collects all of tests/, and without __pycache__ each one compiled the
+    course and rewrote every test's asserts again (about 5 CPU s a process)."""
+    make = (ROOT / "Makefile").read_text()
+    for target, command in (("test", r"\$\(BIN\)/python tests/lanes.py"), ("test-fast", r"\$\(BIN\)/python -m pytest")):
+        recipe = re.search(rf"^{target}: .*\n((?:\t.*\n)*)", make, re.M).group(1)
+        assert re.search(rf"^\tPYTHONDONTWRITEBYTECODE= (\w+=\S* )*{command}", recipe, re.M), (target, recipe)
+
+
 def test_nbval_leaves_out_only_pages_that_mark_no_output_for_it():
     """make test runs nbval over solutions/ only: the playgrounds are pages, executed once by the page
     test; if one ever marks an output for nbval to compare, it must go back under nbval."""
     import lanes
     make = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test: .*\n(?:\t.*\n)*?\t\$\(BIN\)/python tests/lanes.py", make, re.M)
+    assert re.search(r"^test: .*\n(?:\t.*\n)*?\t(PYTHONDONTWRITEBYTECODE= )?\$\(BIN\)/python tests/lanes.py",
+                     make, re.M)
     for args in [lanes.SERIAL] + [a for a, *_ in lanes.LANES.values()]:
         assert "notebooks" not in args, args
     assert "--nbval-lax" in lanes.SERIAL and "--nbval-lax" in lanes.LANES["rest"][0]
