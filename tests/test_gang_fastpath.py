@@ -700,12 +700,19 @@ def busy_queues(draw):
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(busy_queues(), st.sampled_from([{}, {}, {"bf_max_job_test": 10}, {"bf_window": 1800.0},
-                                       {"bf_interval": 30.0}, {"bf_job_part_count_reserve": 1}]))
-def test_the_pass_timeline_finds_each_jobs_start_where_the_reference_does(w, options):
+                                       {"bf_interval": 30.0}, {"bf_job_part_count_reserve": 1}]), st.booleans())
+def test_the_pass_timeline_finds_each_jobs_start_where_the_reference_does(w, options, by_runs):
     """SlurmFast's search of a plain job through the pass's Timeline (slurm_profile.Timeline: free
     GPUs and reserved nodes at every candidate time, the rows that cannot hold the job ruled out
-    at once) makes every reservation and start the reference's walk over every time makes."""
-    same(w, "slurm", **options)
+    at once) makes every reservation and start the reference's walk over every time makes; also
+    going by runs of rows whatever the rows (``by_runs``: slurm_profile.RUNS_FROM = 0)."""
+    from courselib.model.policies import slurm_profile
+    was = slurm_profile.RUNS_FROM
+    slurm_profile.RUNS_FROM = 0 if by_runs else was
+    try:
+        same(w, "slurm", **options)
+    finally:
+        slurm_profile.RUNS_FROM = was
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -839,11 +846,72 @@ def test_a_planted_difference_in_the_pass_timeline_fails_the_busy_checks(plant):
         for seed in range(6):
             try:
                 same(busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0), "slurm", reuse=True)
-            except AssertionError:
+            except (AssertionError, TypeError):  # (or a search answered where no plan fits: a plan of None)
                 failed += 1
     finally:
         slurm_profile.Timeline.earliest, slurm_profile.Timeline._level = earliest, level
     assert failed >= 3, (plant, failed)
+
+
+@pytest.mark.parametrize("plant", ["a run a row too long", "a run past the next start or end",
+                                   "the older rows' run a row early"])
+def test_the_timeline_passes_over_runs_of_rows_and_planted_slips_fail(plant):
+    """Between two times at which a reservation of the pass starts or ends, every row holds the
+    same nodes, and after now a row's count never falls with time: Timeline.earliest reads the
+    first row of such a run for all of it (issue 35: a whole-node job on the 6,250-node tree spans
+    thousands of rows; from RUNS_FROM rows on, 0 here). It is exercised (busy queues, friendly ones,
+    and the tree, where the tree plugin places the jobs), the equalities above hold with it, and a
+    run read a row too long, one read past the next reservation's start or end, or the older rows
+    of a window ORed from a row too early (the row before their run: its own held nodes left out)
+    make the checks fail."""
+    from courselib.model.generate import OVERLOADED_TOPOLOGY, with_topology
+    from courselib.model.policies import slurm_profile
+    Timeline = slurm_profile.Timeline
+    run_end, run_start, init, runs_from = Timeline._run_end, Timeline._run_start, Timeline.__init__, \
+        slurm_profile.RUNS_FROM
+    ws = [busy_workload(seed, nodes=6, gpus_per_node=4, jobs=50, mean_runtime_s=300.0) for seed in range(4)] + \
+        [scale_workload(seed, nodes=8, jobs=150) for seed in range(2)] + \
+        [scale_workload(seed, nodes=16, jobs=400) for seed in (1, 2)] + \
+        [scale_workload(seed, nodes=8, jobs=300, load=1.2) for seed in (1, 2)] + \
+        [with_topology(overloaded_workload(4, nodes=25, jobs=150), OVERLOADED_TOPOLOGY, 4)]
+    lines = []
+
+    def spy_init(self, *a, **k):
+        init(self, *a, **k)
+        lines.append(self)
+
+    def planted_end(self, r):
+        if plant == "a run a row too long":
+            return min(run_end(self, r) + 1, len(self.times))
+        e = run_end(self, r)
+        return run_end(self, e) if e < len(self.times) else e
+
+    def planted_start(self, r):
+        a = run_start(self, r)
+        return a - 1 if a > 1 else a
+
+    Timeline.__init__, slurm_profile.RUNS_FROM = spy_init, 0  # (by runs whatever the rows: few here)
+    try:
+        for w in ws:
+            same(w, "slurm")
+    finally:
+        Timeline.__init__, slurm_profile.RUNS_FROM = init, runs_from
+    assert sum(line.jumped for line in lines) > 1000, len(lines)
+    failed = 0
+    try:
+        slurm_profile.RUNS_FROM = 0
+        if plant.startswith("the older"):
+            Timeline._run_start = planted_start
+        else:
+            Timeline._run_end = planted_end
+        for w in ws:
+            try:
+                same(w, "slurm", reuse=True)
+            except (AssertionError, TypeError):  # (a search answered where no plan fits: a plan of None)
+                failed += 1
+    finally:
+        Timeline._run_end, Timeline._run_start, slurm_profile.RUNS_FROM = run_end, run_start, runs_from
+    assert failed >= 2, (plant, failed)
 
 
 # ---- on a topology (issue 29): the waiting gangs whose placement cannot have changed ------------

@@ -513,6 +513,13 @@ class Availability:
             self._masks[id(r)] = (r, last[1])
 
 
+#: From this many rows (candidate times) at a pass's first search on, its Timeline goes by runs of
+#: rows (:meth:`Timeline.earliest`): the 6,250-node tree's ~5,600, friendly 1,000 nodes' ~960; a busy
+#: queue's rows (`base` ~40, `sizes=small` ~270, a tenth over 580) change their held nodes at almost
+#: every row, and looking for runs there cost up to a tenth of its progress
+RUNS_FROM = 768
+
+
 class Timeline:
     """One backfill pass's capacity over its candidate times, for the search of a plain job (issue 35).
 
@@ -539,6 +546,11 @@ class Timeline:
         self.times: list[float] = list(times)
         self._have: set[float] = set(times)
         self.held: list[int] = [0] * len(times)
+        #: the times after now at which a reservation taken in starts or ends, sorted: between two
+        #: of them every row holds the same nodes (a run of rows, see :meth:`earliest`)
+        self._edges: list[float] = []
+        self.jumped = 0  # rows a search passed over by runs without counting them (tests)
+        self.by_runs = len(times) >= RUNS_FROM  # (rows only grow in a pass: kept for it)
         #: g -> per row, the pods of g GPUs that fit there on the nodes the row does not hold (None:
         #: not counted since the row or the free GPUs changed)
         self._caps: dict[int, list] = {}
@@ -648,11 +660,33 @@ class Timeline:
             self.done += 1
             if k1 > k0:  # (its nodes are held on the rows it spans; their counts go)
                 m = self.avail._mask_of(r)
-                held[k0:k1] = [h | m for h in held[k0:k1]]
-                if self._caps:
-                    blank = [None] * (k1 - k0)
-                    for c in self._caps.values():
-                        c[k0:k1] = blank
+                if not self.by_runs or k1 - k0 <= 32:  # (a few rows: one OR each)
+                    held[k0:k1] = [h | m for h in held[k0:k1]]
+                if not self.by_runs:
+                    self._blank(k0, k1)
+                    continue
+                edges = self._edges  # (where the held nodes may change: its first row, the row at its end)
+                for t in (times[k0] if k0 else None, times[k1] if k1 < n else None):
+                    if t is not None:
+                        x = bisect_left(edges, t)
+                        if x == len(edges) or edges[x] != t:
+                            edges.insert(x, t)
+                # else a run at a time: its rows share one mask (one OR, the same int on every row)
+                x, a = bisect_right(edges, times[k0]), (k0 if k1 - k0 > 32 else k1)
+                while a < k1:
+                    b = bisect_left(times, edges[x], a) if x < len(edges) else n
+                    if b > k1:
+                        b = k1
+                    held[a:b] = [held[a] | m] * (b - a)
+                    a, x = b, x + 1
+                self._blank(k0, k1)
+
+    def _blank(self, k0: int, k1: int) -> None:
+        """Forget the counts of rows ``k0`` .. ``k1`` - 1 (their held nodes changed)."""
+        if self._caps:
+            blank = [None] * (k1 - k0)
+            for c in self._caps.values():
+                c[k0:k1] = blank
 
     def earliest(self, g: int, pods: int, runtime: float, k: int, hi: int):
         """The first row from ``k`` up to (not with) ``hi`` at which ``pods`` pods of ``g`` GPUs
@@ -660,7 +694,12 @@ class Timeline:
         and those reservations' nodes (a mask); or None. The span's rows are a window that only
         moves forward: its OR is kept as two stacks (the rows taken in since the last split, ORed
         as they come; the older ones, ORed from the back once), so each row is ORed a few times
-        a search, not once per start tried."""
+        a search, not once per start tried. Rows go by runs (issue 35): between two times at
+        which a reservation taken in starts or ends (``_edges``) every row holds the same nodes,
+        and after now a row's count never falls with time (a node's free GPUs only grow in the
+        profile), so the first row of a run that holds the pods answers for the rest of the run,
+        and the first of a run's rows that does is a gallop and a binary search (a whole-node job
+        on the 6,250-node tree spans thousands of rows, in a few tens of runs; from RUNS_FROM rows)."""
         top = self.avail.top
         if g > top:
             return None
@@ -685,9 +724,12 @@ class Timeline:
             def fill(r):
                 return self.cap(r, g)
         n = len(times)
+        run_end, run_start, runs = self._run_end, self._run_start, self.by_runs
         j = j1 = k  # the window: rows j .. j1 - 1
-        front: list[int] = []  # ORs of the older rows, held[x] | ... | held[split - 1], x rising: the last is row j's
-        back = 0  # OR of rows split .. j1 - 1
+        # ORs of the older rows by runs: (a, held[a] | ... | held[split - 1]), a falling; the last
+        # is row j's (rows a .. the one before's a, or split, share it: one run of held)
+        front: list[tuple[int, int]] = []
+        back, split = 0, 0  # OR of rows split .. j1 - 1
         while j < hi:
             if j1 <= j:  # (an empty window: start it at j)
                 c = caps[j]
@@ -695,6 +737,31 @@ class Timeline:
                     c = fill(j)
                 if c < pods:  # not even alone: no span that contains this row
                     j += 1
+                    if runs and 1 < j < hi - 4 and held[j + 3] is held[j - 1]:  # (row j - 1 after now, likely in a
+                        # long run: a run's rows share one mask) the first of the rest that holds them:
+                        # rows j, j + 1, j + 3, j + 7, ... until one does, then a binary search
+                        top_j = min(run_end(j - 1), hi)
+                        short, p, step = j - 1, j, 1
+                        while p < top_j:
+                            c = caps[p]
+                            if c is None:
+                                c = fill(p)
+                            if c >= pods:
+                                break
+                            short, p, step = p, p + step, 2 * step
+                        lo, p = short + 1, min(p, top_j)
+                        while lo < p:
+                            mid = (lo + p) >> 1
+                            c = caps[mid]
+                            if c is None:
+                                c = fill(mid)
+                            if c < pods:
+                                lo = mid + 1
+                            else:
+                                p = mid
+                        self.jumped += lo - j
+                        j1 = j = lo
+                        continue
                     while j < hi and (c := caps[j]) is not None and c < pods:  # (counted short)
                         j += 1
                     j1 = j
@@ -707,26 +774,54 @@ class Timeline:
                     c = fill(j1)
                 if c < pods:
                     break
-                back |= held[j1]
+                h = held[j1]
+                back |= h
                 j1 += 1
+                if runs and j1 + 3 < n and held[j1 + 3] is h:  # (likely a long run: a run's rows share one mask)
+                    # the rest of row j1 - 1's run holds the same nodes and at least as many free:
+                    # its count is no lower (after now, where free GPUs never fall with time)
+                    nxt = min(run_end(j1 - 1), bisect_right(times, end, j1))
+                    if nxt > j1:
+                        self.jumped += nxt - j1
+                        j1 = nxt
             else:
-                blocked = (front[-1] | back) if front else back
+                blocked = (front[-1][1] | back) if front else back
                 if blocked == held[j] or self.count(j, g, blocked) >= pods:
                     return j, blocked
                 # row j leaves the window
-                if not front:  # split: the rows j + 1 .. j1 - 1 become the older stack
-                    acc = 0
-                    for x in range(j1 - 1, j, -1):
+                if not front:  # split: the rows j + 1 .. j1 - 1 become the older stack, a run at a time
+                    acc, x, split = 0, j1 - 1, j1
+                    while x > j:
+                        a = run_start(x) if runs and x > 4 and held[x - 4] is held[x] else x  # (see above)
+                        if a <= j:
+                            a = j + 1
                         acc |= held[x]
-                        front.append(acc)
+                        front.append((a, acc))
+                        x = a - 1
                     back = 0
+                    j += 1
                 else:
-                    front.pop()
-                j += 1
+                    j += 1
+                    if j >= (front[-2][0] if len(front) > 1 else split):
+                        front.pop()
                 continue
             j = j1 + 1  # every start from j to row j1 has row j1 in its span: a new window after it
             j1 = j
         return None
+
+    def _run_end(self, r: int) -> int:
+        """The first row after row ``r`` at which the held nodes may differ from row ``r``'s (a
+        reservation taken in starts or ends there), or the number of rows."""
+        edges, times = self._edges, self.times
+        x = bisect_right(edges, times[r])
+        return bisect_left(times, edges[x]) if x < len(edges) else len(times)
+
+    def _run_start(self, r: int) -> int:
+        """The first row of row ``r``'s run: the row of the last start or end of a reservation
+        taken in at or before its time (0: none)."""
+        edges = self._edges
+        x = bisect_right(edges, self.times[r])
+        return bisect_left(self.times, edges[x - 1]) if x else 0
 
     def plan(self, r: int, blocked: int, job: Job) -> list | None:
         """:meth:`Slurm.plan`'s best fit at row ``r`` (fewest free GPUs, then node index) on the
