@@ -63,13 +63,14 @@ class FakeWatch:
         pass
 
     def snapshot(self):
+        self.api.schedule()      # the scheduler works whether or not the driver reads its metrics
         with self.api.lock:
             return self.api.version, {n: dict(p) for n, p in self.api.pods.items()}
 
 
 class FakeApi:
     """A control plane in memory: Jobs make their pods at once, in order; a first-fit scheduler binds
-    whatever fits whenever the driver reads its metrics; a pod's GPUs come back when it succeeds."""
+    whatever fits whenever the driver looks (its watch, its metrics); a pod's GPUs come back when it succeeds."""
 
     def __init__(self, nodes: int, gpus_per_node: int):
         self.nodes = {f"node{k}": gpus_per_node for k in range(1, nodes + 1)}
@@ -147,7 +148,14 @@ class FakeApi:
         return free
 
     def scheduler_metrics(self) -> str:
-        """One first-fit pass over the unbound pods in creation order, then the metrics text."""
+        """One more scheduling pass, then the metrics text."""
+        self.schedule()
+        return ('scheduler_pending_pods{queue="active"} 0\n'
+                'scheduler_pending_pods{queue="backoff"} 0\n'
+                'scheduler_schedule_attempts_total{result="scheduled"} 1\n')
+
+    def schedule(self) -> None:
+        """One first-fit pass over the unbound pods in creation order."""
         with self.lock:
             free = self.free_gpus()
             changed = False
@@ -168,9 +176,6 @@ class FakeApi:
                     changed = True
             if changed:
                 self.version += 1
-        return ('scheduler_pending_pods{queue="active"} 0\n'
-                'scheduler_pending_pods{queue="backoff"} 0\n'
-                'scheduler_schedule_attempts_total{result="scheduled"} 1\n')
 
 
 def _gpus(pod: dict) -> int:
@@ -214,6 +219,31 @@ def test_pods_held_by_a_gang_that_can_never_complete_are_a_deadlock():
     assert c.real_deadlock and c.model_deadlock and c.agreement == 1.0
 
 
+def test_the_scheduler_s_metrics_are_read_only_once_the_pods_are_calm():
+    """The settle reads kube-scheduler's metrics (it renders thousands of lines each time) only when
+    nothing is left to bind or mark: while a Job's pods are still unbound and untried it cannot end, and a
+    read every 0.15 s there was work for the real scheduler for nothing."""
+    class SlowScheduler(FakeApi):
+        looks = 0
+        early_reads = 0
+
+        def schedule(self):
+            self.looks += 1
+            if self.looks > 20:                 # the pods wait untried for the first 20 looks
+                super().schedule()
+
+        def scheduler_metrics(self):
+            if any(not p["spec"].get("nodeName") and not p["status"].get("conditions")
+                   for p in self.pods.values()):
+                self.early_reads += 1
+            return super().scheduler_metrics()
+    plan = kplan.plan_replay(_workload(1, [Job("a", 1, 8, duration=60.0)]))
+    api = SlowScheduler(1, 8)
+    result = kreplay.drive(api, plan, clock=FakeClock(), versions={"kubernetes": "fake"})
+    assert result.job("a").start == 0.0 and api.looks > 20
+    assert api.early_reads == 0, api.early_reads
+
+
 def test_a_later_submission_waits_for_its_instant_and_ends_come_first():
     wl = _workload(1, [Job("a", 1, 8, duration=600.0), Job("b", 1, 8, duration=60.0, submit=600.0)])
     result, api, _ = _drive(wl)
@@ -236,14 +266,21 @@ def test_the_driver_times_out_in_one_line_instead_of_hanging():
 
 class GangApi(FakeApi):
     """Native gang scheduling in memory: a job's pods are bound all together or not at all; each
-    failed PodGroup attempt (one per metrics read) writes its pods' condition anew, in words that
-    alternate between two placements as the real scheduler's do (Go's map order)."""
+    failed PodGroup attempt (one per pass: each look at the watch, each metrics read) writes its pods'
+    condition anew, in words that alternate between two placements as the real scheduler's do (Go's
+    map order)."""
 
     def __init__(self, nodes: int, gpus_per_node: int):
         super().__init__(nodes, gpus_per_node)
         self.group_attempts = 0
 
     def scheduler_metrics(self) -> str:
+        self.schedule()
+        return ('scheduler_pending_pods{queue="active"} 0\n'
+                'scheduler_pending_pods{queue="backoff"} 0\n'
+                f'scheduler_podgroup_schedule_attempts_total{{result="unschedulable"}} {self.group_attempts}\n')
+
+    def schedule(self) -> None:
         with self.lock:
             free = self.free_gpus()
             for job in dict.fromkeys(p["metadata"]["labels"][JOB_LABEL] for p in self.pods.values()):
@@ -269,9 +306,6 @@ class GangApi(FakeApi):
                             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                              "message": f"0/{1 + self.group_attempts % 2} placements are available"}]}}
                 self.version += 1
-        return ('scheduler_pending_pods{queue="active"} 0\n'
-                'scheduler_pending_pods{queue="backoff"} 0\n'
-                f'scheduler_podgroup_schedule_attempts_total{{result="unschedulable"}} {self.group_attempts}\n')
 
 
 def test_a_waiting_gang_settles_though_each_attempt_rewords_its_pods_condition():

@@ -501,6 +501,7 @@ class _Driver:
         last = None
         since = clock.monotonic()
         group_attempts_at_change = None
+        scraped = (-1.0, -1.0, -1.0, -1.0)   # the scheduler's queue and attempt counts, last read
         while True:
             watch.check()
             dead = api.stopped()
@@ -527,27 +528,35 @@ class _Driver:
             running_ok = all(n in kubelet.marked_running for n, p in pods.items()
                              if p.get("spec", {}).get("nodeName") and phase(p) == "Pending"
                              and not p["metadata"].get("deletionTimestamp"))
-            try:
-                active, backoff, attempts, group_attempts = metrics(
-                    api.scheduler_metrics(), ("scheduler_pending_pods", {"queue": "active"}),
-                    ("scheduler_pending_pods", {"queue": "backoff"}), ("scheduler_schedule_attempts_total", {}),
-                    ("scheduler_podgroup_schedule_attempts_total", {}))
-            except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
-                active = backoff = attempts = group_attempts = -1
+            pods_calm = all_created and running_ok and unbound_untried == 0 and ext_calm
+            if pods_calm:
+                # Read only once the pods are calm: until then the settle cannot end, and a read (the
+                # scheduler renders every metric it has, thousands of lines) every 0.15 s through a Job's
+                # pod creation was work for nothing. A change between reads still shows at the next.
+                try:
+                    scraped = tuple(metrics(
+                        api.scheduler_metrics(), ("scheduler_pending_pods", {"queue": "active"}),
+                        ("scheduler_pending_pods", {"queue": "backoff"}), ("scheduler_schedule_attempts_total", {}),
+                        ("scheduler_podgroup_schedule_attempts_total", {})))
+                except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
+                    scraped = (-1.0, -1.0, -1.0, -1.0)
+            active, backoff, attempts, group_attempts = scraped
             fp = ((_pods_state(pods),) if gang else (events, active, backoff, attempts)) + (ext_fp,)
-            calm = all_created and running_ok and active == 0 and unbound_untried == 0 and \
-                (gang or backoff == 0) and ext_calm
+            calm = pods_calm and active == 0 and (gang or backoff == 0)
             t = clock.monotonic()
             if fp != last:
                 last, since = fp, t
-                group_attempts_at_change = group_attempts
+                # the attempts counted at the change; a read from before it (pods not calm) is not
+                group_attempts_at_change = group_attempts if pods_calm else None
             elif calm and t - since >= QUIET:
                 if not gang:
                     return pods
+                if group_attempts_at_change is None:    # the first read since the change
+                    group_attempts_at_change = group_attempts
                 # every gang still waiting has been tried again since the last change, and failed
                 waiting = {job_of(p) for p in pods.values() if not p.get("spec", {}).get("nodeName")
                            and phase(p) == "Pending" and not p["metadata"].get("deletionTimestamp")}
-                retried = group_attempts - (group_attempts_at_change or 0)
+                retried = group_attempts - group_attempts_at_change
                 if retried >= 2 * len(waiting) or t - since >= GANG_PATIENCE:
                     return pods
             if t > self.deadline or (not counts and any(n not in idle for n in self.submitted)
