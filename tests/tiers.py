@@ -115,6 +115,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "test_lab_citations.py::test_a_tiny_website_of_the_labs_cites_with_the_bibliography": ("site",),
     "test_labs.py::test_a_hung_answer_is_stopped": ("lab",),
     "test_gang_fastpath.py::test_fast_path_matches_the_reference_on_crowded_workloads": ("scale",),
+    # three planted slips, each run over nine workloads at full size: 19-27 s apiece in the two-minute loop
+    "test_gang_fastpath.py::test_the_timeline_passes_over_runs_of_rows_and_planted_slips_fail": ("scale",),
     # the website's barrier views against sixteen runs of the 512-rank barrier model: 7-10 s on the course machine
     "test_steps.py::test_the_static_barrier_views_embed_the_models_steps": ("slow",),
     # fifty generated barrier problems, each simulated and solved: 20 s apiece on the course machine
