@@ -501,7 +501,8 @@ class _Driver:
         last = None
         since = clock.monotonic()
         group_attempts_at_change = None
-        scraped = (-1.0, -1.0, -1.0, -1.0)   # the scheduler's queue and attempt counts, last read
+        unread = (-1.0, -1.0, -1.0, -1.0)
+        scraped = unread   # the scheduler's queue and attempt counts, last read
         while True:
             watch.check()
             dead = api.stopped()
@@ -539,7 +540,7 @@ class _Driver:
                         ("scheduler_pending_pods", {"queue": "backoff"}), ("scheduler_schedule_attempts_total", {}),
                         ("scheduler_podgroup_schedule_attempts_total", {})))
                 except (OSError, http.client.HTTPException):  # the scheduler went away mid-answer
-                    scraped = (-1.0, -1.0, -1.0, -1.0)
+                    scraped = unread
             active, backoff, attempts, group_attempts = scraped
             fp = ((_pods_state(pods),) if gang else (events, active, backoff, attempts)) + (ext_fp,)
             calm = pods_calm and active == 0 and (gang or backoff == 0)
