@@ -17,6 +17,9 @@ import tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
+# the pytest runs these tests start: quiet, no cache, and without nbval, whose start (Jupyter's imports)
+# is most of a small run's cost: 2.6 CPU s with it against 0.5 without, per run
+QUICK = ("-q", "-p", "no:cacheprovider", "-p", "no:nbval")
 
 
 def test_a_count_named_without_the_helper_is_shrunk_on_the_dev_budget_only(monkeypatch):
@@ -100,6 +103,15 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
     def grades_by_the_cli(path):
         assert main(["grade", str(path), "--json"]) == 0  # noqa: F821 (only its source is read)
 
+    def grades_through_a_helper(tmp_path):         # tests/lab_answers.py's helpers grade the lab they build
+        return graded_with(SOLUTION, tmp_path, {})  # noqa: F821 (only its source is read)
+
+    def grades_through_the_helpers_helper(tmp_path):
+        return ReferenceGrades(SOLUTION, tmp_path)  # noqa: F821 (only its source is read)
+
+    def builds_a_lab_only(tmp_path):
+        return seeded_lab(SOLUTION, 0, tmp_path)    # noqa: F821 (only its source is read)
+
     assert tiers.tiers_of(_item("tests/test_kube_live.py")) == {"real_kube"}
     kueue = _item("tests/test_new.py", name="test_admits", fixtures=["live_kube"])
     kueue.get_closest_marker = lambda name: SimpleNamespace(kwargs={"kueue": True}) if name == "live_kube" else None
@@ -108,6 +120,9 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_a_lab)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=pure)) == set()
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_by_the_cli)) == {"lab"}
+    assert tiers.tiers_of(_item("tests/test_new.py", function=grades_through_a_helper)) == {"lab"}
+    assert tiers.tiers_of(_item("tests/test_new.py", function=grades_through_the_helpers_helper)) == {"lab"}
+    assert tiers.tiers_of(_item("tests/test_new.py", function=builds_a_lab_only)) == set()
     assert tiers.tiers_of(_item("tests/test_hub_live.py", name="test_up")) == {"real_hub"}
     assert tiers.tiers_of(_item("tests/test_thing_real.py", name="test_up")) == {"real_kernel"}
     assert tiers.tiers_of(_item("tests/test_oom_live.py", name="test_parse")) == set()
@@ -189,7 +204,7 @@ def test_each_test_s_cpu_seconds_are_measured_in_the_run(tmp_path):
         "def test_burns():\n    subprocess.run([sys.executable, '-c', BURN], check=True)\n"
         "def test_sleeps():\n    time.sleep(0.6)\n")
     out = tmp_path / "times.txt"
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:nbval",
+    res = subprocess.run([sys.executable, "-m", "pytest", *QUICK,
                           "-p", "no:xdist", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, "COURSE_TEST_TIMES": str(out)}, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -304,7 +319,7 @@ def test_the_computing_lanes_get_a_temporary_directory_a_name_and_give_way(tmp_p
         "                           'print(open(\"/proc/self/autogroup\").read().split()[-1])'],\n"
         "                          start_new_session=True, capture_output=True, text=True).stdout.split()\n"
         "    print('AG', os.environ['COURSE_TEST_LANE'], open('/proc/self/autogroup').read().split()[-1], *late)\n")
-    args = [str(tmp_path / "test_env.py"), "-q", "-s", "-p", "no:cacheprovider"]
+    args = [str(tmp_path / "test_env.py"), "-s", *QUICK]
     lanes = {"rest": (args, str(tmp_path / "t1.txt"), {}), "kube": (args, str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
     out = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True,
@@ -332,8 +347,8 @@ def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
     (tmp_path / "test_fails.py").write_text("def test_ok():\n    pass\n"
                                             "def test_broken():\n    assert 1 == 2\n")
     (tmp_path / "test_ok.py").write_text("def test_fine():\n    pass\n")
-    lanes = {"early": ([str(tmp_path / "test_fails.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt"), {}),
-             "late": ([str(tmp_path / "test_ok.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"), {})}
+    lanes = {"early": ([str(tmp_path / "test_fails.py"), *QUICK], str(tmp_path / "t1.txt"), {}),
+             "late": ([str(tmp_path / "test_ok.py"), *QUICK], str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
     run = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -359,7 +374,7 @@ def test_a_computing_lanes_leftover_is_named_with_the_test_it_appeared_in(tmp_pa
 
     def run(tmpdir):
         tmpdir.mkdir()
-        return subprocess.run([sys.executable, "-m", "pytest", str(tests), "-q", "-s", "-p", "no:cacheprovider"],
+        return subprocess.run([sys.executable, "-m", "pytest", str(tests), "-s", *QUICK],
                               cwd=tmp_path, capture_output=True, text=True, timeout=120,
                               env=dict(os.environ, TMPDIR=str(tmpdir))).stdout
 
@@ -426,7 +441,7 @@ def test_a_terminating_signal_unwinds_the_session_so_its_fixtures_stop_what_they
     # inherits SIGHUP ignored, and the hook rightly keeps an ignore it finds
     defaults = ("import signal, sys, pytest; [signal.signal(s, signal.SIG_DFL) for s in "
                 "(signal.SIGTERM, signal.SIGHUP)]; sys.exit(pytest.main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", defaults, "-q", "-p", "no:cacheprovider", "-p", "live_fixtures",
+    proc = subprocess.Popen([sys.executable, "-c", defaults, *QUICK, "-p", "live_fixtures",
                              str(tmp_path / "test_held.py")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -449,8 +464,8 @@ def test_the_lanes_forward_a_signal_to_every_lane_and_report_each_lanes_cpu(tmp_
     (tmp_path / "test_held.py").write_text(HELD_SESSION)
     (tmp_path / "test_busy.py").write_text(
         "import time\ndef test_burns_a_second_of_cpu():\n    while time.process_time() < 1.5:\n        pass\n")
-    lanes = {"busy": ([str(tmp_path / "test_busy.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t1.txt"), {}),
-             "held": ([str(tmp_path / "test_held.py"), "-q", "-p", "no:cacheprovider"], str(tmp_path / "t2.txt"), {})}
+    lanes = {"busy": ([str(tmp_path / "test_busy.py"), *QUICK], str(tmp_path / "t1.txt"), {}),
+             "held": ([str(tmp_path / "test_held.py"), *QUICK], str(tmp_path / "t2.txt"), {})}
     driver = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import lanes; sys.exit(lanes.run_lanes({lanes!r}))"
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -19,7 +19,8 @@ test another helper adds to a file, or that asks for ``live_kube``, falls into i
 - :data:`FILES`: a file's tiers (a whole file of live tests, of site checks); a new
   ``test_<what>_live.py`` or ``test_<what>_real.py`` is ``real`` with the system its name says;
 - :data:`FIXTURES`: a fixture's tiers (``live_kube`` -> ``real_kube``);
-- :data:`CALLS`: a name the test function's source calls (``grade(`` -> ``lab``);
+- :data:`CALLS`: a name the test function's source calls (``grade(`` -> ``lab``), a test helper of
+  :data:`HELPERS` that grades a lab among them (``graded_with(`` -> ``lab``);
 - :data:`TESTS`: a few named tests (file::name prefix, parameters included) the rules above cannot see;
 - a notebook collected by nbval: ``notebooks/`` is ``book``, ``solutions/`` is ``lab``;
 - a test marked ``real`` by hand gets its system from its file, else from its name.
@@ -98,6 +99,33 @@ CALLS: dict[str, tuple[str, ...]] = {
     r"\bNotebookClient\(": ("book",),
     r"\bexecuted_page\(": ("book",),
 }
+
+#: the test helpers that grade a lab for the tests that call them (a helper's call is not in the test's own
+#: source): the top-level functions and classes of these files that call ``grade(``, or such a helper
+HELPERS = ("lab_answers.py",)
+
+
+def _grading_helpers(files=HELPERS) -> dict[str, tuple[str, ...]]:
+    """``CALLS`` rules for the helpers of ``files`` that grade a lab, directly or through one another."""
+    import ast
+
+    bodies: dict[str, str] = {}
+    for name in files:
+        text = (Path(__file__).parent / name).read_text()
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bodies[node.name] = ast.get_source_segment(text, node) or ""
+    grading = {n for n, body in bodies.items() if any(
+        re.search(pattern, body) for pattern, tiers in CALLS.items() if "lab" in tiers)}
+    while True:                    # a helper that calls a grading helper grades too
+        more = {n for n, body in bodies.items() if n not in grading
+                and any(re.search(rf"\b{g}\(", body) for g in grading)}
+        if not more:
+            return {rf"\b{n}\(": ("lab",) for n in sorted(grading)}
+        grading |= more
+
+
+CALLS.update(_grading_helpers())
 
 #: tests the rules above cannot see: "file::prefix of the test's name (with its parameters)" -> tiers
 TESTS: dict[str, tuple[str, ...]] = {
