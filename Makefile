@@ -106,13 +106,16 @@ test: setup
 # minutes. Paired on 2 cores (2 pairs, 2026-12-04 20:02-20:12 UTC, other tests alongside): 112 s median wall
 # on two workers against 161 s in one process (0.69; 1.17x the CPU, each worker collects the suite). At 67 s
 # (an earlier, smaller loop) one process was faster than two workers' 75 s. FAST_WORKERS=0: one process.
+# The workers steal queued tests from each other (--dist worksteal): the loop's longest tests (3-5 s) no longer
+# wait behind a fixed share at the end. Paired from a fresh clone (14:22-14:25 UTC, 2026-12-05, under the lock):
+# 97.3 s wall with xdist's default (load) against 90.7 s; another pair an hour earlier, 130.8 s against 124.1 s.
 # No nbval (it collects no notebook here, and its import would build jsonschema's iri parsers: conftest.py).
 # The loop keeps its compiled modules (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
 # otherwise every run compiles courselib and rewrites every test module's asserts again (~5 s of CPU).
 FAST := not (book or site or lab or real or scale or slow)
 FAST_WORKERS ?= 2
 test-fast: setup
-	PYTHONDONTWRITEBYTECODE= COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -p no:nbval -m "$(FAST)" -n $(FAST_WORKERS) --durations=10
+	PYTHONDONTWRITEBYTECODE= COURSE_TEST_BUDGET=dev $(BIN)/python -m pytest tests -q -p no:nbval -m "$(FAST)" -n $(FAST_WORKERS) --dist worksteal --durations=10
 
 # One topic: a chapter's module tests, its page, its lab and its solution (T=oom, T=gang, T=03, ...).
 test-topic: setup

@@ -149,6 +149,7 @@ def test_the_makefile_runs_the_tiers():
     assert "COURSE_TEST_BUDGET=dev" in fast and '-m "$(FAST)"' in fast
     # two pytest-xdist workers: the loop's 2,200 tests are past two minutes in one process
     assert "-n $(FAST_WORKERS)" in fast and re.search(r"^FAST_WORKERS \?= 2$", make, re.M)
+    assert "--dist worksteal" in fast       # a worker with its share done takes tests queued for the other
     expression = re.search(r"^FAST := (.*)$", make, re.M).group(1)
     assert expression == "not (" + " or ".join(("book", "site", "lab", "real", "scale", "slow")) + ")"
     assert re.search(r"^test-topic:", make, re.M) and "--topic" in make
