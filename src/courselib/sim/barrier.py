@@ -473,6 +473,7 @@ class _Attempt:
     def _rank(self, r: int, join_at: float):
         run, sc, env = self.run, self.run.sc, self.run.env
         step = self.resume_step
+        total, every = sc.total_steps, sc.checkpoint_every_steps   # (the scenario is frozen: read once)
         try:
             if join_at > env.now:
                 yield env.timeout(join_at - env.now)         # the pod is not running yet
@@ -489,14 +490,14 @@ class _Attempt:
                             f"(the rendezvous completed, the workers started, ncclCommInitRank returned)")
                     run.log("training", self.n, f"from step {self.resume_step} of {sc.total_steps}")
             self.enter(r, TRAINING)
-            while step < sc.total_steps:
+            while step < total:
                 yield env.timeout(self.step_s)                # forward + backward
                 step += 1
                 self.blocked_since[r] = env.now
                 yield self.comm.arrive(("all-reduce", step), r)
                 if step > self.done_step:
                     self.done_step, self.done_at = step, env.now
-                if step % sc.checkpoint_every_steps == 0 and step < sc.total_steps:
+                if step % every == 0 and step < total:
                     self.enter(r, CHECKPOINTING)
                     if sc.checkpoint_cost_s:
                         yield env.timeout(sc.checkpoint_cost_s)   # write this rank's shard
@@ -507,7 +508,7 @@ class _Attempt:
                         run.step_done = step
                         run.log("checkpoint", self.n, f"step {step} saved by all {self.n} ranks")
                     self.enter(r, TRAINING)
-                if self.until is not None and env.now >= self.until and step < sc.total_steps:
+                if self.until is not None and env.now >= self.until and step < total:
                     self.close(r, env.now, None)               # torchft: the next quorum regroups
                     if not self.over.triggered:
                         self.over.succeed("regroup")
