@@ -123,6 +123,7 @@ def test_the_rules_classify_by_file_fixture_call_and_notebook():
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_through_a_helper)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=grades_through_the_helpers_helper)) == {"lab"}
     assert tiers.tiers_of(_item("tests/test_new.py", function=builds_a_lab_only)) == set()
+    assert tiers._grading_helpers(("no_such_helpers.py",)) == {}      # a helper file that is not there
     assert tiers.tiers_of(_item("tests/test_hub_live.py", name="test_up")) == {"real_hub"}
     assert tiers.tiers_of(_item("tests/test_thing_real.py", name="test_up")) == {"real_kernel"}
     assert tiers.tiers_of(_item("tests/test_oom_live.py", name="test_parse")) == set()

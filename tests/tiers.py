@@ -111,7 +111,10 @@ def _grading_helpers(files=HELPERS) -> dict[str, tuple[str, ...]]:
 
     bodies: dict[str, str] = {}
     for name in files:
-        text = (Path(__file__).parent / name).read_text()
+        path = Path(__file__).parent / name
+        if not path.is_file():         # (a copy of tests/ without it: its tests are gone with it)
+            continue
+        text = path.read_text()
         for node in ast.parse(text).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 bodies[node.name] = ast.get_source_segment(text, node) or ""
