@@ -383,7 +383,7 @@ def _slurm_tree_leaves(spec: ClusterSpec, kk, pods: int, max_leaves: int | None,
     choice of leaves kept for the same free pods per leaf (the loop reads nothing else: the
     leaves' free pods, their sums by ancestor and the hops between leaves), and the plan made
     from the nodes of the chosen leaves in index order."""
-    levels = tuple(tuple(x) for x in spec.topology)
+    levels = spec.topology   # (already a tuple of (level, size) tuples: ClusterSpec makes it so)
     leaf_size = levels[-1][1]
     if per_leaf is None:
         per_leaf = np.add.reduceat(kk, np.arange(0, spec.nodes, leaf_size))
