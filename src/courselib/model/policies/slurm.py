@@ -47,7 +47,9 @@ it tests from the running jobs, on arrays over every node. The policy the simula
 default (``make_policy("slurm")``, ``--policy slurm``) is its fast twin,
 :class:`~courselib.model.policies.slurm_fast.SlurmFast`: a subclass that makes the same decisions
 from an availability profile (``slurm_profile.py``) and the last pass's outcomes, proven equal to
-this one by ``tests/test_gang_fastpath.py`` (the way CPython keeps ``heapq`` beside ``_heapq``).
+this one by ``tests/test_gang_fastpath.py`` (the way CPython keeps ``heapq`` beside ``_heapq``); on
+workloads of thousands of jobs its backfill passes are compiled (``slurm_kernel.py``,
+``tests/test_slurm_kernel.py``).
 """
 from __future__ import annotations
 

@@ -34,11 +34,20 @@ time as a mask, the free ones from the profile's masks): on a busy cluster each 
 of the reservations made before it, and the rows that cannot hold it even alone are stepped over
 with a popcount each (issue 35: about one exact count a search, where the walk planned at ~18
 times and stepped over ~70; a reservation is an OR on the rows it spans, not an update of arrays).
+
+On a workload of thousands of jobs (``KERNEL_FROM``) a pass whose every job is plain, on a cluster
+with no topology, goes whole to a compiled pass (:mod:`~courselib.model.policies.slurm_kernel`,
+numba, the ``fast`` extra): the reference's loop on node bit sets, made again at every pass, with
+none of the carrying above (busy ``base``, 10,000 jobs: about 10 s of CPU against 92 s;
+benchmarks/README.md). Its starts are made here in order and its reservations become
+:attr:`reservations` when first read. Without numba, or for a pass with one job that is not plain,
+the Python pass above runs; ``tests/test_slurm_kernel.py`` holds both to the reference.
 """
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from bisect import bisect_left, bisect_right, insort
 from heapq import heapify, heappop, heappush
 from operator import attrgetter, itemgetter
@@ -47,11 +56,20 @@ from typing import NamedTuple
 import numpy as np
 
 from courselib.model.gang import JobRun, SchedState
+from courselib.model.policies import slurm_kernel
 from courselib.model.policies.slurm import Slurm
 from courselib.model.policies.slurm_profile import Availability, Timeline
 from courselib.model.workload import Job
 
 _job_name = attrgetter("job.name")
+_seq = attrgetter("seq")
+#: a workload of at least this many jobs has its backfill passes compiled (slurm_kernel.py), if it can,
+#: on a cluster of at most KERNEL_NODES nodes: the compiled pass makes its rows again at every pass, each
+#: a copy of every node's free levels, which on 6,250 nodes costs more than the Python pass saves by
+#: carrying the last pass over (100,000 friendly jobs: 93 s against 22 s; on 1,000 nodes 120 s against
+#: more than 200 s: benchmarks/README.md)
+KERNEL_FROM = 2000
+KERNEL_NODES = 1024
 
 
 class _Pass(NamedTuple):
@@ -121,6 +139,19 @@ class SlurmFast(Slurm):
         #: a job with no expected end, after which no pass carries)
         self._early_ends: list[float | None] = []
         self._early_nodes: list = []  # (the nodes each of them ran on)
+        #: the compiled pass (slurm_kernel.py): None decides by the workload's size (KERNEL_FROM jobs)
+        self.use_kernel: bool | None = None
+        self._kernel_on: bool | None = None
+        #: compiled passes, then summed over them: rows at the end, rows where a job failed, jumps
+        #: past rows where an earlier job failed, rows put in a window's front, jobs started
+        self.kernel_stats = np.zeros(6, np.int64)
+        #: the running jobs' GPUs per node until their expected end, as rows of three arrays (end,
+        #: node, GPUs; a free row has GPUs 0 and end -inf), kept as jobs start and end
+        self._ev = (np.full(64, -np.inf), np.zeros(64, np.int64), np.zeros(64, np.int64))
+        self._ev_rows: dict[str, list[int]] = {}
+        self._ev_free: list[int] = list(range(63, -1, -1))
+        #: by run (its seq): GPUs a pod, pods, runtime, and whether the compiled pass may plan it
+        self._k_g = self._k_pods = self._k_run = self._k_plain = None
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -129,6 +160,8 @@ class SlurmFast(Slurm):
 
     def submit(self, state: SchedState, runs: list[JobRun]) -> None:
         super().submit(state, runs)
+        if runs and self._kernel_ready():
+            self._k_shapes(state, runs)
         for run in runs:
             self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
             if self.switches(run.job) is not None:
@@ -232,6 +265,25 @@ class SlurmFast(Slurm):
         self._dirty.update(nodes)
         if self._avail is not None:  # (on whole nodes: each holds this job alone, until e)
             self._avail.touch(nodes, e if whole else None)
+        self._ev_hold(run.name, e, state.cluster.alloc[run.name])
+
+    def _ev_hold(self, name: str, e: float, alloc: dict) -> None:
+        """The rows of a job that started: its GPUs on each of its nodes until ``e``."""
+        ends, nodes, gpus = self._ev
+        free = self._ev_free
+        if len(free) < len(alloc):
+            n = len(ends)
+            grow = max(n, len(alloc))
+            self._ev = ends, nodes, gpus = (np.concatenate([ends, np.full(grow, -np.inf)]),
+                                            np.concatenate([nodes, np.zeros(grow, np.int64)]),
+                                            np.concatenate([gpus, np.zeros(grow, np.int64)]))
+            free[:0] = range(n + grow - 1, n - 1, -1)
+        rows = []
+        for i, b in alloc.items():
+            k = free.pop()
+            ends[k], nodes[k], gpus[k] = e, i, b.gpus
+            rows.append(k)
+        self._ev_rows[name] = rows
 
     # ---- the cycle -----------------------------------------------------------------------------
     def schedule(self, state: SchedState) -> list[float]:
@@ -375,6 +427,8 @@ class SlurmFast(Slurm):
         pods fit with no reservation at all (a binary search: that count never falls with time),
         and skips every later time at which nothing freed up for pods of its size. What the last
         pass found is carried over where it must still hold (:meth:`_carried`)."""
+        if self._kernel_pass(state, pending):
+            return
         now, horizon = state.now, state.now + self.bf_window
         reserved: list = []
         res_ends: list[float] = []  # sorted: the reservations' ends after now (candidate times too)
@@ -945,6 +999,72 @@ class SlurmFast(Slurm):
                             self.reservations, roots_now, kids)
         self._started_since, self._early_ends, self._early_nodes = [], [], []
 
+    def _kernel_ready(self) -> bool:
+        """Whether passes may go to the compiled pass: asked (``use_kernel``), or a workload of at
+        least ``KERNEL_FROM`` jobs (below, compiling or loading it costs more than it saves) on
+        at most ``KERNEL_NODES`` nodes;
+        numba installed; reservations for every job (``bf_job_part_count_reserve`` 0); no
+        topology (the topology plugin places every job there); the reference's own ``plan``."""
+        if self._kernel_on is None:
+            want = self.use_kernel
+            if want is None:
+                want = len(self.workload.jobs) >= KERNEL_FROM and self.workload.cluster.nodes <= KERNEL_NODES
+            self._kernel_on = bool(want and slurm_kernel.available() and not self.bf_job_part_count_reserve
+                                   and not self.workload.cluster.topology and type(self).plan is SlurmFast.plan)
+        return self._kernel_on
+
+    def _kernel_pass(self, state: SchedState, pending: list[JobRun]) -> bool:
+        """The pass by :func:`slurm_kernel.backfill_pass` if every job it tests is plain; False if
+        not (then the Python pass runs). Its starts are made here in order, as the reference
+        makes them; its reservations become :attr:`reservations` when first read."""
+        if not self._kernel_ready():
+            return False
+        pending = pending[: self.bf_max_job_test]
+        idx = np.fromiter(map(_seq, pending), np.int64, len(pending))
+        if not self._k_plain[idx].all():
+            return False
+        now = state.now
+        runtime = self._k_run[idx]
+        ends, nodes, gpus = self._ev
+        kind, start, offsets, plan_nodes, plan_pods, times, stats = slurm_kernel.backfill_pass(
+            now, now + self.bf_window, state.cluster.capacity, self._free_now(state)[0], ends, nodes, gpus,
+            self._k_g[idx], self._k_pods[idx], runtime)
+        self.carry_stats["passes"] += 1
+        self.kernel_stats += stats  # ([0] counts the passes)
+        self._carry, self._started_since, self._early_ends, self._early_nodes = None, [], [], []
+        self._failed = {}
+        if stats[5]:  # jobs started now
+            started = np.flatnonzero(kind == 1).tolist()
+            offs, pn, pp = offsets.tolist(), plan_nodes.tolist(), plan_pods.tolist()
+            for k in started:
+                run = pending[k]
+                self._start(state, run, list(zip(pn[offs[k]:offs[k + 1]], pp[offs[k]:offs[k + 1]])))
+                state.log(run.name, "started by backfill (delays no reservation)")
+        else:
+            started = []
+        self._bf_started = [pending[k] for k in started]
+        self._bf_started_at = started
+        self.reservations = _KernelReservations(pending, kind, start, offsets, plan_nodes, runtime)
+        self._pass_times = times.tolist()
+        return True
+
+    def _k_shapes(self, state: SchedState, runs: list[JobRun]) -> None:
+        """The shapes of newly submitted runs for the compiled pass, by seq (the arrays grow by doubling)."""
+        top = max(r.seq for r in runs) + 1
+        if self._k_plain is None or len(self._k_plain) < top:
+            size = max(top, len(self.workload.jobs), 2 * (0 if self._k_plain is None else len(self._k_plain)))
+            grown = (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size), np.zeros(size, bool))
+            if self._k_plain is not None:
+                for new, old in zip(grown, (self._k_g, self._k_pods, self._k_run, self._k_plain)):
+                    new[:len(old)] = old
+            self._k_g, self._k_pods, self._k_run, self._k_plain = grown
+        plain = state.cluster.plain
+        for r in runs:
+            j = r.job
+            k = r.seq
+            self._k_g[k], self._k_pods[k], self._k_run[k] = j.gpus_per_pod, j.pods, j.planned_runtime
+            self._k_plain[k] = plain(j) and j.planned_runtime >= 0
+
     def _carried(self, state: SchedState) -> tuple | None:
         """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their
         marks and their dominators (see :class:`_Pass`), when every outcome must still hold as far
@@ -1033,6 +1153,11 @@ class SlurmFast(Slurm):
         return _first_fitting(times, avail, job.gpus_per_pod, job.pods, 1, len(times))
 
     def on_finish(self, state: SchedState, run: JobRun) -> None:
+        rows = self._ev_rows.pop(run.name, None)
+        if rows:
+            ends, _, gpus = self._ev
+            ends[rows], gpus[rows] = -np.inf, 0
+            self._ev_free.extend(rows)
         self._ends_seen += 1
         ran_on = self._last_nodes.get(run.name, ((), False))[0]
         self._dirty.update(ran_on)
@@ -1064,6 +1189,35 @@ class SlurmFast(Slurm):
             self._avail = Availability(state.cluster, self.expected_end)
         self._avail.refresh(state.now)
         return self._avail
+
+
+class _KernelReservations(Mapping):
+    """:attr:`Slurm.reservations` of a compiled pass, made into tuples only when read (a pass
+    makes hundreds; most are never read): name -> (start, end, node indexes)."""
+
+    def __init__(self, runs, kind, start, offsets, nodes, runtime):
+        self._args = (runs, kind, start, offsets, nodes, runtime)
+        self._made: dict | None = None
+
+    def _dict(self) -> dict:
+        if self._made is None:
+            runs, kind, start, offsets, nodes, runtime = self._args
+            offs, nodes = offsets.tolist(), nodes.tolist()
+            made = {}
+            for k in np.flatnonzero(kind == 2).tolist():
+                s = float(start[k])
+                made[runs[k].job.name] = (s, s + float(runtime[k]), nodes[offs[k]:offs[k + 1]])
+            self._made, self._args = made, None
+        return self._made
+
+    def __getitem__(self, name):
+        return self._dict()[name]
+
+    def __iter__(self):
+        return iter(self._dict())
+
+    def __len__(self):
+        return len(self._dict())
 
 
 class _Staircase:

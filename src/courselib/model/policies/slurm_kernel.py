@@ -1,0 +1,464 @@
+"""One Slurm backfill pass compiled with numba: :meth:`Slurm._backfill`'s decisions for plain jobs.
+
+:class:`~courselib.model.policies.slurm_fast.SlurmFast` hands a pass to :func:`backfill_pass` when
+every job it tests is plain (only free GPUs decide where a pod fits), the cluster has no topology
+and ``bf_job_part_count_reserve`` is 0 (every job may reserve), and numba is installed (the ``fast``
+extra; otherwise the Python pass makes the same decisions, more slowly). It is the reference's loop
+(``slurm.py``, ``_backfill``, ``plan`` and ``_blocked``) on other data, proven equal to it by
+``tests/test_slurm_kernel.py``:
+
+- **Rows.** The pass's candidate times (now, the running jobs' expected ends after now, the
+  reservations' ends) are rows kept in time order. A row holds, per free-GPU level ``f`` (1 to a
+  node's GPUs), the nodes with at least ``f`` GPUs free then, as 64-bit words (bit i = node i), and
+  the nodes held by a reservation running then (``start <= t < end``). A job of ``g`` GPUs a pod
+  fits ``floor(free / g)`` pods on a node: the number of the levels ``g, 2g, ...`` the node
+  reaches, so the pods that fit at a row are popcounts.
+- **A job's search.** The reference blocks the nodes of every reservation that overlaps the run
+  ``[t, t + runtime]`` (closed at the end: ``Slurm._blocked``). Every reservation starts at a
+  candidate time, so these are the nodes held at some row inside the run: an OR over a window of
+  rows that slides forward with ``t`` (kept as a two-stack queue, one OR a row). The search starts
+  at the first row where the pods fit with no reservation at all (a binary search: free GPUs only
+  grow with time within a pass).
+- **Failures shared.** Within a pass the free GPUs at a row only fall (jobs start) and the
+  reservations only grow, so a job with no fewer GPUs a pod, no fewer pods and no shorter a run
+  than one that failed at a row fails there too (:func:`_beaten`; each row keeps up to
+  ``CORNERS`` such failures), and at every row before that one's start (:func:`_past`): the
+  search jumps there. On the busy cluster of issue 35 (1,000 jobs) the searches test 6.7 M rows
+  instead of 56.8 M (benchmarks/README.md).
+- **A plan** is best fit, as ``Slurm.plan``: the nodes with the fewest free GPUs first, ties to
+  the lowest index: the nodes at exactly level ``f`` (``f`` rising), each in index order.
+- **A start now** takes its GPUs from every row before its expected end and adds that end as a
+  row; **a reservation** holds its nodes on the rows it spans and adds its end as a row. A new
+  row copies the row before it (nothing frees up between two candidate times, and every
+  reservation running at the earlier one still runs at the new one).
+
+Compiled on first use (6-12 s on 2 cores, or about 0.3 s from numba's disk cache in
+``$NUMBA_CACHE_DIR``, by default ``~/.cache/allornothing/numba``: :func:`_cache_dir`), which is
+why :class:`SlurmFast` uses it by default only for workloads of thousands of jobs;
+:func:`available` says whether numba can be imported, without importing it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+_KERNEL = None
+#: False runs the pass as plain Python (the same code, uncompiled: slow; the tests plant slips in it)
+COMPILED = True
+
+
+def available() -> bool:
+    """Whether numba is installed (the ``fast`` extra). Cheap: nothing is imported."""
+    if os.environ.get("COURSELIB_NO_KERNEL"):
+        return False
+    return importlib.util.find_spec("numba") is not None
+
+
+def _cache_dir() -> str:
+    """Where numba keeps the compiled pass: ``$NUMBA_CACHE_DIR`` if set, else the course's cache
+    folder (``$XDG_CACHE_HOME`` or ``~/.cache``, ``allornothing/numba``) if it can be made there,
+    else one under the temporary folder (numba refuses ``cache=True`` where it cannot write). The
+    only I/O of the model: numba's, which keeps the compiled code; every decision is the same
+    without it (the Python pass)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = home
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if os.access(base, os.W_OK | os.X_OK):
+        return str(home / "allornothing" / "numba")
+    return str(Path(tempfile.gettempdir()) / f"allornothing-numba-{os.getuid()}")
+
+
+def kernel():
+    """The compiled pass (compiled, or read from the cache, on the first call)."""
+    global _KERNEL
+    if _KERNEL is None:
+        os.environ.setdefault("NUMBA_CACHE_DIR", _cache_dir())
+        import numba
+        module = globals()
+        for name in _HELPERS:  # (compiled in place: the pass calls them by their global names)
+            module[name] = numba.njit(cache=True, nogil=True)(module[name])
+        _KERNEL = numba.njit(cache=True, nogil=True)(_backfill_pass)
+    return _KERNEL
+
+
+def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarray,
+                  ev_end: np.ndarray, ev_node: np.ndarray, ev_gpus: np.ndarray,
+                  job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray):
+    """One pass over the jobs (in priority order) on the cluster now: the free GPUs per node
+    ``free_now``, and the running jobs' GPUs per node ``ev_gpus[k]`` on node ``ev_node[k]`` until
+    their expected end ``ev_end[k]`` (entries with 0 GPUs are ignored). Returns ``(kind, start,
+    offsets, nodes, pods, times)``: per job 0 (no start in the window), 1 (started now) or 2
+    (reserved from ``start``); its plan is ``nodes[offsets[j]:offsets[j + 1]]`` with ``pods`` pods
+    on each; ``times`` are the pass's candidate times at its end, sorted (``times[0]`` is now);
+    ``stats``: 1 (the pass), rows at the end, rows where a job failed, jumps past rows where an
+    earlier job failed, rows put in a window's front, jobs started now."""
+    fn = kernel() if COMPILED else _backfill_pass
+    n = len(free_now)
+    words = (n + 63) // 64
+    return fn(float(now), float(horizon), int(capacity), words,
+              np.ascontiguousarray(free_now, dtype=np.int64),
+              np.ascontiguousarray(ev_end, dtype=np.float64), np.ascontiguousarray(ev_node, dtype=np.int64),
+              np.ascontiguousarray(ev_gpus, dtype=np.int64), np.ascontiguousarray(job_g, dtype=np.int64),
+              np.ascontiguousarray(job_pods, dtype=np.int64), np.ascontiguousarray(job_runtime, dtype=np.float64))
+
+
+# ---- the pass (plain Python that numba compiles; no Python objects inside) ----------------------
+
+def _popcount(x):
+    """Set bits of a uint64 (SWAR; numba lowers it to a few instructions)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+def _set_free(levels, slot, node, old, new):
+    """Node ``node`` goes from ``old`` to ``new`` free GPUs in row ``slot``'s levels."""
+    w, bit = node // 64, np.uint64(1) << np.uint64(node % 64)
+    if new < old:
+        for f in range(new + 1, old + 1):
+            levels[slot, f, w] &= ~bit
+    else:
+        for f in range(old + 1, new + 1):
+            levels[slot, f, w] |= bit
+
+
+def _free_of(levels, slot, node, capacity):
+    """Free GPUs of ``node`` in row ``slot``: the highest level it reaches."""
+    w, bit = node // 64, np.uint64(1) << np.uint64(node % 64)
+    f = 0
+    while f < capacity and levels[slot, f + 1, w] & bit:
+        f += 1
+    return f
+
+
+def _count(levels, slot, g, capacity, blocked, words, need):
+    """Pods of ``g`` GPUs that fit in row ``slot`` off the ``blocked`` nodes (stops at ``need``)."""
+    total = 0
+    f = g
+    while f <= capacity:
+        for w in range(words):
+            total += _popcount(levels[slot, f, w] & ~blocked[w])
+        if total >= need:
+            return total
+        f += g
+    return total
+
+
+def _find(times, n_rows, t):
+    """Position of the first row at time >= ``t``."""
+    lo, hi = 0, n_rows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if times[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _blocked_by_list(res_start, res_end, res_mask, n_res, t, end, blocked, words):
+    """``blocked``: the nodes of every reservation that overlaps ``[t, end]``, closed at ``end``
+    (``Slurm._blocked`` itself), from the pass's list of reservations."""
+    for w in range(words):
+        blocked[w] = np.uint64(0)
+    for k in range(n_res):
+        if res_start[k] <= end and t < res_end[k]:
+            for w in range(words):
+                blocked[w] |= res_mask[k, w]
+
+
+def _add_row(times, slots, n_rows, levels, held, t):
+    """The row at time ``t`` (> now), made as a copy of the row before it if it is new; returns
+    (its position, the number of rows)."""
+    pos = _find(times, n_rows, t)
+    if pos < n_rows and times[pos] == t:
+        return pos, n_rows
+    slot = n_rows  # (slots are handed out in order; positions shift, slots never move)
+    prev = slots[pos - 1]
+    levels[slot, :, :] = levels[prev, :, :]
+    held[slot, :] = held[prev, :]
+    for k in range(n_rows, pos, -1):
+        times[k] = times[k - 1]
+        slots[k] = slots[k - 1]
+    times[pos] = t
+    slots[pos] = slot
+    return pos, n_rows + 1
+
+
+#: blocked nodes are made from the list of reservations while there are fewer than this many
+LIST_UPTO = 16
+#: jobs that failed at a row kept per row: 2 (replayed busy passes: 2 or 3 took 480 us a pass, 1 took
+#: 1,410, 4 took 540, 8 took 580 and 16 took 605: the check costs more than it spares past 3)
+CORNERS = 2
+
+
+def _beaten(corner_g, corner_p, corner_r, corner_j, n_corners, slot, g, pods, run):
+    """A job of ``pods`` pods of ``g`` GPUs for ``run`` s fails at row ``slot``: one with no more
+    GPUs a pod, no more pods and no longer a run failed there earlier in the pass. Since then the
+    free GPUs there only fell (jobs started) and the reservations only grew, and this job fits no
+    more pods on a node (``floor(free / g)``), needs no fewer and blocks no fewer nodes (a window
+    no shorter): it fails too. Returns that job's index, or -1."""
+    for c in range(n_corners[slot]):
+        if corner_g[slot, c] <= g and corner_p[slot, c] <= pods and corner_r[slot, c] <= run:
+            return corner_j[slot, c]
+    return -1
+
+
+def _beat(corner_g, corner_p, corner_r, corner_j, n_corners, slot, g, pods, run, job):
+    """Keep a failure at row ``slot`` (see :func:`_beaten`): it replaces a kept one it is no larger
+    than, or takes a free place, or the place of the last one kept (which is then forgotten: a
+    job it would have beaten is only checked, never decided otherwise)."""
+    n = n_corners[slot]
+    for c in range(n):
+        if g <= corner_g[slot, c] and pods <= corner_p[slot, c] and run <= corner_r[slot, c]:
+            corner_g[slot, c], corner_p[slot, c], corner_r[slot, c], corner_j[slot, c] = g, pods, run, job
+            return
+    c = n if n < CORNERS else CORNERS - 1
+    corner_g[slot, c], corner_p[slot, c], corner_r[slot, c], corner_j[slot, c] = g, pods, run, job
+    if n < CORNERS:
+        n_corners[slot] = n + 1
+
+
+def _past(times, n_rows, top, horizon, stop):
+    """The next row to test for a job that failed at a row where an earlier job no larger failed
+    too (:func:`_beaten`): the first row at or after that one's start ``stop`` (inf: it had none).
+    That job failed at every row there was then before ``stop``, and the job fails there too (as
+    in :func:`_beaten`). It also fails at every row made since before ``stop``: a new row copies
+    the free GPUs of an older row ``p`` before it (nothing frees up in between; a job started
+    since frees its own GPUs only), and every reservation that blocked the earlier job at ``p``
+    ends at an older row, after the new one, so it blocks the job at the new row too."""
+    if stop > horizon:
+        return top
+    return _find(times, n_rows, stop)
+
+
+_HELPERS = ("_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of", "_count", "_find", "_add_row")
+
+
+def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_gpus,
+                   job_g, job_pods, job_runtime):
+    n_nodes = free_now.shape[0]
+    n_jobs = job_g.shape[0]
+    n_live = 0
+    for k in range(ev_end.shape[0]):
+        if ev_end[k] > now:
+            n_live += 1
+    cap_rows = 2 + n_live + 2 * n_jobs
+    # (a new row's levels and held nodes are copied whole from the row before it; its
+    # failures, n_corners, are set to none when it is made)
+    times = np.empty(cap_rows, np.float64)
+    slots = np.empty(cap_rows, np.int64)
+    levels = np.empty((cap_rows, capacity + 2, words), np.uint64)
+    levels[0, :, :] = np.uint64(0)
+    held = np.empty((cap_rows, words), np.uint64)
+    held[0, :] = np.uint64(0)
+    # per row, up to CORNERS jobs that failed there in this pass, none no larger than another
+    corner_g = np.empty((cap_rows, CORNERS), np.int64)
+    corner_p = np.empty((cap_rows, CORNERS), np.int64)
+    corner_r = np.empty((cap_rows, CORNERS), np.float64)
+    corner_j = np.empty((cap_rows, CORNERS), np.int64)
+    found_at = np.empty(n_jobs, np.float64)  # a job's start (inf: none in the window)
+    res_start = np.empty(n_jobs, np.float64)  # the pass's reservations, as made
+    res_end = np.empty(n_jobs, np.float64)
+    res_mask = np.empty((max(n_jobs, 1), words), np.uint64)
+    n_res = 0
+    n_corners = np.zeros(cap_rows, np.int64)
+    stats = np.zeros(6, np.int64)
+    stats[0] = 1
+    # row 0: now, from the free GPUs now
+    times[0] = now
+    slots[0] = 0
+    for i in range(n_nodes):
+        _set_free(levels, 0, i, 0, free_now[i])
+    n_rows = 1
+    # one row per distinct expected end after now; the ends at or before now free their GPUs
+    # from the first later row on (Slurm._free_at: expected end <= t)
+    order = np.argsort(ev_end, kind="mergesort")
+    free = free_now.copy()
+    changed = np.empty(n_nodes + ev_end.shape[0], np.int64)
+    n_changed = 0  # nodes freed since the last row (those freed at or before now wait for a row)
+    k = 0
+    n_ev = order.shape[0]
+    while k < n_ev:
+        e = ev_end[order[k]]
+        while k < n_ev and ev_end[order[k]] == e:
+            x = order[k]
+            if ev_gpus[x] > 0:
+                free[ev_node[x]] += ev_gpus[x]
+                changed[n_changed] = ev_node[x]
+                n_changed += 1
+            k += 1
+        if e > now:  # every running job's expected end after now is a candidate time
+            slot = n_rows
+            levels[slot, :, :] = levels[slots[n_rows - 1], :, :]
+            held[slot, :] = np.uint64(0)
+            for c in range(n_changed):
+                i = changed[c]
+                _set_free(levels, slot, i, _free_of(levels, slot, i, capacity), free[i])
+            n_changed = 0
+            times[n_rows] = e
+            slots[n_rows] = slot
+            n_rows += 1
+    kind = np.zeros(n_jobs, np.int64)
+    start = np.full(n_jobs, np.nan)  # (nan: no start)
+    offsets = np.zeros(n_jobs + 1, np.int64)
+    room = 1
+    for j in range(n_jobs):
+        room += min(job_pods[j], n_nodes)
+    out_nodes = np.empty(room, np.int64)
+    out_pods = np.empty(room, np.int64)
+    suffix = np.empty((cap_rows + 1, words), np.uint64)
+    back = np.zeros(words, np.uint64)
+    blocked = np.zeros(words, np.uint64)
+    mask = np.zeros(words, np.uint64)
+    n_out = 0
+    for j in range(n_jobs):
+        g, need, run = job_g[j], job_pods[j], job_runtime[j]
+        offsets[j] = n_out
+        # the rows up to the horizon; the first where the pods fit with nothing reserved
+        top = _find(times, n_rows, horizon)
+        while top < n_rows and times[top] <= horizon:
+            top += 1
+        for w in range(words):
+            blocked[w] = np.uint64(0)
+        lo, hi = 0, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _count(levels, slots[mid], g, capacity, blocked, words, need) >= need:
+                hi = mid
+            else:
+                lo = mid + 1
+        found = -1
+        if lo < top:
+            # slide the window of rows [i, last] with times[last] <= times[i] + run: the front
+            # [i, split) as suffix ORs, the back [split, last] as one OR (made only for the rows
+            # checked). A row where an earlier job no larger failed is stepped over (_beaten)
+            i = lo
+            split = i
+            last = i - 1
+            for w in range(words):
+                back[w] = np.uint64(0)
+            while i < top:
+                s = slots[i]
+                a = _beaten(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run)
+                if a >= 0:
+                    # and at every row before job a's start (_past): the next row to test is that one
+                    stats[3] += 1
+                    i = _past(times, n_rows, top, horizon, found_at[a])
+                    continue
+                end = times[i] + run
+                by_list = False
+                if i >= split:  # the front is empty: the rows [i, last] become the front
+                    # (with a few reservations, fewer than the window's rows, blocked is made from
+                    # them: a window of many rows costs a pass over each; with more, the front
+                    # made here serves the rows after this one too)
+                    far = i
+                    if n_res < LIST_UPTO:
+                        cap = i + n_res + 1
+                        while far < n_rows and far < cap and times[far] <= end:
+                            far += 1
+                        by_list = far == cap
+                    if not by_list:
+                        while far < n_rows and times[far] <= end:
+                            far += 1
+                        last = far - 1
+                        stats[4] += last + 1 - i
+                        for w in range(words):
+                            suffix[last + 1, w] = np.uint64(0)
+                        for p in range(last, i - 1, -1):
+                            r = slots[p]
+                            for w in range(words):
+                                suffix[p, w] = suffix[p + 1, w] | held[r, w]
+                        split = last + 1
+                        for w in range(words):
+                            back[w] = np.uint64(0)
+                else:
+                    while last + 1 < n_rows and times[last + 1] <= end:
+                        last += 1
+                        r = slots[last]
+                        for w in range(words):
+                            back[w] |= held[r, w]
+                if by_list:
+                    _blocked_by_list(res_start, res_end, res_mask, n_res, times[i], end, blocked, words)
+                else:
+                    for w in range(words):
+                        blocked[w] = suffix[i, w] | back[w]
+                if _count(levels, s, g, capacity, blocked, words, need) >= need:
+                    found = i
+                    break
+                stats[2] += 1
+                _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
+                i += 1
+        found_at[j] = times[found] if found >= 0 else np.inf
+        if found < 0:
+            kind[j] = 0
+            offsets[j + 1] = n_out
+            continue
+        # best fit at row `found` off the blocked nodes: level by level, nodes in index order
+        s = slots[found]
+        left = need
+        f = g
+        while f <= capacity and left > 0:
+            per = f // g
+            for w in range(words):
+                bits = levels[s, f, w] & ~blocked[w]
+                if f < capacity:
+                    bits &= ~levels[s, f + 1, w]
+                while bits and left > 0:
+                    low = bits & (~bits + np.uint64(1))
+                    b = _popcount(low - np.uint64(1))
+                    bits ^= low
+                    take = per if per < left else left
+                    out_nodes[n_out] = w * 64 + b
+                    out_pods[n_out] = take
+                    n_out += 1
+                    left -= take
+                if left == 0:
+                    break
+            f += 1
+        offsets[j + 1] = n_out
+        t = times[found]
+        start[j] = t
+        if found == 0:
+            # started now: its GPUs are taken on every row before its expected end
+            kind[j] = 1
+            stats[5] += 1
+            e = now + run
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, e)
+            for q in range(offsets[j], n_out):
+                i = out_nodes[q]
+                used = out_pods[q] * g
+                for p in range(max(pos, 1)):  # (row 0, now, even for a job of no runtime)
+                    r = slots[p]
+                    old = _free_of(levels, r, i, capacity)
+                    _set_free(levels, r, i, old, old - used)
+        else:
+            # reserved: its nodes held on the rows it spans, [t, t + run)
+            kind[j] = 2
+            e = t + run
+            for w in range(words):
+                mask[w] = np.uint64(0)
+            for q in range(offsets[j], n_out):
+                i = out_nodes[q]
+                mask[i // 64] |= np.uint64(1) << np.uint64(i % 64)
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, e)
+            res_start[n_res], res_end[n_res] = t, e
+            for w in range(words):
+                res_mask[n_res, w] = mask[w]
+            n_res += 1
+            p = found
+            while p < pos:
+                r = slots[p]
+                for w in range(words):
+                    held[r, w] |= mask[w]
+                p += 1
+    stats[1] = n_rows
+    return kind, start, offsets, out_nodes[:n_out].copy(), out_pods[:n_out].copy(), times[:n_rows].copy(), stats

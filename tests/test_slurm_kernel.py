@@ -1,0 +1,235 @@
+"""The compiled backfill pass (``courselib.model.policies.slurm_kernel``) decides what the reference does.
+
+``SlurmFast`` hands a backfill pass to the compiled pass when every job it tests is plain, the cluster
+has no topology, reservations are for every job and numba is installed; by default only for
+workloads of ``KERNEL_FROM`` jobs or more. Here ``KERNEL_FROM`` is 0, so every such pass of these
+small workloads is compiled, and ``test_gang_fastpath.same`` compares each run with the reference
+(``simulate(..., reference=True)``): every pass's reservations, every job's start, end, state and
+pending reason, and the whole trace. Workloads with constraints, exclusive jobs or memory mix
+compiled passes with Python ones (a pass goes to Python when one of its jobs is not plain).
+Slips planted in the pass, run uncompiled (``slurm_kernel.COMPILED = False``), make these checks fail.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from budget import examples
+from courselib.model.generate import BUSY_RUNTIMES, BUSY_SIZES, busy_workload, overloaded_workload, scale_workload
+from courselib.model.policies import slurm_fast, slurm_kernel
+from courselib.model.workload import ClusterSpec, Job, Workload
+from courselib.sim.gang import simulate
+from test_gang_fastpath import VARIANTS, same, workloads
+
+pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in scalar multiply:RuntimeWarning"),
+              # (the uncompiled popcount's last multiply wraps, as the compiled one's does)
+              pytest.mark.skipif(not slurm_kernel.available(), reason="numba is not installed (pip install "
+                                "'courselib[fast]'): the compiled pass is not used, the Python pass is")]
+
+SLURM = sorted(v for v in VARIANTS if v.split("+")[0] == "slurm")
+
+
+@pytest.fixture(autouse=True)
+def every_pass_compiled(monkeypatch):
+    """Every pass the compiled pass can take, whatever the workload's size; counts them."""
+    monkeypatch.setattr(slurm_fast, "KERNEL_FROM", 0)
+    seen = []
+    original = slurm_fast.SlurmFast._kernel_pass
+
+    def counting(self, state, pending):
+        done = original(self, state, pending)
+        seen.append(done)
+        return done
+
+    monkeypatch.setattr(slurm_fast.SlurmFast, "_kernel_pass", counting)
+    return seen
+
+
+def busy(seed: int, **over) -> Workload:
+    return busy_workload(seed, **{"nodes": 6, "gpus_per_node": 4, "jobs": 60, "mean_runtime_s": 300.0, **over})
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(max_jobs=30, oversize=2), st.sampled_from(SLURM))
+def test_compiled_passes_match_the_reference_on_random_workloads(w, variant):
+    """Random small clusters: constraints, exclusive jobs, memory, time limits, jobs of no runtime,
+    jobs larger than the cluster, the options of every Slurm variant."""
+    same(w, variant, horizon=12 * 3600)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10 ** 6), st.sampled_from(SLURM), st.sampled_from([(4, 8), (6, 2), (10, 1), (70, 4)]),
+       st.sampled_from(BUSY_SIZES), st.sampled_from(BUSY_RUNTIMES), st.sampled_from([0.2, 1.0, 20.0]),
+       st.sampled_from([0.0, 0.0, 0.2]))
+def test_compiled_passes_match_the_reference_on_busy_clusters(seed, variant, shape, sizes, runtime, gap, never):
+    """The busy cluster of issue 35, small: every pass reserves for every job it tests. 70 nodes:
+    a node set of two 64-bit words."""
+    nodes, gpn = shape
+    same(busy(seed, nodes=nodes, gpus_per_node=gpn, jobs=60, sizes=sizes, runtime=runtime, mean_gap_s=gap,
+              never_fit=never), variant)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_passes_match_the_reference_on_scale_and_overloaded_workloads(seed, every_pass_compiled):
+    for w in (scale_workload(seed, nodes=12, jobs=120, load=1.2), overloaded_workload(seed, nodes=5, gpus_per_node=2,
+                                                                                       jobs=40)):
+        same(w, "slurm")
+    assert any(every_pass_compiled)
+
+
+def test_the_compiled_pass_runs_and_a_long_pass_matches(every_pass_compiled):
+    """A busy queue longer than bf_max_job_test, on 130 nodes (three words): the passes run
+    compiled (none goes to Python), and each equals the reference's."""
+    w = busy(4, nodes=130, gpus_per_node=8, jobs=120, mean_gap_s=0.2)
+    same(w, "slurm", bf_max_job_test=40)
+    assert every_pass_compiled and all(every_pass_compiled), "every pass of plain jobs is compiled"
+    assert len(every_pass_compiled) > 50
+
+
+def test_a_pass_with_one_job_not_plain_goes_to_python(every_pass_compiled):
+    """One exclusive job among plain ones: the passes that test it are Python's, the others compiled."""
+    jobs = [Job(f"j{k}", pods=2, gpus_per_pod=2, submit=10.0 * k, duration=900.0) for k in range(12)]
+    jobs.insert(5, Job("whole", pods=1, gpus_per_pod=1, submit=45.0, duration=600.0, exclusive=True))
+    w = Workload(ClusterSpec(3, 4), jobs)
+    same(w, "slurm")
+    assert True in every_pass_compiled and False in every_pass_compiled
+
+
+def test_a_reservation_that_begins_when_a_job_would_end_blocks_it():
+    same(CLOSED, "slurm")
+    assert simulate(CLOSED, "slurm").job("p2").start == 200
+
+
+def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
+    """``KERNEL_FROM`` jobs or more on at most ``KERNEL_NODES`` nodes, by default; ``use_kernel``
+    decides otherwise."""
+    monkeypatch.setattr(slurm_fast, "KERNEL_FROM", 2000)
+    spec = ClusterSpec(2, 8)
+    few = Workload(spec, [Job(f"j{k}", 1, 1, duration=60.0) for k in range(1999)])
+    many = Workload(spec, [Job(f"j{k}", 1, 1, duration=60.0) for k in range(2000)])
+    assert not slurm_fast.SlurmFast(few)._kernel_ready()
+    assert slurm_fast.SlurmFast(many)._kernel_ready()
+    asked = slurm_fast.SlurmFast(few)
+    asked.use_kernel = True
+    assert asked._kernel_ready()
+    assert not slurm_fast.SlurmFast(many, bf_job_part_count_reserve=1)._kernel_ready()
+    wide = Workload(ClusterSpec(slurm_fast.KERNEL_NODES + 1, 8), many.jobs)
+    assert not slurm_fast.SlurmFast(wide)._kernel_ready()
+
+
+def test_without_numba_the_python_pass_decides_the_same(tmp_path):
+    """``COURSELIB_NO_KERNEL`` (as if numba were absent): no pass is compiled, numba is never
+    imported, and the result is the compiled run's."""
+    code = (
+        "import sys, hashlib\n"
+        "from courselib.model.policies import slurm_fast\n"
+        "slurm_fast.KERNEL_FROM = 0\n"
+        "from courselib.model.generate import busy_workload\n"
+        "from courselib.sim.gang import simulate\n"
+        "r = simulate(busy_workload(3, nodes=8, gpus_per_node=4, jobs=200), 'slurm')\n"
+        "print(hashlib.sha256(repr(r.to_dict()).encode()).hexdigest(), 'numba' in sys.modules)\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", slurm_kernel._cache_dir())}
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "COURSELIB_NO_KERNEL": "1"})
+    h_on, numba_on = on.stdout.split()
+    h_off, numba_off = off.stdout.split()
+    assert (numba_on, numba_off) == ("True", "False")
+    assert h_on == h_off
+
+
+# ---- planted slips: each makes the equality checks fail ------------------------------------------
+
+def _slip_count_ignores_reservations(levels, slot, g, capacity, blocked, words, need):
+    return _ORIGINAL["_count"](levels, slot, g, capacity, blocked * 0, words, need)
+
+
+def _slip_beaten_ignores_the_runtime(corner_g, corner_p, corner_r, corner_j, n_corners, slot, g, pods, run):
+    return _ORIGINAL["_beaten"](corner_g, corner_p, corner_r, corner_j, n_corners, slot, g, pods, 10 ** 12)
+
+
+def _slip_beaten_ignores_gpus_a_pod(corner_g, corner_p, corner_r, corner_j, n_corners, slot, g, pods, run):
+    return _ORIGINAL["_beaten"](corner_g, corner_p, corner_r, corner_j, n_corners, slot, 10 ** 6, pods, run)
+
+
+def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, t):
+    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, t)
+    if n > n_rows:
+        held[slots[pos], :] = 0
+    return pos, n
+
+
+def _slip_find_one_row_late(times, n_rows, t):
+    pos = _ORIGINAL["_find"](times, n_rows, t)
+    return pos + 1 if pos < n_rows and times[pos] == t and pos > 0 else pos
+
+
+def uncompiled(monkeypatch) -> None:
+    """The pass as plain Python, its helpers too (compiled in place once the kernel was made)."""
+    monkeypatch.setattr(slurm_kernel, "COMPILED", False)
+    for helper in slurm_kernel._HELPERS:
+        fn = getattr(slurm_kernel, helper)
+        monkeypatch.setattr(slurm_kernel, helper, getattr(fn, "py_func", fn))
+
+
+def _slip_past_one_row_too_far(times, n_rows, top, horizon, stop):
+    return _ORIGINAL["_past"](times, n_rows, top, horizon, stop) + 1
+
+
+def _slip_blocked_by_list_open_at_the_end(res_start, res_end, res_mask, n_res, t, end, blocked, words):
+    return _ORIGINAL["_blocked_by_list"](res_start, res_end, res_mask, n_res, t, end - 1e-9, blocked, words)
+
+
+_ORIGINAL = {name: getattr(slurm_kernel, name)
+             for name in ("_count", "_beaten", "_add_row", "_find", "_past", "_blocked_by_list")}
+SLIPS = {
+    "_count": _slip_count_ignores_reservations,
+    "_beaten+runtime": _slip_beaten_ignores_the_runtime,
+    "_beaten+gpus": _slip_beaten_ignores_gpus_a_pod,
+    "_add_row": _slip_new_row_forgets_its_reservations,
+    "_find": _slip_find_one_row_late,
+    "_past+too-far": _slip_past_one_row_too_far,
+    "_blocked_by_list": _slip_blocked_by_list_open_at_the_end,
+}
+
+
+#: p2 (one node, 50 s) fits at 50 s on node 1 until 100 s, exactly when p1's reservation of both
+#: nodes begins: the window is closed at its end, so p2 is reserved at 200 s (a window of two rows
+#: and one reservation: blocked from the list of reservations)
+CLOSED = Workload(ClusterSpec(2, 1), [Job("r0", 1, 1, duration=100.0, time_limit=100.0),
+                                      Job("r1", 1, 1, duration=50.0, time_limit=50.0),
+                                      Job("p1", 2, 1, duration=100.0, time_limit=100.0),
+                                      Job("p2", 1, 1, duration=50.0, time_limit=50.0)])
+
+#: busy queues (every job reserves: windows of few rows) and friendlier ones (few reservations over
+#: long windows: blocked nodes from the list of reservations)
+SLIP_WORKLOADS = [busy(seed, nodes=5, gpus_per_node=4, jobs=30, runtime="lognormal") for seed in range(4)] + \
+    [scale_workload(seed, nodes=12, jobs=60, load=1.2) for seed in range(2)] + [CLOSED]
+
+
+@pytest.mark.parametrize("slip", sorted(SLIPS))
+def test_a_slip_planted_in_the_pass_fails_the_checks(slip, monkeypatch):
+    """The pass uncompiled, with one helper wrong: at least one of a few busy workloads differs
+    from the reference (and the same workloads pass with no slip: the last case)."""
+    uncompiled(monkeypatch)
+    name = slip.split("+")[0]
+    monkeypatch.setitem(_ORIGINAL, name, getattr(slurm_kernel, name))
+    monkeypatch.setattr(slurm_kernel, name, SLIPS[slip])
+    failed = 0
+    for w in SLIP_WORKLOADS:
+        try:
+            same(w, "slurm")
+        except (AssertionError, KeyError, ValueError):  # (a wrong plan may not even bind)
+            failed += 1
+    assert failed, f"the slip {slip} went unnoticed"
+
+
+def test_the_uncompiled_pass_with_no_slip_passes(monkeypatch, every_pass_compiled):
+    uncompiled(monkeypatch)
+    for w in SLIP_WORKLOADS:
+        same(w, "slurm")
+    assert all(every_pass_compiled)
