@@ -38,7 +38,7 @@ times and stepped over ~70; a reservation is an OR on the rows it spans, not an 
 On a workload of thousands of jobs (``KERNEL_FROM``) a pass whose every job is plain, on a cluster
 with no topology, goes whole to a compiled pass (:mod:`~courselib.model.policies.slurm_kernel`,
 numba, the ``fast`` extra): the reference's loop on node bit sets, made again at every pass, with
-none of the carrying above (busy ``base``, 10,000 jobs: about 10 s of CPU against 92 s;
+none of the carrying above (busy ``base``, 10,000 jobs: 8.6-9.5 s of CPU against 55 s;
 benchmarks/README.md). Its starts are made here in order and its reservations become
 :attr:`reservations` when first read. Without numba, or for a pass with one job that is not plain,
 the Python pass above runs; ``tests/test_slurm_kernel.py`` holds both to the reference.

@@ -23,7 +23,8 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
   reservations only grow, so a job with no fewer GPUs a pod, no fewer pods and no shorter a run
   than one that failed at a row fails there too (:func:`_beaten`; each row keeps up to
   ``CORNERS`` such failures), and at every row before that one's start (:func:`_past`): the
-  search jumps there. On the busy cluster of issue 35 (1,000 jobs) the searches test 6.7 M rows
+  search jumps there. A row where the reservations running then already leave too few pods
+  fails without its window (the window's OR only blocks more). On the busy cluster of issue 35 (1,000 jobs) the searches test 6.7 M rows
   instead of 56.8 M (benchmarks/README.md).
 - **A plan** is best fit, as ``Slurm.plan``: the nodes with the fewest free GPUs first, ties to
   the lowest index: the nodes at exactly level ``f`` (``f`` rising), each in index order.
@@ -353,6 +354,13 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     # and at every row before job a's start (_past): the next row to test is that one
                     stats[3] += 1
                     i = _past(times, n_rows, top, horizon, found_at[a])
+                    continue
+                if _count(levels, s, g, capacity, held[s], words, need) < need:
+                    # (the reservations running at this row alone leave too few pods: a failure,
+                    # without the window, whose OR could only block more)
+                    stats[2] += 1
+                    _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
+                    i += 1
                     continue
                 end = times[i] + run
                 by_list = False
