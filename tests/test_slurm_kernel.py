@@ -121,7 +121,7 @@ def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
     assert not slurm_fast.SlurmFast(wide)._kernel_ready()
 
 
-def test_without_numba_the_python_pass_decides_the_same(tmp_path):
+def test_without_numba_the_python_pass_decides_the_same():
     """``COURSELIB_NO_KERNEL`` (as if numba were absent): no pass is compiled, numba is never
     imported, and the result is the compiled run's."""
     code = (
@@ -132,10 +132,9 @@ def test_without_numba_the_python_pass_decides_the_same(tmp_path):
         "from courselib.sim.gang import simulate\n"
         "r = simulate(busy_workload(3, nodes=8, gpus_per_node=4, jobs=200), 'slurm')\n"
         "print(hashlib.sha256(repr(r.to_dict()).encode()).hexdigest(), 'numba' in sys.modules)\n")
-    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", slurm_kernel._cache_dir())}
-    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**env, "COURSELIB_NO_KERNEL": "1"})
+                         env={**os.environ, "COURSELIB_NO_KERNEL": "1"})
     h_on, numba_on = on.stdout.split()
     h_off, numba_off = off.stdout.split()
     assert (numba_on, numba_off) == ("True", "False")

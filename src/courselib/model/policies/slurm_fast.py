@@ -265,7 +265,8 @@ class SlurmFast(Slurm):
         self._dirty.update(nodes)
         if self._avail is not None:  # (on whole nodes: each holds this job alone, until e)
             self._avail.touch(nodes, e if whole else None)
-        self._ev_hold(run.name, e, state.cluster.alloc[run.name])
+        if self._kernel_ready():  # (the compiled pass's record of running jobs: only where it runs)
+            self._ev_hold(run.name, e, state.cluster.alloc[run.name])
 
     def _ev_hold(self, name: str, e: float, alloc: dict) -> None:
         """The rows of a job that started: its GPUs on each of its nodes until ``e``."""

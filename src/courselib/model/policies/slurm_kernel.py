@@ -16,7 +16,8 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
 - **A job's search.** The reference blocks the nodes of every reservation that overlaps the run
   ``[t, t + runtime]`` (closed at the end: ``Slurm._blocked``). Every reservation starts at a
   candidate time, so these are the nodes held at some row inside the run: an OR over a window of
-  rows that slides forward with ``t`` (kept as a two-stack queue, one OR a row). The search starts
+  rows that slides forward with ``t`` (kept as a two-stack queue, one OR a row; while there are
+  fewer than ``LIST_UPTO`` reservations, made from their list instead). The search starts
   at the first row where the pods fit with no reservation at all (a binary search: free GPUs only
   grow with time within a pass).
 - **Failures shared.** Within a pass the free GPUs at a row only fall (jobs start) and the
@@ -253,8 +254,8 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         if ev_end[k] > now:
             n_live += 1
     cap_rows = 2 + n_live + 2 * n_jobs
-    # (a new row's levels and held nodes are copied whole from the row before it; its
-    # failures, n_corners, are set to none when it is made)
+    # (a new row's levels and held nodes are copied whole from the row before it; every row
+    # starts with no failures kept, n_corners 0)
     times = np.empty(cap_rows, np.float64)
     slots = np.empty(cap_rows, np.int64)
     levels = np.empty((cap_rows, capacity + 2, words), np.uint64)
@@ -319,7 +320,6 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     suffix = np.empty((cap_rows + 1, words), np.uint64)
     back = np.zeros(words, np.uint64)
     blocked = np.zeros(words, np.uint64)
-    mask = np.zeros(words, np.uint64)
     n_out = 0
     for j in range(n_jobs):
         g, need, run = job_g[j], job_pods[j], job_runtime[j]
@@ -452,21 +452,18 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             # reserved: its nodes held on the rows it spans, [t, t + run)
             kind[j] = 2
             e = t + run
-            for w in range(words):
-                mask[w] = np.uint64(0)
+            res_start[n_res], res_end[n_res] = t, e
+            res_mask[n_res, :] = np.uint64(0)
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
-                mask[i // 64] |= np.uint64(1) << np.uint64(i % 64)
+                res_mask[n_res, i // 64] |= np.uint64(1) << np.uint64(i % 64)
             pos, n_rows = _add_row(times, slots, n_rows, levels, held, e)
-            res_start[n_res], res_end[n_res] = t, e
-            for w in range(words):
-                res_mask[n_res, w] = mask[w]
-            n_res += 1
             p = found
             while p < pos:
                 r = slots[p]
                 for w in range(words):
-                    held[r, w] |= mask[w]
+                    held[r, w] |= res_mask[n_res, w]
                 p += 1
+            n_res += 1
     stats[1] = n_rows
     return kind, start, offsets, out_nodes[:n_out].copy(), out_pods[:n_out].copy(), times[:n_rows].copy(), stats
