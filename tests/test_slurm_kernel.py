@@ -155,8 +155,8 @@ def _slip_beaten_ignores_gpus_a_pod(corner_g, corner_p, corner_r, corner_j, n_co
     return _ORIGINAL["_beaten"](corner_g, corner_p, corner_r, corner_j, n_corners, slot, 10 ** 6, pods, run)
 
 
-def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, t):
-    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, t)
+def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, held_pods, t):
+    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t)
     if n > n_rows:
         held[slots[pos], :] = 0
     return pos, n
@@ -183,8 +183,24 @@ def _slip_blocked_by_list_open_at_the_end(res_start, res_end, res_mask, n_res, t
     return _ORIGINAL["_blocked_by_list"](res_start, res_end, res_mask, n_res, t, end - 1e-9, blocked, words)
 
 
+def _slip_floor_ignores_the_runtime(fl_g, fl_p, fl_r, fl_t, n_fl, g, pods, run):
+    return _ORIGINAL["_floor"](fl_g, fl_p, fl_r, fl_t, n_fl, g, pods, 10 ** 12)
+
+
+def _slip_floor_kept_for_a_job_one_pod_smaller(fl_g, fl_p, fl_r, fl_t, n_fl, g, pods, run, t):
+    return _ORIGINAL["_keep_floor"](fl_g, fl_p, fl_r, fl_t, n_fl, g, max(pods - 1, 1), run, t)
+
+
+def _slip_new_row_counts_no_pods_off_held(times, slots, n_rows, levels, held, held_pods, t):
+    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t)
+    if n > n_rows:
+        held_pods[slots[pos], :] = 0
+    return pos, n
+
+
 _ORIGINAL = {name: getattr(slurm_kernel, name)
-             for name in ("_count", "_beaten", "_add_row", "_find", "_past", "_blocked_by_list")}
+             for name in ("_count", "_beaten", "_add_row", "_find", "_past", "_blocked_by_list", "_floor",
+                          "_keep_floor")}
 SLIPS = {
     "_count": _slip_count_ignores_reservations,
     "_beaten+runtime": _slip_beaten_ignores_the_runtime,
@@ -193,6 +209,9 @@ SLIPS = {
     "_find": _slip_find_one_row_late,
     "_past+too-far": _slip_past_one_row_too_far,
     "_blocked_by_list": _slip_blocked_by_list_open_at_the_end,
+    "_floor+runtime": _slip_floor_ignores_the_runtime,
+    "_keep_floor": _slip_floor_kept_for_a_job_one_pod_smaller,
+    "_add_row+held_pods": _slip_new_row_counts_no_pods_off_held,
 }
 
 

@@ -345,6 +345,27 @@ class Cluster:
                 self._set_free(i, v)
             return
         free, buckets = self.free, self._buckets
+        if 4 * len(new) >= len(free):  # (a quarter of the cluster or more: every bucket made again
+            # in one pass over the nodes, in index order, instead of each node moved between two)
+            delta, moved = 0, []
+            for i, v in new.items():
+                old = free[i]
+                if old != v:
+                    free[i] = v
+                    delta += v - old
+                    moved.append(i)
+            if moved:
+                fresh: list[list[int]] = [[] for _ in buckets]
+                for i, v in enumerate(free):
+                    fresh[v].append(i)
+                for bucket, made in zip(buckets, fresh):
+                    bucket[:] = made
+                self._free_total += delta
+                if self._free_np is not None:
+                    self._dirty += moved
+                    if len(self._dirty) > len(free):   # rebuilt at the next call instead
+                        self._free_np, self._dirty = None, []
+            return
         out: dict[int, set] = {}
         into: dict[int, list] = {}
         delta = 0

@@ -196,8 +196,14 @@ class SlurmFast(Slurm):
             self._mirror = (np.array(cluster.free, dtype=np.int64), np.array(cluster.free_mem, dtype=np.int64))
         elif self._dirty:
             g, m = self._mirror
-            for i in self._dirty:
-                g[i], m[i] = cluster.free[i], cluster.free_mem[i]
+            if len(self._dirty) < 8:
+                for i in self._dirty:
+                    g[i], m[i] = cluster.free[i], cluster.free_mem[i]
+            else:  # (a start or an end on dozens of nodes: one assignment each)
+                idx = list(self._dirty)
+                free, mem = cluster.free, cluster.free_mem
+                g[idx] = [free[i] for i in idx]
+                m[idx] = [mem[i] for i in idx]
         self._dirty.clear()
         return self._mirror
 
@@ -279,11 +285,14 @@ class SlurmFast(Slurm):
                                             np.concatenate([nodes, np.zeros(grow, np.int64)]),
                                             np.concatenate([gpus, np.zeros(grow, np.int64)]))
             free[:0] = range(n + grow - 1, n - 1, -1)
-        rows = []
-        for i, b in alloc.items():
-            k = free.pop()
-            ends[k], nodes[k], gpus[k] = e, i, b.gpus
-            rows.append(k)
+        if not alloc:
+            self._ev_rows[name] = []
+            return
+        rows = free[-len(alloc):][::-1]  # (the free rows last in the list first, as popped one by one)
+        del free[-len(alloc):]
+        ends[rows] = e
+        nodes[rows] = list(alloc)
+        gpus[rows] = [b.gpus for b in alloc.values()]
         self._ev_rows[name] = rows
 
     # ---- the cycle -----------------------------------------------------------------------------
@@ -1029,24 +1038,24 @@ class SlurmFast(Slurm):
         ends, nodes, gpus = self._ev
         kind, start, offsets, plan_nodes, plan_pods, times, stats = slurm_kernel.backfill_pass(
             now, now + self.bf_window, state.cluster.capacity, self._free_now(state)[0], ends, nodes, gpus,
-            self._k_g[idx], self._k_pods[idx], runtime)
+            self._k_g[idx], self._k_pods[idx], runtime, exact=True)
         self.carry_stats["passes"] += 1
         self.kernel_stats += stats  # ([0] counts the passes)
         self._carry, self._started_since, self._early_ends, self._early_nodes = None, [], [], []
         self._failed = {}
         if stats[5]:  # jobs started now
             started = np.flatnonzero(kind == 1).tolist()
-            offs, pn, pp = offsets.tolist(), plan_nodes.tolist(), plan_pods.tolist()
-            for k in started:
+            for k in started:  # (only the started jobs' plans become lists: a pass plans hundreds)
                 run = pending[k]
-                self._start(state, run, list(zip(pn[offs[k]:offs[k + 1]], pp[offs[k]:offs[k + 1]])))
+                a, z = int(offsets[k]), int(offsets[k + 1])
+                self._start(state, run, list(zip(plan_nodes[a:z].tolist(), plan_pods[a:z].tolist())))
                 state.log(run.name, "started by backfill (delays no reservation)")
         else:
             started = []
         self._bf_started = [pending[k] for k in started]
         self._bf_started_at = started
         self.reservations = _KernelReservations(pending, kind, start, offsets, plan_nodes, runtime)
-        self._pass_times = times.tolist()
+        self._pass_times = times  # (an array: _same_pass only bisects it)
         return True
 
     def _k_shapes(self, state: SchedState, runs: list[JobRun]) -> None:

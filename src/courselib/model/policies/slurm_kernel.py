@@ -24,8 +24,11 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
   reservations only grow, so a job with no fewer GPUs a pod, no fewer pods and no shorter a run
   than one that failed at a row fails there too (:func:`_beaten`; each row keeps up to
   ``CORNERS`` such failures), and at every row before that one's start (:func:`_past`): the
-  search jumps there. A row where the reservations running then already leave too few pods
-  fails without its window (the window's OR only blocks more). On the busy cluster of issue 35 (1,000 jobs) the searches test 6.7 M rows
+  search jumps there. A job's search also begins no earlier than the start of an earlier job no
+  larger (:func:`_floor`: that one failed at every row before its start). A row where the
+  reservations running then already leave too few pods fails without its window (the window's OR
+  only blocks more); that count is kept per row and GPUs a pod until the row changes
+  (:func:`_forget`). On the busy cluster of issue 35 (1,000 jobs) the searches test 6.7 M rows
   instead of 56.8 M (benchmarks/README.md).
 - **A plan** is best fit, as ``Slurm.plan``: the nodes with the fewest free GPUs first, ties to
   the lowest index: the nodes at exactly level ``f`` (``f`` rising), each in index order.
@@ -34,9 +37,11 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
   row copies the row before it (nothing frees up between two candidate times, and every
   reservation running at the earlier one still runs at the new one).
 
-Compiled on first use (6-12 s on 2 cores, or about 0.3 s from numba's disk cache in
-``$NUMBA_CACHE_DIR``, by default ``~/.cache/allornothing/numba``: :func:`_cache_dir`), which is
-why :class:`SlurmFast` uses it by default only for workloads of thousands of jobs;
+The helpers are compiled inline into the pass (``inline="always"``): called as functions they cost
+about a quarter of a pass (replayed busy passes, benchmarks/README.md). Compiled on first use (6-12 s
+on 2 cores, or about 0.3 s from numba's disk cache in ``$NUMBA_CACHE_DIR``, by default
+``~/.cache/allornothing/numba``: :func:`_cache_dir`), which is why :class:`SlurmFast` uses it by
+default only for workloads of thousands of jobs;
 :func:`available` says whether numba can be imported, without importing it.
 """
 from __future__ import annotations
@@ -85,14 +90,14 @@ def kernel():
         import numba
         module = globals()
         for name in _HELPERS:  # (compiled in place: the pass calls them by their global names)
-            module[name] = numba.njit(cache=True, nogil=True)(module[name])
+            module[name] = numba.njit(cache=True, nogil=True, inline="always")(module[name])
         _KERNEL = numba.njit(cache=True, nogil=True)(_backfill_pass)
     return _KERNEL
 
 
 def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarray,
                   ev_end: np.ndarray, ev_node: np.ndarray, ev_gpus: np.ndarray,
-                  job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray):
+                  job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray, exact: bool = False):
     """One pass over the jobs (in priority order) on the cluster now: the free GPUs per node
     ``free_now``, and the running jobs' GPUs per node ``ev_gpus[k]`` on node ``ev_node[k]`` until
     their expected end ``ev_end[k]`` (entries with 0 GPUs are ignored). Returns ``(kind, start,
@@ -100,10 +105,15 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     (reserved from ``start``); its plan is ``nodes[offsets[j]:offsets[j + 1]]`` with ``pods`` pods
     on each; ``times`` are the pass's candidate times at its end, sorted (``times[0]`` is now);
     ``stats``: 1 (the pass), rows at the end, rows where a job failed, jumps past rows where an
-    earlier job failed, rows put in a window's front, jobs started now."""
+    earlier job failed, rows put in a window's front, jobs started now. ``exact``: the arrays are
+    already contiguous, of int64 (floats: float64), as :class:`SlurmFast` keeps them: not converted
+    (a pass of few jobs on a small cluster takes tens of microseconds; the conversions, about 4)."""
     fn = kernel() if COMPILED else _backfill_pass
     n = len(free_now)
     words = (n + 63) // 64
+    if exact:
+        return fn(float(now), float(horizon), int(capacity), words, free_now, ev_end, ev_node, ev_gpus, job_g,
+                  job_pods, job_runtime)
     return fn(float(now), float(horizon), int(capacity), words,
               np.ascontiguousarray(free_now, dtype=np.int64),
               np.ascontiguousarray(ev_end, dtype=np.float64), np.ascontiguousarray(ev_node, dtype=np.int64),
@@ -177,7 +187,7 @@ def _blocked_by_list(res_start, res_end, res_mask, n_res, t, end, blocked, words
                 blocked[w] |= res_mask[k, w]
 
 
-def _add_row(times, slots, n_rows, levels, held, t):
+def _add_row(times, slots, n_rows, levels, held, held_pods, t):
     """The row at time ``t`` (> now), made as a copy of the row before it if it is new; returns
     (its position, the number of rows)."""
     pos = _find(times, n_rows, t)
@@ -187,6 +197,7 @@ def _add_row(times, slots, n_rows, levels, held, t):
     prev = slots[pos - 1]
     levels[slot, :, :] = levels[prev, :, :]
     held[slot, :] = held[prev, :]
+    held_pods[slot, :] = held_pods[prev, :]
     for k in range(n_rows, pos, -1):
         times[k] = times[k - 1]
         slots[k] = slots[k - 1]
@@ -197,6 +208,10 @@ def _add_row(times, slots, n_rows, levels, held, t):
 
 #: blocked nodes are made from the list of reservations while there are fewer than this many
 LIST_UPTO = 16
+#: earlier jobs kept for the floors of later ones (:func:`_keep_floor`): 16 (replayed passes of the
+#: busy sweep's sizes=small and nodes=300 and friendly 1,000 nodes: 4 or 8 cost 2-6 % more than
+#: 16 on one of them; unbounded, 4 % more on nodes=300, whose passes keep ~22 a job)
+FLOORS = 16
 #: jobs that failed at a row kept per row: 2 (replayed busy passes: 2 or 3 took 480 us a pass, 1 took
 #: 1,410, 4 took 540, 8 took 580 and 16 took 605: the check costs more than it spares past 3)
 CORNERS = 2
@@ -242,7 +257,59 @@ def _past(times, n_rows, top, horizon, stop):
     return _find(times, n_rows, stop)
 
 
-_HELPERS = ("_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of", "_count", "_find", "_add_row")
+def _floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, pods, run):
+    """The latest start (``fl_t``; inf: none in the window) of an earlier job in the pass with no
+    more GPUs a pod, no more pods and no longer a run than this one; -inf if none is kept. That
+    job failed at every row before its start: at those its search tested or stepped over, and at
+    those before its search began, where its pods did not fit even with nothing reserved. So
+    this job fails at each of them too, as in :func:`_beaten`, and at the rows made since before
+    that start, as in :func:`_past`: its search begins there."""
+    floor = -np.inf
+    for k in range(n_fl):
+        if fl_g[k] <= g and fl_p[k] <= pods and fl_r[k] <= run and fl_t[k] > floor:
+            floor = fl_t[k]
+    return floor
+
+
+def _keep_floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, pods, run, t):
+    """Keep a job's shape and start ``t`` (inf: none) for the floors of later jobs (:func:`_floor`);
+    returns how many are kept. Not kept if a kept one is no larger and starts no earlier: every
+    later job it would floor, that one floors no earlier. Kept ones no smaller that start no
+    later are dropped, for the same reason. With ``FLOORS`` kept, it replaces the earliest start
+    if its own is later. A job forgotten costs only a floor (a later search begins earlier and
+    steps over more rows), never a decision."""
+    for k in range(n_fl):
+        if fl_g[k] <= g and fl_p[k] <= pods and fl_r[k] <= run and fl_t[k] >= t:
+            return n_fl
+    m = 0
+    for k in range(n_fl):
+        if not (g <= fl_g[k] and pods <= fl_p[k] and run <= fl_r[k] and t >= fl_t[k]):
+            fl_g[m], fl_p[m], fl_r[m], fl_t[m] = fl_g[k], fl_p[k], fl_r[k], fl_t[k]
+            m += 1
+    if m < FLOORS:
+        fl_g[m], fl_p[m], fl_r[m], fl_t[m] = g, pods, run, t
+        return m + 1
+    low = 0
+    for k in range(1, m):
+        if fl_t[k] < fl_t[low]:
+            low = k
+    if fl_t[low] < t:
+        fl_g[low], fl_p[low], fl_r[low], fl_t[low] = g, pods, run, t
+    return m
+
+
+def _forget(held_pods, slot):
+    """Row ``slot`` changed (a job started before its end, or a reservation holds nodes there):
+    its counts of the pods that fit off the nodes held then (``held_pods``, per GPUs a pod) are
+    made again when next asked. A count not forgotten is never too low (within a pass the free
+    GPUs only fall and the reservations only grow): it costs the window's count at that row,
+    which blocks those nodes too, never a decision. A count too low would fail a row that fits
+    (the tests plant one in a new row's copy)."""
+    held_pods[slot, :] = -1
+
+
+_HELPERS = ("_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of", "_count", "_find",
+            "_add_row", "_floor", "_keep_floor", "_forget")
 
 
 def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_gpus,
@@ -273,6 +340,8 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     res_mask = np.empty((max(n_jobs, 1), words), np.uint64)
     n_res = 0
     n_corners = np.zeros(cap_rows, np.int64)
+    # per row and GPUs a pod, the pods that fit off the nodes held then (-1: to count; _forget)
+    held_pods = np.full((cap_rows, capacity + 1), -1, np.int64)
     stats = np.zeros(6, np.int64)
     stats[0] = 1
     # row 0: now, from the free GPUs now
@@ -321,6 +390,12 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     back = np.zeros(words, np.uint64)
     blocked = np.zeros(words, np.uint64)
     n_out = 0
+    # up to FLOORS earlier jobs' shapes and starts (inf: none in the window), for _floor
+    fl_g = np.empty(FLOORS, np.int64)
+    fl_p = np.empty(FLOORS, np.int64)
+    fl_r = np.empty(FLOORS, np.float64)
+    fl_t = np.empty(FLOORS, np.float64)
+    n_fl = 0
     for j in range(n_jobs):
         g, need, run = job_g[j], job_pods[j], job_runtime[j]
         offsets[j] = n_out
@@ -330,7 +405,12 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             top += 1
         for w in range(words):
             blocked[w] = np.uint64(0)
+        # (from the latest start of an earlier job no larger: every row before it fails, _floor)
+        floor = _floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, need, run)
         lo, hi = 0, top
+        if floor > now:
+            lo = _past(times, n_rows, top, horizon, floor)
+            stats[3] += 1
         while lo < hi:
             mid = (lo + hi) // 2
             if _count(levels, slots[mid], g, capacity, blocked, words, need) >= need:
@@ -355,7 +435,13 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     stats[3] += 1
                     i = _past(times, n_rows, top, horizon, found_at[a])
                     continue
-                if _count(levels, s, g, capacity, held[s], words, need) < need:
+                # (counted once per row and GPUs a pod until the row changes, _forget: jobs of the
+                # same GPUs a pod meet the same count there; a helper call here cost 15 % a pass)
+                v = held_pods[s, g]
+                if v < 0:
+                    v = _count(levels, s, g, capacity, held[s], words, 1 << 62)
+                    held_pods[s, g] = v
+                if v < need:
                     # (the reservations running at this row alone leave too few pods: a failure,
                     # without the window, whose OR could only block more)
                     stats[2] += 1
@@ -406,6 +492,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                 _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
                 i += 1
         found_at[j] = times[found] if found >= 0 else np.inf
+        n_fl = _keep_floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, need, run, found_at[j])
         if found < 0:
             kind[j] = 0
             offsets[j + 1] = n_out
@@ -440,7 +527,9 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             kind[j] = 1
             stats[5] += 1
             e = now + run
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, e)
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e)
+            for p in range(max(pos, 1)):
+                _forget(held_pods, slots[p])
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
                 used = out_pods[q] * g
@@ -457,12 +546,13 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
                 res_mask[n_res, i // 64] |= np.uint64(1) << np.uint64(i % 64)
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, e)
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e)
             p = found
             while p < pos:
                 r = slots[p]
                 for w in range(words):
                     held[r, w] |= res_mask[n_res, w]
+                _forget(held_pods, r)
                 p += 1
             n_res += 1
     stats[1] = n_rows
