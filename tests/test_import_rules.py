@@ -65,7 +65,7 @@ HEAVY = {
     "tqdm": "a progress bar for long replays: optional",
     "myst_nb": "the book's glue: the book build only",
     "mpi4py": "MPI for `courselib barrier real`: optional extra",
-    "numba": "the compiled Slurm backfill pass (the fast extra): about 0.5 s; workloads of thousands of jobs only",
+    "numba": "the compiled Slurm backfill pass and EASY replay (the fast extra): about 0.5 s; thousands of jobs only",
     "kubespawner": "KubeSpawner (the hub extra): the pod a student gets on Kubernetes only",
     "kubernetes_asyncio": "KubeSpawner's client (the hub extra): serialises that pod only",
 }

@@ -30,7 +30,9 @@ same instant. A job asking for more cores than the machine has can never start: 
 Two paths compute the same schedule: :func:`replay` (fast: event skipping for FIFO, a running
 list kept sorted by expected end for EASY) and :func:`replay_reference` (recomputes everything
 at every event from the definitions above; short enough to check by eye). A test compares them
-on random workloads.
+on random workloads. From ``KERNEL_FROM`` jobs on, with numba installed (the ``fast`` extra),
+:func:`replay`'s EASY runs compiled (:mod:`courselib.model.replay_kernel`, the same rules on
+arrays; ``tests/test_replay_kernel.py``).
 """
 from __future__ import annotations
 
@@ -128,9 +130,26 @@ def replay(jobs, cores: int, policy: str = "fifo") -> Schedule:
     order = [i for i in sorted(range(len(jobs)), key=submit.__getitem__) if procs[i] <= cores]
     if policy == "fifo":
         start = _fifo(order, submit, run, procs, cores)
+    elif len(order) >= KERNEL_FROM and _kernel_available():
+        from courselib.model import replay_kernel  # (numpy and numba: only for long traces)
+        start = [None] * len(jobs)
+        got = replay_kernel.easy([submit[i] for i in order], [run[i] for i in order], [procs[i] for i in order],
+                                 [jobs[i].estimate for i in order], cores)
+        for i, s in zip(order, got):
+            start[i] = s
     else:
         start = _easy(order, submit, run, procs, [j.estimate for j in jobs], cores)
     return Schedule(policy, cores, jobs, tuple(start))
+
+
+#: EASY runs compiled (:mod:`courselib.model.replay_kernel`, the ``fast`` extra) from this many
+#: jobs on: loading it costs about half a second (numba), compiling it the first time a few
+KERNEL_FROM = 5_000
+
+
+def _kernel_available() -> bool:
+    from courselib.model.policies.slurm_kernel import available
+    return available()
 
 
 def _fifo(order, submit, run, procs, cores):

@@ -40,7 +40,7 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
 The helpers are compiled inline into the pass (``inline="always"``): called as functions they cost
 about a quarter of a pass (replayed busy passes, benchmarks/README.md). Compiled on first use (6-12 s
 on 2 cores, or about 0.3 s from numba's disk cache in ``$NUMBA_CACHE_DIR``, by default
-``~/.cache/allornothing/numba``: :func:`_cache_dir`), which is why :class:`SlurmFast` uses it by
+``~/.cache/allornothing/numba``: :func:`numba_cache_dir`), which is why :class:`SlurmFast` uses it by
 default only for workloads of thousands of jobs;
 :func:`available` says whether numba can be imported, without importing it.
 """
@@ -65,7 +65,7 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _cache_dir() -> str:
+def numba_cache_dir() -> str:
     """Where numba keeps the compiled pass: ``$NUMBA_CACHE_DIR`` if set, else the course's cache
     folder (``$XDG_CACHE_HOME`` or ``~/.cache``, ``allornothing/numba``) if it can be made there,
     else one under the temporary folder (numba refuses ``cache=True`` where it cannot write). The
@@ -86,7 +86,7 @@ def kernel():
     """The compiled pass (compiled, or read from the cache, on the first call)."""
     global _KERNEL
     if _KERNEL is None:
-        os.environ.setdefault("NUMBA_CACHE_DIR", _cache_dir())
+        os.environ.setdefault("NUMBA_CACHE_DIR", numba_cache_dir())
         import numba
         module = globals()
         for name in _HELPERS:  # (compiled in place: the pass calls them by their global names)
