@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import POLICIES, heapq_floor  # noqa: E402
+from bench_scale import POLICIES, heapq_floor, warm_compiled  # noqa: E402
 
 SEED = 35
 SHORT_JOBS, FULL_JOBS = 1_000, 10_000
@@ -99,8 +99,9 @@ def run(full: bool | None = None, policies=POLICIES, names=None) -> dict:
     """Every policy on every sweep cell: short (1,000 jobs) unless ``full`` (or ``BENCH_BUSY_FULL``)."""
     full = full_requested() if full is None else full
     jobs, cap = (FULL_JOBS, FULL_CAP_S) if full else (SHORT_JOBS, SHORT_CAP_S)
+    warm = warm_compiled()
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-               f"{os.getloadavg()[0]:.1f} at start")
+               f"{os.getloadavg()[0]:.1f} at start" + (f"; {warm}" if warm else ""))
     rows = [_cell_in_subprocess(p, n, jobs, cap) for n in (names or cells()) for p in policies]
     verdicts = [met(r) for r in rows]
     return {"full": full, "jobs": jobs, "rows": rows, "machine": machine,

@@ -135,12 +135,36 @@ def table(rows: list[dict], machine: str) -> str:
     return "\n".join(lines)
 
 
+WARM_CODE = ("import time; t = time.perf_counter(); "
+             "from courselib.model.policies import slurm_kernel; from courselib.model import replay_kernel; "
+             "slurm_kernel.warm(); replay_kernel.warm(); print(time.perf_counter() - t)")
+
+
+def warm_compiled(cap_s: float = 300.0) -> str:
+    """Build the compiled passes into numba's cache before any cell is timed, in a subprocess of
+    its own, and say how long that took. A cell's process then loads them (about half a second,
+    in its time, as a user's run does); without this the first cell to use them would also pay
+    the compile (about 10 s the first time on a machine, or after their source changed), which is
+    once per machine, not a cost of that cell. Empty where numba is not installed."""
+    from courselib.model.policies.slurm_kernel import available
+    if not available():
+        return ""
+    try:
+        out = subprocess.run([sys.executable, "-c", WARM_CODE], capture_output=True, text=True, timeout=cap_s,
+                             check=True)
+        return f"compiled passes ready in {float(out.stdout.strip()):.1f} s (numba's cache: once per machine)"
+    except (subprocess.SubprocessError, ValueError) as e:
+        return f"compiled passes not built ({type(e).__name__}): the first cell pays the compile"
+
+
 def run(quick: bool = False, policies=POLICIES) -> dict:
     """Run the grid (a smaller one with ``quick``, under about a minute) and return the figures."""
     grid, cap = (QUICK_GRID, QUICK_CAP_S) if quick else (FULL_GRID, FULL_CAP_S)
+    warm = warm_compiled()
     load = os.getloadavg()[0]
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-               f"{load:.1f} at start (shared machine: absolute seconds are this machine's, now)")
+               f"{load:.1f} at start (shared machine: absolute seconds are this machine's, now)"
+               + (f"; {warm}" if warm else ""))
     rows, capped = [], set()
     cells = [(n, j, "friendly") for n, j in grid] + \
         [(n, j, "overloaded") for n, j in (OVERLOADED_QUICK if quick else OVERLOADED_GRID)] + \

@@ -45,6 +45,11 @@ def kernel():
     return _KERNEL
 
 
+def warm() -> None:
+    """Compile the replay (or load it from numba's cache) now: two jobs on one core."""
+    easy([0.0, 0.0], [1.0, 1.0], [1, 1], [1.0, 1.0], 1)
+
+
 def easy(submit, run, procs, est, cores: int) -> list:
     """Start times of the jobs (in queue order: by submit time, ties by index; each at most
     ``cores`` wide) under EASY on ``cores`` cores."""

@@ -95,6 +95,13 @@ def kernel():
     return _KERNEL
 
 
+def warm() -> None:
+    """Compile the pass (or load it from numba's cache) now: one pass of one job on two nodes."""
+    none_i, none_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
+    backfill_pass(0.0, 10.0, 8, np.full(2, 8, np.int64), none_f, none_i, none_i, np.array([8]), np.array([1]),
+                  np.array([5.0]))
+
+
 def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarray,
                   ev_end: np.ndarray, ev_node: np.ndarray, ev_gpus: np.ndarray,
                   job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray, exact: bool = False):
