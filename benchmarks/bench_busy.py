@@ -5,7 +5,8 @@ Run: ``.venv/bin/python benchmarks/bench_busy.py [--full] [--json]``; ``make ben
 ``courselib.model.generate.busy_workload`` (seeded): the issue's case (10,000 jobs on 75 nodes x 8 GPUs,
 every job fits, sizes up to three quarters of the cluster, an arrival about every second, about ten
 minutes of runtime) and the sweep ``BUSY_SWEEP`` around it (job-size distribution, arrival rate,
-runtime distribution, share of jobs that can never fit, cluster size). Every policy runs every cell,
+runtime distribution, share of jobs that can never fit, cluster size), and the base cell on a
+two-level topology (``TOPOLOGY_CELL``, topology-aware policies only). Every policy runs every cell,
 each in its own subprocess (its own peak RSS), capped; the short default runs every cell with 1,000
 jobs, the full sweep with 10,000 (the target: at most 10 s each, under every policy). Each row is
 also a ratio over the heapq floor of its own run (``bench_scale.heapq_floor``).
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import POLICIES, heapq_floor, warm_compiled  # noqa: E402
+from bench_scale import POLICIES, TOPOLOGY_POLICIES, heapq_floor, warm_compiled  # noqa: E402
 
 SEED = 35
 SHORT_JOBS, FULL_JOBS = 1_000, 10_000
@@ -41,11 +42,25 @@ def cells() -> list[str]:
     return [name for name, _ in BUSY_SWEEP]
 
 
+#: the sweep's ``base`` cell on the topology of the overloaded benchmark (racks of 25 and blocks of 5
+#: of the 75 nodes; multi-node jobs ask for the smallest level that holds them, 30 % required and
+#: 40 % preferred: ``with_topology``), under the topology-aware policies only (issue 35: "the same
+#: with the topology of the topology issue")
+TOPOLOGY_CELL = "base+topology"
+
+
+def workload(name: str, seed: int, jobs: int):
+    """The sweep cell ``name`` (or :data:`TOPOLOGY_CELL`) with ``jobs`` jobs."""
+    from courselib.model.generate import OVERLOADED_TOPOLOGY, busy_sweep_cell, with_topology
+    if name == TOPOLOGY_CELL:
+        return with_topology(busy_sweep_cell("base", seed, jobs), OVERLOADED_TOPOLOGY, seed)
+    return busy_sweep_cell(name, seed, jobs)
+
+
 def cell(policy: str, name: str, jobs: int, seed: int = SEED) -> dict:
     """Simulate one sweep cell in this process; its timings, the floor and this process's peak RSS."""
-    from courselib.model.generate import busy_sweep_cell
     from courselib.sim.gang import simulate
-    w = busy_sweep_cell(name, seed, jobs)
+    w = workload(name, seed, jobs)
     wall, cpu = time.perf_counter(), time.process_time()
     r = simulate(w, policy)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -102,7 +117,9 @@ def run(full: bool | None = None, policies=POLICIES, names=None) -> dict:
     warm = warm_compiled()
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
                f"{os.getloadavg()[0]:.1f} at start" + (f"; {warm}" if warm else ""))
-    rows = [_cell_in_subprocess(p, n, jobs, cap) for n in (names or cells()) for p in policies]
+    names = names or cells() + [TOPOLOGY_CELL]
+    rows = [_cell_in_subprocess(p, n, jobs, cap) for n in names for p in policies
+            if n != TOPOLOGY_CELL or p in TOPOLOGY_POLICIES]
     verdicts = [met(r) for r in rows]
     return {"full": full, "jobs": jobs, "rows": rows, "machine": machine,
             "every_cell_met": (all(verdicts) if full else None), "table": table(rows, machine)}

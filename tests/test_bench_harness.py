@@ -108,3 +108,11 @@ def test_run_table_reports_busy_cells_with_the_target_only_at_full_size():
     out = [r for r in run.table(res) if r[0].startswith("  busy")]
     assert [r[5] for r in out] == ["NO", "yes", ""]
     assert out[0][1] == "capped: > 60 s" and out[1][3] == "300x"
+
+
+def test_the_busy_topology_cell_is_the_base_cell_on_a_topology():
+    busy = _load("bench_busy")
+    base, topo = busy.workload("base", 35, 50), busy.workload(busy.TOPOLOGY_CELL, 35, 50)
+    assert topo.cluster.topology and not base.cluster.topology
+    assert [j.name for j in topo.jobs] == [j.name for j in base.jobs] and any(j.topology for j in topo.jobs)
+    assert busy.TOPOLOGY_CELL not in busy.cells()
