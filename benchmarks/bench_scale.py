@@ -146,7 +146,7 @@ def warm_compiled(cap_s: float = 300.0) -> str:
     in its time, as a user's run does); without this the first cell to use them would also pay
     the compile (about 10 s the first time on a machine, or after their source changed), which is
     once per machine, not a cost of that cell. Empty where numba is not installed."""
-    from courselib.model.policies.slurm_kernel import available
+    from courselib.model.compiled import available
     if not available():
         return ""
     try:

@@ -14,11 +14,10 @@ from hypothesis import given, settings
 
 import test_replay as tr
 from budget import examples
-from courselib.model import replay as rp
-from courselib.model.policies import slurm_kernel
 from courselib.io.traces import read_trace
+from courselib.model import compiled, replay as rp, replay_kernel as rk
 
-pytestmark = pytest.mark.skipif(not slurm_kernel.available(), reason="numba is not installed (the fast extra)")
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed (the fast extra)")
 
 
 @pytest.fixture
@@ -99,8 +98,6 @@ def _slip_first_new_one_late(queue, n_q, scanned):
 def _slip_insert_without_the_rank(keys, ranks, lo, n, key, rank):
     return ORIGINAL["_insert"](keys, ranks, lo, n, key, 0)
 
-
-from courselib.model import replay_kernel as rk  # noqa: E402
 
 ORIGINAL = {name: getattr(rk, name) for name in ("_remove", "_first_new", "_insert")}
 SLIPS = {"_shadow": _slip_shadow_without_ties, "_remove": _slip_remove_the_next_one,

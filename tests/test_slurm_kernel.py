@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from budget import examples
+from courselib.model import compiled
 from courselib.model.generate import BUSY_RUNTIMES, BUSY_SIZES, busy_workload, overloaded_workload, scale_workload
 from courselib.model.policies import slurm_fast, slurm_kernel
 from courselib.model.workload import ClusterSpec, Job, Workload
@@ -27,7 +28,7 @@ from test_gang_fastpath import VARIANTS, same, workloads
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in scalar multiply:RuntimeWarning"),
               # (the uncompiled popcount's last multiply wraps, as the compiled one's does)
-              pytest.mark.skipif(not slurm_kernel.available(), reason="numba is not installed (pip install "
+              pytest.mark.skipif(not compiled.available(), reason="numba is not installed (pip install "
                                 "'courselib[fast]'): the compiled pass is not used, the Python pass is")]
 
 SLURM = sorted(v for v in VARIANTS if v.split("+")[0] == "slurm")

@@ -41,6 +41,8 @@ from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from courselib.model import compiled
+
 POLICIES = ("fifo", "easy")
 
 
@@ -130,7 +132,7 @@ def replay(jobs, cores: int, policy: str = "fifo") -> Schedule:
     order = [i for i in sorted(range(len(jobs)), key=submit.__getitem__) if procs[i] <= cores]
     if policy == "fifo":
         start = _fifo(order, submit, run, procs, cores)
-    elif len(order) >= KERNEL_FROM and _kernel_available():
+    elif len(order) >= KERNEL_FROM and compiled.available():
         from courselib.model import replay_kernel  # (numpy and numba: only for long traces)
         start = [None] * len(jobs)
         got = replay_kernel.easy([submit[i] for i in order], [run[i] for i in order], [procs[i] for i in order],
@@ -143,13 +145,8 @@ def replay(jobs, cores: int, policy: str = "fifo") -> Schedule:
 
 
 #: EASY runs compiled (:mod:`courselib.model.replay_kernel`, the ``fast`` extra) from this many
-#: jobs on: loading it costs about half a second (numba), compiling it the first time a few
+#: jobs on: loading it costs about half a second (numba), compiling it the first time about 5 s
 KERNEL_FROM = 5_000
-
-
-def _kernel_available() -> bool:
-    from courselib.model.policies.slurm_kernel import available
-    return available()
 
 
 def _fifo(order, submit, run, procs, cores):

@@ -16,16 +16,14 @@ decisions). The same rules as the Python fast path ``replay._easy`` and the refe
   moved on), as in ``replay._easy``.
 
 Compiled on first use (a few seconds, or well under a second from numba's disk cache:
-:func:`courselib.model.policies.slurm_kernel.numba_cache_dir`), hence only for traces of thousands of
+:mod:`courselib.model.compiled`), hence only for traces of thousands of
 jobs (``replay.KERNEL_FROM``). The model's only I/O is numba's cache.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from courselib.model.policies.slurm_kernel import numba_cache_dir
+from courselib.model.compiled import compile_pass
 
 _KERNEL = None
 #: False runs the replay as plain Python (the same code, uncompiled: the tests plant slips in it)
@@ -36,12 +34,7 @@ def kernel():
     """The compiled replay (compiled, or read from the cache, on the first call)."""
     global _KERNEL
     if _KERNEL is None:
-        os.environ.setdefault("NUMBA_CACHE_DIR", numba_cache_dir())
-        import numba
-        module = globals()
-        for name in _HELPERS:
-            module[name] = numba.njit(cache=True, nogil=True, inline="always")(module[name])
-        _KERNEL = numba.njit(cache=True, nogil=True)(_easy)
+        _KERNEL = compile_pass(globals(), _HELPERS, _easy)
     return _KERNEL
 
 

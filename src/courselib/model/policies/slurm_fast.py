@@ -38,7 +38,7 @@ times and stepped over ~70; a reservation is an OR on the rows it spans, not an 
 On a workload of thousands of jobs (``KERNEL_FROM``) a pass whose every job is plain, on a cluster
 with no topology, goes whole to a compiled pass (:mod:`~courselib.model.policies.slurm_kernel`,
 numba, the ``fast`` extra): the reference's loop on node bit sets, made again at every pass, with
-none of the carrying above (busy ``base``, 10,000 jobs: 8.6-9.5 s of CPU against 55 s;
+none of the carrying above (busy ``base``, 10,000 jobs: 5.4 s of CPU against 55 s;
 benchmarks/README.md). Its starts are made here in order and its reservations become
 :attr:`reservations` when first read. Without numba, or for a pass with one job that is not plain,
 the Python pass above runs; ``tests/test_slurm_kernel.py`` holds both to the reference.
@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from courselib.model import compiled
 from courselib.model.gang import JobRun, SchedState
 from courselib.model.policies import slurm_kernel
 from courselib.model.policies.slurm import Slurm
@@ -66,7 +67,7 @@ _seq = attrgetter("seq")
 #: a workload of at least this many jobs has its backfill passes compiled (slurm_kernel.py), if it can,
 #: on a cluster of at most KERNEL_NODES nodes: the compiled pass makes its rows again at every pass, each
 #: a copy of every node's free levels, which on 6,250 nodes costs more than the Python pass saves by
-#: carrying the last pass over (100,000 friendly jobs: 93 s against 22 s; on 1,000 nodes 120 s against
+#: carrying the last pass over (100,000 friendly jobs: 93 s against 22 s; on 1,000 nodes 97 s against
 #: more than 200 s: benchmarks/README.md)
 KERNEL_FROM = 2000
 KERNEL_NODES = 1024
@@ -1019,7 +1020,7 @@ class SlurmFast(Slurm):
             want = self.use_kernel
             if want is None:
                 want = len(self.workload.jobs) >= KERNEL_FROM and self.workload.cluster.nodes <= KERNEL_NODES
-            self._kernel_on = bool(want and slurm_kernel.available() and not self.bf_job_part_count_reserve
+            self._kernel_on = bool(want and compiled.available() and not self.bf_job_part_count_reserve
                                    and not self.workload.cluster.topology and type(self).plan is SlurmFast.plan)
         return self._kernel_on
 

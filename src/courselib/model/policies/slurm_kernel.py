@@ -37,61 +37,27 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
   row copies the row before it (nothing frees up between two candidate times, and every
   reservation running at the earlier one still runs at the new one).
 
-The helpers are compiled inline into the pass (``inline="always"``): called as functions they cost
-about a quarter of a pass (replayed busy passes, benchmarks/README.md). Compiled on first use (6-12 s
-on 2 cores, or about 0.3 s from numba's disk cache in ``$NUMBA_CACHE_DIR``, by default
-``~/.cache/allornothing/numba``: :func:`numba_cache_dir`), which is why :class:`SlurmFast` uses it by
-default only for workloads of thousands of jobs;
-:func:`available` says whether numba can be imported, without importing it.
+Compiled on first use with its helpers inline (:func:`courselib.model.compiled.compile_pass`; 6-12 s
+on 2 cores, or about 0.3 s from numba's disk cache: :func:`courselib.model.compiled.cache_dir`), which
+is why :class:`SlurmFast` uses it by default only for workloads of thousands of jobs;
+:func:`courselib.model.compiled.available` says whether numba can be imported, without importing it.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
+
+from courselib.model.compiled import compile_pass
 
 _KERNEL = None
 #: False runs the pass as plain Python (the same code, uncompiled: slow; the tests plant slips in it)
 COMPILED = True
 
 
-def available() -> bool:
-    """Whether numba is installed (the ``fast`` extra). Cheap: nothing is imported."""
-    if os.environ.get("COURSELIB_NO_KERNEL"):
-        return False
-    return importlib.util.find_spec("numba") is not None
-
-
-def numba_cache_dir() -> str:
-    """Where numba keeps the compiled pass: ``$NUMBA_CACHE_DIR`` if set, else the course's cache
-    folder (``$XDG_CACHE_HOME`` or ``~/.cache``, ``allornothing/numba``) if it can be made there,
-    else one under the temporary folder (numba refuses ``cache=True`` where it cannot write). The
-    only I/O of the model: numba's, which keeps the compiled code; every decision is the same
-    without it (the Python pass)."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return os.environ["NUMBA_CACHE_DIR"]
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    base = home
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    if os.access(base, os.W_OK | os.X_OK):
-        return str(home / "allornothing" / "numba")
-    return str(Path(tempfile.gettempdir()) / f"allornothing-numba-{os.getuid()}")
-
-
 def kernel():
     """The compiled pass (compiled, or read from the cache, on the first call)."""
     global _KERNEL
     if _KERNEL is None:
-        os.environ.setdefault("NUMBA_CACHE_DIR", numba_cache_dir())
-        import numba
-        module = globals()
-        for name in _HELPERS:  # (compiled in place: the pass calls them by their global names)
-            module[name] = numba.njit(cache=True, nogil=True, inline="always")(module[name])
-        _KERNEL = numba.njit(cache=True, nogil=True)(_backfill_pass)
+        _KERNEL = compile_pass(globals(), _HELPERS, _backfill_pass)
     return _KERNEL
 
 
