@@ -1,7 +1,8 @@
 """The compiled backfill pass (``courselib.model.policies.slurm_kernel``) decides what the reference does.
 
 ``SlurmFast`` hands a backfill pass to the compiled pass when every job it tests is plain, the cluster
-has no topology, reservations are for every job and numba is installed; by default only for
+has no topology or topology/tree (whose plugin the pass plans as), reservations are for every job and
+numba is installed; by default only for
 workloads of ``KERNEL_FROM`` jobs or more. Here ``KERNEL_FROM`` is 0, so every such pass of these
 small workloads is compiled, and ``test_gang_fastpath.same`` compares each run with the reference
 (``simulate(..., reference=True)``): every pass's reservations, every job's start, end, state and
@@ -20,11 +21,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from budget import examples
 from courselib.model import compiled
-from courselib.model.generate import BUSY_RUNTIMES, BUSY_SIZES, busy_workload, overloaded_workload, scale_workload
+from courselib.model.generate import (BUSY_RUNTIMES, BUSY_SIZES, OVERLOADED_TOPOLOGY, busy_workload,
+                                      overloaded_workload, scale_workload, with_topology)
 from courselib.model.policies import slurm_fast, slurm_kernel
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.sim.gang import simulate
-from test_gang_fastpath import VARIANTS, same, workloads
+from test_gang_fastpath import VARIANTS, _slurm_passes as _passes, same, workloads
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in scalar multiply:RuntimeWarning"),
               # (the uncompiled popcount's last multiply wraps, as the compiled one's does)
@@ -100,9 +102,82 @@ def test_a_pass_with_one_job_not_plain_goes_to_python(every_pass_compiled):
     assert True in every_pass_compiled and False in every_pass_compiled
 
 
+#: trees of one to three levels, outermost first (the innermost level's switches are the leaves)
+TREES = [(("block", 2),), (("rack", 4), ("block", 2)), (("rack", 6), ("block", 3)),
+         (("spine", 8), ("rack", 4), ("block", 2))]
+
+
+@st.composite
+def tree_crowds(draw):
+    """Crowds on a small topology/tree: jobs that require or prefer a level (a required leaf is
+    ``--switches=N@wait``: N from ``max_domains``, a wait of its own or ``max_switch_wait``), jobs
+    no leaf holds, jobs larger than the cluster, time limits and jobs of no runtime."""
+    levels = draw(st.sampled_from(TREES))
+    nodes = levels[0][1] * draw(st.integers(1, 3))
+    gpn = draw(st.sampled_from([1, 2, 4]))
+    jobs, t = [], 0.0
+    for n in range(draw(st.integers(2, 30))):
+        t += draw(st.sampled_from([0.0, 0.0, 30.0, 600.0]))
+        gpp = draw(st.integers(1, gpn))
+        level = draw(st.sampled_from(levels))
+        pods = draw(st.one_of(st.integers(1, max(1, level[1] * gpn // gpp)),
+                              st.integers(1, max(1, 2 * nodes * gpn // gpp))))
+        request = draw(st.sampled_from([None, "required", "required", "preferred"]))
+        duration = float(draw(st.sampled_from([0, 60, 600, 3600])))
+        jobs.append(Job(f"j{n}", pods, gpp, submit=t, duration=duration, priority=draw(st.integers(0, 1)),
+                        topology=(request, level[0]) if request else None,
+                        max_domains=draw(st.sampled_from([None, None, 2, 3])) if request == "required" else None,
+                        topology_wait=(draw(st.sampled_from([None, 0.0, 120.0, 3600.0])) if request == "required"
+                                       else None),
+                        time_limit=draw(st.sampled_from([None, duration + 60, max(30.0, duration / 2)]))))
+    return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree_crowds(), st.sampled_from(SLURM))
+def test_compiled_passes_match_the_reference_on_trees(w, variant):
+    """On topology/tree the compiled pass plans every job as the plugin's loop does (the reference
+    runs ``topology.slurm_tree_reference``), and a job waiting for ``--switches=N`` starts only
+    where N leaf switches hold it."""
+    same(w, variant, horizon=12 * 3600)
+
+
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10 ** 6), st.sampled_from(SLURM), st.sampled_from(BUSY_SIZES),
+       st.sampled_from([(("rack", 10), ("block", 5)), (("rack", 4), ("block", 2)), (("block", 1),)]))
+def test_compiled_passes_match_the_reference_on_busy_trees(seed, variant, sizes, tree):
+    """The busy sweep's topology cell (``bench_busy.TOPOLOGY_CELL``), small: a long feasible queue on
+    a tree, 30 % of multi-node jobs requiring their smallest level and 40 % preferring it."""
+    w = with_topology(busy(seed, nodes=20, gpus_per_node=4, jobs=60, sizes=sizes), tree, seed)
+    same(w, variant)
+
+
+def test_the_compiled_pass_plans_the_benchmarks_tree(every_pass_compiled):
+    """The overloaded benchmark's tree (racks of 25, blocks of 5) with a busy queue: every pass is
+    compiled, some job waits for its switch, and each pass equals the reference's."""
+    w = with_topology(busy(7, nodes=75, gpus_per_node=2, jobs=70, mean_gap_s=5.0), OVERLOADED_TOPOLOGY, 7)
+    policy = slurm_fast.SlurmFast(w)
+    assert any(policy.switches(j) for j in w.jobs), "some job requires a leaf switch (--switches)"
+    same(w, "slurm")
+    assert every_pass_compiled and all(every_pass_compiled)
+
+
 def test_a_reservation_that_begins_when_a_job_would_end_blocks_it():
     same(CLOSED, "slurm")
     assert simulate(CLOSED, "slurm").job("p2").start == 200
+
+
+@pytest.mark.parametrize("topology", [(), (("rack", 6), ("block", 3))])
+def test_a_job_due_to_end_now_is_over_at_every_later_row(topology):
+    """Five jobs of no runtime hold nodes 0-4 when the pass runs (they end now, after it); j6 (60 s)
+    starts on node 5 and adds the pass's first row after now. At 60 s every node is free
+    (``Slurm._free_at``: an expected end at or before t), so j7 is reserved on node 0. The
+    compiled pass had made that row from row 0, where nodes 0-4 were still held: node 5."""
+    w = due_now(topology)
+    same(w, "slurm")
+    with _passes() as passes:
+        simulate(w, "slurm")
+    assert passes[False][0][1]["j7"] == (60.0, 60.0, [0])
 
 
 def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
@@ -120,6 +195,10 @@ def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
     assert not slurm_fast.SlurmFast(many, bf_job_part_count_reserve=1)._kernel_ready()
     wide = Workload(ClusterSpec(slurm_fast.KERNEL_NODES + 1, 8), many.jobs)
     assert not slurm_fast.SlurmFast(wide)._kernel_ready()
+    tree = Workload(ClusterSpec(4, 8, topology=(("block", 2),)), many.jobs)
+    assert slurm_fast.SlurmFast(tree)._kernel_ready()
+    block = Workload(ClusterSpec(4, 8, topology=(("block", 2),), slurm_topology="block"), many.jobs)
+    assert not slurm_fast.SlurmFast(block)._kernel_ready(), "topology/block stays in Python"
 
 
 def test_without_numba_the_python_pass_decides_the_same():
@@ -156,8 +235,8 @@ def _slip_beaten_ignores_gpus_a_pod(corner_g, corner_p, corner_r, corner_j, n_co
     return _ORIGINAL["_beaten"](corner_g, corner_p, corner_r, corner_j, n_corners, slot, 10 ** 6, pods, run)
 
 
-def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, held_pods, t):
-    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t)
+def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, held_pods, t, after):
+    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after)
     if n > n_rows:
         held[slots[pos], :] = 0
     return pos, n
@@ -192,16 +271,43 @@ def _slip_floor_kept_for_a_job_one_pod_smaller(fl_g, fl_p, fl_r, fl_t, n_fl, g, 
     return _ORIGINAL["_keep_floor"](fl_g, fl_p, fl_r, fl_t, n_fl, g, max(pods - 1, 1), run, t)
 
 
-def _slip_new_row_counts_no_pods_off_held(times, slots, n_rows, levels, held, held_pods, t):
-    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t)
+def _slip_new_row_counts_no_pods_off_held(times, slots, n_rows, levels, held, held_pods, t, after):
+    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after)
     if n > n_rows:
         held_pods[slots[pos], :] = 0
     return pos, n
 
 
+def due_now(topology=()) -> Workload:
+    """Jobs of no runtime and one of 60 s (:func:`test_a_job_due_to_end_now_is_over_at_every_later_row`)."""
+    return Workload(ClusterSpec(6, 1, topology=topology),
+                    [Job(f"j{k}", 2 if k == 5 else 1, 1, submit=0.0, duration=0.0,
+                         time_limit=60.0 if k == 6 else None) for k in range(8)])
+
+
+def _slip_new_row_after_now_copies_row_0(times, slots, n_rows, levels, held, held_pods, t, after):
+    return _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, slots[0])
+
+
+def _slip_tree_ignores_switches(levels, slot, g, capacity, blocked, tree, need, max_leaves, *rest):
+    return _ORIGINAL["_tree_plan"](levels, slot, g, capacity, blocked, tree, need, 0, *rest)
+
+
+def _slip_tree_ignores_reservations(levels, slot, g, capacity, blocked, *rest):
+    return _ORIGINAL["_tree_plan"](levels, slot, g, capacity, blocked & 0, *rest)
+
+
+def _slip_compare_never_climbs(sums, anc, tree, i, j, rem):
+    """Leaf against leaf only: a leaf whose rack holds the rest is not preferred."""
+    ci, cj = sums[0, i], sums[0, j]
+    if (ci >= rem) != (cj >= rem):
+        return ci >= rem, ci >= rem
+    return (ci < cj if ci >= rem else ci > cj), ci >= rem
+
+
 _ORIGINAL = {name: getattr(slurm_kernel, name)
              for name in ("_count", "_beaten", "_add_row", "_find", "_past", "_blocked_by_list", "_floor",
-                          "_keep_floor")}
+                          "_keep_floor", "_tree_plan", "_compare")}
 SLIPS = {
     "_count": _slip_count_ignores_reservations,
     "_beaten+runtime": _slip_beaten_ignores_the_runtime,
@@ -213,6 +319,10 @@ SLIPS = {
     "_floor+runtime": _slip_floor_ignores_the_runtime,
     "_keep_floor": _slip_floor_kept_for_a_job_one_pod_smaller,
     "_add_row+held_pods": _slip_new_row_counts_no_pods_off_held,
+    "_add_row+after": _slip_new_row_after_now_copies_row_0,
+    "_tree_plan+switches": _slip_tree_ignores_switches,
+    "_tree_plan+reservations": _slip_tree_ignores_reservations,
+    "_compare": _slip_compare_never_climbs,
 }
 
 
@@ -227,7 +337,9 @@ CLOSED = Workload(ClusterSpec(2, 1), [Job("r0", 1, 1, duration=100.0, time_limit
 #: busy queues (every job reserves: windows of few rows) and friendlier ones (few reservations over
 #: long windows: blocked nodes from the list of reservations)
 SLIP_WORKLOADS = [busy(seed, nodes=5, gpus_per_node=4, jobs=30, runtime="lognormal") for seed in range(4)] + \
-    [scale_workload(seed, nodes=12, jobs=60, load=1.2) for seed in range(2)] + [CLOSED]
+    [scale_workload(seed, nodes=12, jobs=60, load=1.2) for seed in range(2)] + [CLOSED, due_now()] + \
+    [with_topology(busy(seed, nodes=12, gpus_per_node=2, jobs=30, mean_gap_s=5.0), tree, seed)
+     for seed, tree in enumerate(((("rack", 6), ("block", 3)), (("spine", 12), ("rack", 4), ("block", 2))))]
 
 
 @pytest.mark.parametrize("slip", sorted(SLIPS))

@@ -153,6 +153,8 @@ class SlurmFast(Slurm):
         self._ev_free: list[int] = list(range(63, -1, -1))
         #: by run (its seq): GPUs a pod, pods, runtime, and whether the compiled pass may plan it
         self._k_g = self._k_pods = self._k_run = self._k_plain = None
+        #: and for topology/tree: --switches=N (0: none), the submit time, the wait; the tree's shape
+        self._k_switches = self._k_submit = self._k_wait = self._k_tree = None
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -1015,13 +1017,17 @@ class SlurmFast(Slurm):
         least ``KERNEL_FROM`` jobs (below, compiling or loading it costs more than it saves) on
         at most ``KERNEL_NODES`` nodes;
         numba installed; reservations for every job (``bf_job_part_count_reserve`` 0); no
-        topology (the topology plugin places every job there); the reference's own ``plan``."""
+        topology or topology/tree (the compiled pass plans as its plugin does; not topology/block);
+        the reference's own ``plan``."""
         if self._kernel_on is None:
+            spec = self.workload.cluster
             want = self.use_kernel
             if want is None:
-                want = len(self.workload.jobs) >= KERNEL_FROM and self.workload.cluster.nodes <= KERNEL_NODES
+                want = len(self.workload.jobs) >= KERNEL_FROM and spec.nodes <= KERNEL_NODES
             self._kernel_on = bool(want and compiled.available() and not self.bf_job_part_count_reserve
-                                   and not self.workload.cluster.topology and type(self).plan is SlurmFast.plan)
+                                   and not (spec.topology and spec.slurm_topology == "block")
+                                   and type(self).plan is SlurmFast.plan)
+            self._k_tree = slurm_kernel.tree_shape(spec.topology, spec.nodes) if spec.topology else None
         return self._kernel_on
 
     def _kernel_pass(self, state: SchedState, pending: list[JobRun]) -> bool:
@@ -1037,9 +1043,12 @@ class SlurmFast(Slurm):
         now = state.now
         runtime = self._k_run[idx]
         ends, nodes, gpus = self._ev
+        leaves = None
+        if self._k_tree is not None:  # --switches=N while the job waits for them (waits_for_switch)
+            leaves = np.where(now - self._k_submit[idx] < self._k_wait[idx], self._k_switches[idx], 0)
         kind, start, offsets, plan_nodes, plan_pods, times, stats = slurm_kernel.backfill_pass(
             now, now + self.bf_window, state.cluster.capacity, self._free_now(state)[0], ends, nodes, gpus,
-            self._k_g[idx], self._k_pods[idx], runtime, exact=True)
+            self._k_g[idx], self._k_pods[idx], runtime, exact=True, tree=self._k_tree, job_leaves=leaves)
         self.carry_stats["passes"] += 1
         self.kernel_stats += stats  # ([0] counts the passes)
         self._carry, self._started_since, self._early_ends, self._early_nodes = None, [], [], []
@@ -1064,17 +1073,24 @@ class SlurmFast(Slurm):
         top = max(r.seq for r in runs) + 1
         if self._k_plain is None or len(self._k_plain) < top:
             size = max(top, len(self.workload.jobs), 2 * (0 if self._k_plain is None else len(self._k_plain)))
-            grown = (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size), np.zeros(size, bool))
+            grown = (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size), np.zeros(size, bool),
+                     np.zeros(size, np.int64), np.zeros(size), np.zeros(size))
             if self._k_plain is not None:
-                for new, old in zip(grown, (self._k_g, self._k_pods, self._k_run, self._k_plain)):
+                for new, old in zip(grown, (self._k_g, self._k_pods, self._k_run, self._k_plain, self._k_switches,
+                                            self._k_submit, self._k_wait)):
                     new[:len(old)] = old
-            self._k_g, self._k_pods, self._k_run, self._k_plain = grown
+            (self._k_g, self._k_pods, self._k_run, self._k_plain, self._k_switches, self._k_submit,
+             self._k_wait) = grown
         plain = state.cluster.plain
+        tree = bool(self.workload.cluster.topology)
         for r in runs:
             j = r.job
             k = r.seq
             self._k_g[k], self._k_pods[k], self._k_run[k] = j.gpus_per_pod, j.pods, j.planned_runtime
             self._k_plain[k] = plain(j) and j.planned_runtime >= 0
+            if tree:  # (--switches=N, waited for until submit + its wait: waits_for_switch)
+                self._k_switches[k] = self.switches(j) or 0
+                self._k_submit[k], self._k_wait[k] = j.submit, self.switch_wait(j)
 
     def _carried(self, state: SchedState) -> tuple | None:
         """The last pass's time, outcomes, the changes since (intervals), its jobs in order, their

@@ -70,7 +70,8 @@ def warm() -> None:
 
 def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarray,
                   ev_end: np.ndarray, ev_node: np.ndarray, ev_gpus: np.ndarray,
-                  job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray, exact: bool = False):
+                  job_g: np.ndarray, job_pods: np.ndarray, job_runtime: np.ndarray, exact: bool = False,
+                  tree: np.ndarray | None = None, job_leaves: np.ndarray | None = None):
     """One pass over the jobs (in priority order) on the cluster now: the free GPUs per node
     ``free_now``, and the running jobs' GPUs per node ``ev_gpus[k]`` on node ``ev_node[k]`` until
     their expected end ``ev_end[k]`` (entries with 0 GPUs are ignored). Returns ``(kind, start,
@@ -80,18 +81,40 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     ``stats``: 1 (the pass), rows at the end, rows where a job failed, jumps past rows where an
     earlier job failed, rows put in a window's front, jobs started now. ``exact``: the arrays are
     already contiguous, of int64 (floats: float64), as :class:`SlurmFast` keeps them: not converted
-    (a pass of few jobs on a small cluster takes tens of microseconds; the conversions, about 4)."""
+    (a pass of few jobs on a small cluster takes tens of microseconds; the conversions, about 4).
+
+    ``tree``: the cluster's topology/tree as :func:`tree_shape` gives it (None: no topology, plans
+    are best fit); ``job_leaves``: per job, the most leaf switches it may take while it waits for
+    ``--switches`` (0: any; None: 0 for every job)."""
     fn = kernel() if COMPILED else _backfill_pass
     n = len(free_now)
     words = (n + 63) // 64
+    if tree is None:
+        tree = _NO_TREE
+    if job_leaves is None:
+        job_leaves = np.zeros(len(job_g), np.int64)
     if exact:
         return fn(float(now), float(horizon), int(capacity), words, free_now, ev_end, ev_node, ev_gpus, job_g,
-                  job_pods, job_runtime)
+                  job_pods, job_runtime, tree, job_leaves)
     return fn(float(now), float(horizon), int(capacity), words,
               np.ascontiguousarray(free_now, dtype=np.int64),
               np.ascontiguousarray(ev_end, dtype=np.float64), np.ascontiguousarray(ev_node, dtype=np.int64),
               np.ascontiguousarray(ev_gpus, dtype=np.int64), np.ascontiguousarray(job_g, dtype=np.int64),
-              np.ascontiguousarray(job_pods, dtype=np.int64), np.ascontiguousarray(job_runtime, dtype=np.float64))
+              np.ascontiguousarray(job_pods, dtype=np.int64), np.ascontiguousarray(job_runtime, dtype=np.float64),
+              np.ascontiguousarray(tree, dtype=np.int64), np.ascontiguousarray(job_leaves, dtype=np.int64))
+
+
+_NO_TREE = np.zeros(1, np.int64)
+
+
+def tree_shape(topology, nodes: int) -> np.ndarray:
+    """A topology ``((level, size), ...)``, outermost first, on ``nodes`` nodes, as the pass reads
+    it: the leaf switch's nodes (the innermost level's size), then the spans in leaf switches of
+    the leaf and of each level above it, innermost first, the whole cluster last (``1, ...,
+    n_leaves``: the ``spans`` of :func:`courselib.model.topology.slurm_tree_reference`)."""
+    leaf = topology[-1][1]
+    return np.array([leaf, 1] + [size // leaf for _, size in reversed(topology[:-1])] + [nodes // leaf],
+                    np.int64)
 
 
 # ---- the pass (plain Python that numba compiles; no Python objects inside) ----------------------
@@ -160,14 +183,15 @@ def _blocked_by_list(res_start, res_end, res_mask, n_res, t, end, blocked, words
                 blocked[w] |= res_mask[k, w]
 
 
-def _add_row(times, slots, n_rows, levels, held, held_pods, t):
-    """The row at time ``t`` (> now), made as a copy of the row before it if it is new; returns
-    (its position, the number of rows)."""
+def _add_row(times, slots, n_rows, levels, held, held_pods, t, after):
+    """The row at time ``t`` (> now), made as a copy of the row before it if it is new (of slot
+    ``after`` if that is row 0, now: just after now, the jobs due to end by now have ended);
+    returns (its position, the number of rows)."""
     pos = _find(times, n_rows, t)
     if pos < n_rows and times[pos] == t:
         return pos, n_rows
     slot = n_rows  # (slots are handed out in order; positions shift, slots never move)
-    prev = slots[pos - 1]
+    prev = slots[pos - 1] if pos > 1 else after
     levels[slot, :, :] = levels[prev, :, :]
     held[slot, :] = held[prev, :]
     held_pods[slot, :] = held_pods[prev, :]
@@ -281,13 +305,152 @@ def _forget(held_pods, slot):
     held_pods[slot, :] = -1
 
 
+def _compare(sums, anc, tree, i, j, rem):
+    """``_topo_compare_switches(i, j)`` as :func:`courselib.model.topology.slurm_tree_reference`
+    reads it: (is leaf ``i`` the better fit, does ``i`` hold the rest ``rem`` at the level where the
+    comparison stopped). ``sums[s, a]``: the free pods under ancestor ``a`` of ``tree[1 + s]``
+    leaves (s = 0: the leaf), less those of the leaves already chosen; ``anc[s, a]``: leaf ``a``'s
+    ancestor there (``a // tree[1 + s]``, kept: a division costs more than the rest of a step)."""
+    depth = tree.shape[0] - 1
+    s = 0
+    while True:
+        ci, cj = sums[s, anc[s, i]], sums[s, anc[s, j]]
+        i_fit = ci >= rem
+        j_fit = cj >= rem
+        if i_fit and j_fit:
+            if ci != cj:
+                return ci < cj, True  # both fit: the tighter one
+            break
+        if i_fit != j_fit:
+            return i_fit, i_fit  # only one fits: that one
+        if s + 1 < depth and anc[s + 1, i] != anc[s + 1, j]:
+            s += 1  # neither: compare their parents
+            continue
+        break
+    return sums[s, anc[s, i]] > sums[s, anc[s, j]], i_fit
+
+
+def _tree_plan(levels, slot, g, capacity, blocked, tree, need, max_leaves, node_leaf, anc, sums, dist, order,
+               out_nodes, out_pods, n_out):
+    """topology/tree's plan (:func:`courselib.model.topology.slurm_tree_reference`, the plugin's
+    loop) for ``need`` pods of ``g`` GPUs at row ``slot`` off the ``blocked`` nodes, written to
+    ``out_nodes``/``out_pods`` from ``n_out`` on; returns where it ends, or -1 if the plugin
+    refuses the job (too few pods; more than ``max_leaves`` leaf switches while it waits for
+    ``--switches``, 0: any). ``node_leaf``: each node's leaf switch; ``anc``: each leaf's
+    ancestors (:func:`_compare`); ``sums``, ``dist``,
+    ``order``: room for the free pods per leaf and per ancestor, each leaf's hops to the chosen
+    ones, the chosen leaves."""
+    leaf = tree[0]
+    depth = tree.shape[0] - 1
+    n_leaves = tree[depth]
+    for a in range(n_leaves):
+        sums[0, a] = 0
+    # the pods that fit per leaf: a node holds one more for each level g, 2g, ... it reaches
+    total = 0
+    words = blocked.shape[0]
+    f = g
+    while f <= capacity:
+        for w in range(words):
+            bits = levels[slot, f, w] & ~blocked[w]
+            while bits:
+                low = bits & (~bits + np.uint64(1))
+                bits ^= low
+                sums[0, node_leaf[w * 64 + _popcount(low - np.uint64(1))]] += 1
+                total += 1
+        f += g
+    if total < need:
+        return -1
+    # one leaf holds the job: the tightest (the lowest index among equals), as the loop chooses
+    best = -1
+    for a in range(n_leaves):
+        if sums[0, a] >= need and (best < 0 or sums[0, a] < sums[0, best]):
+            best = a
+    n_chosen = 0
+    if best >= 0:
+        order[0] = best
+        n_chosen = 1
+    else:
+        for s in range(1, depth):  # the free pods under each ancestor
+            for a in range(n_leaves // tree[1 + s]):
+                sums[s, a] = 0
+            for a in range(n_leaves):
+                sums[s, anc[s, a]] += sums[0, a]
+        for a in range(n_leaves):
+            dist[a] = 0
+        rem = need
+        while rem > 0:
+            best = -1
+            db = 0
+            for a in range(n_leaves):
+                if sums[0, a] == 0:  # (a chosen leaf's free pods are 0: "used all")
+                    continue
+                if best < 0:
+                    best, db = a, dist[a]
+                    continue
+                da = dist[a]
+                if da > db:  # farther than the best so far: it cannot take its place
+                    continue
+                tighter, fits = _compare(sums, anc, tree, a, best, rem)
+                # closer and "fits" (as the comparison left it), or as close and a better fit
+                if (da < db and fits) or (da == db and tighter):
+                    best, db = a, da
+            taken = sums[0, best]
+            for s in range(1, depth):
+                sums[s, anc[s, best]] -= taken
+            sums[0, best] = 0
+            order[n_chosen] = best
+            n_chosen += 1
+            for a in range(n_leaves):  # hops to ``best``: 2 per level up to the common ancestor
+                hops = 0
+                for s in range(1, depth):
+                    hops += 2
+                    if anc[s, a] == anc[s, best]:
+                        break
+                dist[a] += hops
+            rem -= taken if taken < rem else rem
+        if max_leaves > 0 and n_chosen > max_leaves:  # waiting for --switches: refused
+            return -1
+    left = need
+    for c in range(n_chosen):  # each chosen leaf's nodes in index order
+        a = order[c]
+        for i in range(a * leaf, (a + 1) * leaf):
+            if blocked[i // 64] & (np.uint64(1) << np.uint64(i % 64)):
+                continue
+            take = _free_of(levels, slot, i, capacity) // g
+            if take > left:
+                take = left
+            if take:
+                out_nodes[n_out] = i
+                out_pods[n_out] = take
+                n_out += 1
+                left -= take
+            if left == 0:
+                return n_out
+    return n_out
+
+
 _HELPERS = ("_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of", "_count", "_find",
-            "_add_row", "_floor", "_keep_floor", "_forget")
+            "_add_row", "_floor", "_keep_floor", "_forget", "_compare", "_tree_plan")
 
 
 def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_gpus,
-                   job_g, job_pods, job_runtime):
+                   job_g, job_pods, job_runtime, tree, job_leaves):
     n_nodes = free_now.shape[0]
+    # topology/tree (tree[0] > 0): the plugin's room, and whether a job waits for --switches
+    leaf = tree[0]
+    depth = tree.shape[0] - 1
+    n_leaves = tree[depth] if leaf > 0 else 1
+    node_leaf = np.empty(n_nodes if leaf > 0 else 1, np.int64)
+    tree_anc = np.empty((max(depth, 1), n_leaves), np.int64)
+    if leaf > 0:
+        for i in range(n_nodes):
+            node_leaf[i] = i // leaf
+        for s in range(depth):
+            for a in range(n_leaves):
+                tree_anc[s, a] = a // tree[1 + s]
+    tree_sums = np.empty((max(depth, 1), n_leaves), np.int64)
+    tree_dist = np.empty(n_leaves, np.int64)
+    tree_order = np.empty(n_leaves, np.int64)
     n_jobs = job_g.shape[0]
     n_live = 0
     for k in range(ev_end.shape[0]):
@@ -298,10 +461,14 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     # starts with no failures kept, n_corners 0)
     times = np.empty(cap_rows, np.float64)
     slots = np.empty(cap_rows, np.int64)
-    levels = np.empty((cap_rows, capacity + 2, words), np.uint64)
+    # (and one slot more, ``after``: the cluster just after now, which a row made before the first
+    # later one copies; row 0 still holds the GPUs of a job due to end now, as Slurm._free_at does)
+    after = cap_rows
+    levels = np.empty((cap_rows + 1, capacity + 2, words), np.uint64)
     levels[0, :, :] = np.uint64(0)
-    held = np.empty((cap_rows, words), np.uint64)
+    held = np.empty((cap_rows + 1, words), np.uint64)
     held[0, :] = np.uint64(0)
+    held[after, :] = np.uint64(0)
     # per row, up to CORNERS jobs that failed there in this pass, none no larger than another
     corner_g = np.empty((cap_rows, CORNERS), np.int64)
     corner_p = np.empty((cap_rows, CORNERS), np.int64)
@@ -314,7 +481,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     n_res = 0
     n_corners = np.zeros(cap_rows, np.int64)
     # per row and GPUs a pod, the pods that fit off the nodes held then (-1: to count; _forget)
-    held_pods = np.full((cap_rows, capacity + 1), -1, np.int64)
+    held_pods = np.full((cap_rows + 1, capacity + 1), -1, np.int64)
     stats = np.zeros(6, np.int64)
     stats[0] = 1
     # row 0: now, from the free GPUs now
@@ -323,6 +490,12 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     for i in range(n_nodes):
         _set_free(levels, 0, i, 0, free_now[i])
     n_rows = 1
+    levels[after, :, :] = levels[0, :, :]
+    for k in range(ev_end.shape[0]):  # (the jobs due to end by now free their GPUs just after it)
+        if ev_end[k] <= now and ev_gpus[k] > 0:
+            i = ev_node[k]
+            old = _free_of(levels, after, i, capacity)
+            _set_free(levels, after, i, old, old + ev_gpus[k])
     # one row per distinct expected end after now; the ends at or before now free their GPUs
     # from the first later row on (Slurm._free_at: expected end <= t)
     order = np.argsort(ev_end, kind="mergesort")
@@ -372,6 +545,11 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     for j in range(n_jobs):
         g, need, run = job_g[j], job_pods[j], job_runtime[j]
         offsets[j] = n_out
+        # waiting for --switches: the tree may refuse it where its pods fit. Its failures then say
+        # nothing of a plain job's, so it keeps none (no _beat, no _keep_floor); it reads the
+        # others' (a job no larger failed there on its count: this one's count fails too)
+        switches = job_leaves[j] if leaf > 0 else 0
+        planned = -1
         # the rows up to the horizon; the first where the pods fit with nothing reserved
         top = _find(times, n_rows, horizon)
         while top < n_rows and times[top] <= horizon:
@@ -418,7 +596,8 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     # (the reservations running at this row alone leave too few pods: a failure,
                     # without the window, whose OR could only block more)
                     stats[2] += 1
-                    _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
+                    if switches == 0:
+                        _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
                     i += 1
                     continue
                 end = times[i] + run
@@ -459,20 +638,39 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     for w in range(words):
                         blocked[w] = suffix[i, w] | back[w]
                 if _count(levels, s, g, capacity, blocked, words, need) >= need:
-                    found = i
-                    break
+                    if switches == 0:
+                        found = i
+                        break
+                    planned = _tree_plan(levels, s, g, capacity, blocked, tree, need, switches, node_leaf,
+                                         tree_anc, tree_sums, tree_dist, tree_order, out_nodes, out_pods, n_out)
+                    if planned >= 0:
+                        found = i
+                        break
+                    stats[2] += 1  # (its pods fit, but over more leaf switches than it waits for)
+                    i += 1
+                    continue
                 stats[2] += 1
-                _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
+                if switches == 0:
+                    _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
                 i += 1
         found_at[j] = times[found] if found >= 0 else np.inf
-        n_fl = _keep_floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, need, run, found_at[j])
+        if switches == 0:
+            n_fl = _keep_floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, need, run, found_at[j])
         if found < 0:
             kind[j] = 0
             offsets[j + 1] = n_out
             continue
-        # best fit at row `found` off the blocked nodes: level by level, nodes in index order
+        # best fit at row `found` off the blocked nodes: level by level, nodes in index order; on
+        # a tree, the topology plugin's plan (which holds the job wherever its pods fit, unless
+        # it waits for --switches: then made above)
         s = slots[found]
         left = need
+        if leaf > 0:
+            if planned < 0:
+                planned = _tree_plan(levels, s, g, capacity, blocked, tree, need, 0, node_leaf, tree_anc, tree_sums,
+                                     tree_dist, tree_order, out_nodes, out_pods, n_out)
+            n_out = planned
+            left = 0
         f = g
         while f <= capacity and left > 0:
             per = f // g
@@ -500,7 +698,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             kind[j] = 1
             stats[5] += 1
             e = now + run
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e)
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e, after)
             for p in range(max(pos, 1)):
                 _forget(held_pods, slots[p])
             for q in range(offsets[j], n_out):
@@ -510,6 +708,9 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     r = slots[p]
                     old = _free_of(levels, r, i, capacity)
                     _set_free(levels, r, i, old, old - used)
+                if e > now:  # and just after now
+                    old = _free_of(levels, after, i, capacity)
+                    _set_free(levels, after, i, old, old - used)
         else:
             # reserved: its nodes held on the rows it spans, [t, t + run)
             kind[j] = 2
@@ -519,7 +720,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
                 res_mask[n_res, i // 64] |= np.uint64(1) << np.uint64(i % 64)
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e)
+            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e, after)
             p = found
             while p < pos:
                 r = slots[p]
