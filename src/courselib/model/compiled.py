@@ -37,13 +37,25 @@ def cache_dir() -> str:
     return str(Path(tempfile.gettempdir()) / f"allornothing-numba-{os.getuid()}")
 
 
-def compile_pass(namespace: dict, helpers: tuple[str, ...], main):
+def compile_pass(namespace: dict, helpers: tuple[str, ...], main, constants: dict | None = None):
     """``main`` compiled with numba (cached: compiled, or read from the cache, on its first call),
     after each of ``helpers`` is compiled in place in ``namespace`` (the module's globals, where
-    ``main`` finds them by name) to be inlined into it: called as functions they cost about a
-    quarter of a Slurm pass (benchmarks/README.md)."""
+    ``main`` finds them by name; once, however many passes are compiled) to be inlined into it:
+    called as functions they cost about a quarter of a Slurm pass (benchmarks/README.md).
+
+    ``constants``: globals that this copy of ``main`` reads with other values than ``namespace``
+    holds (numba reads a global as a constant, so a branch on one is compiled out); the copy is
+    cached under its own name, ``main``'s name followed by the constants'."""
     os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
+    import types
+
     import numba
     for name in helpers:
-        namespace[name] = numba.njit(cache=True, nogil=True, inline="always")(namespace[name])
+        if not hasattr(namespace[name], "py_func"):  # (not compiled yet)
+            namespace[name] = numba.njit(cache=True, nogil=True, inline="always")(namespace[name])
+    if constants:
+        suffix = "_".join(f"{k}_{v}" for k, v in sorted(constants.items()))
+        main = types.FunctionType(main.__code__, {**namespace, **constants}, f"{main.__name__}__{suffix}",
+                                  main.__defaults__, main.__closure__)
+        main.__qualname__ = main.__name__
     return numba.njit(cache=True, nogil=True)(main)

@@ -36,12 +36,14 @@ with a popcount each (issue 35: about one exact count a search, where the walk p
 times and stepped over ~70; a reservation is an OR on the rows it spans, not an update of arrays).
 
 On a workload of thousands of jobs (``KERNEL_FROM``) a pass whose every job is plain, on a cluster
-with no topology, goes whole to a compiled pass (:mod:`~courselib.model.policies.slurm_kernel`,
-numba, the ``fast`` extra): the reference's loop on node bit sets, made again at every pass, with
-none of the carrying above (busy ``base``, 10,000 jobs: 5.4 s of CPU against 55 s;
-benchmarks/README.md). Its starts are made here in order and its reservations become
-:attr:`reservations` when first read. Without numba, or for a pass with one job that is not plain,
-the Python pass above runs; ``tests/test_slurm_kernel.py`` holds both to the reference.
+with no topology or on topology/tree, goes whole to a compiled pass
+(:mod:`~courselib.model.policies.slurm_kernel`, numba, the ``fast`` extra): the reference's loop on
+node bit sets, made again at every pass, with none of the carrying above (busy ``base``, 10,000
+jobs: 5.4 s of CPU against 55 s; on the busy sweep's tree ~8 s against more than 60;
+benchmarks/README.md). On a tree it plans each job as the topology plugin does, and a job waiting
+for ``--switches`` as the plugin refuses it. Its starts are made here in order and its reservations
+become :attr:`reservations` when first read. Without numba, or for a pass with one job that is not
+plain, the Python pass above runs; ``tests/test_slurm_kernel.py`` holds both to the reference.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """One Slurm backfill pass compiled with numba: :meth:`Slurm._backfill`'s decisions for plain jobs.
 
 :class:`~courselib.model.policies.slurm_fast.SlurmFast` hands a pass to :func:`backfill_pass` when
-every job it tests is plain (only free GPUs decide where a pod fits), the cluster has no topology
-and ``bf_job_part_count_reserve`` is 0 (every job may reserve), and numba is installed (the ``fast``
-extra; otherwise the Python pass makes the same decisions, more slowly). It is the reference's loop
+every job it tests is plain (only free GPUs decide where a pod fits), the cluster has no topology or
+topology/tree (not topology/block), ``bf_job_part_count_reserve`` is 0 (every job may reserve) and
+numba is installed (the ``fast`` extra; otherwise the Python pass makes the same decisions, more
+slowly). It is the reference's loop
 (``slurm.py``, ``_backfill``, ``plan`` and ``_blocked``) on other data, proven equal to it by
 ``tests/test_slurm_kernel.py``:
 
@@ -32,10 +33,21 @@ extra; otherwise the Python pass makes the same decisions, more slowly). It is t
   instead of 56.8 M (benchmarks/README.md).
 - **A plan** is best fit, as ``Slurm.plan``: the nodes with the fewest free GPUs first, ties to
   the lowest index: the nodes at exactly level ``f`` (``f`` rising), each in index order.
-- **A start now** takes its GPUs from every row before its expected end and adds that end as a
-  row; **a reservation** holds its nodes on the rows it spans and adds its end as a row. A new
-  row copies the row before it (nothing frees up between two candidate times, and every
-  reservation running at the earlier one still runs at the new one).
+- **On topology/tree** every job is placed by the plugin (:func:`_tree_plan`: the loop of
+  ``topology.slurm_tree_reference`` over the leaf switches, on the pods that fit per leaf and per
+  ancestor, counted from the row's levels). The plugin refuses a job only where too few of its
+  pods fit, so its start is where a plain job's would be and only its plan differs; except a job
+  still waiting for ``--switches=N`` (``job_leaves``), which the plugin also refuses where more
+  than N leaf switches would hold it. Such a job's search goes on past those rows, and it keeps
+  no failure for others (:func:`_beat`, :func:`_keep_floor`): a refusal by the plugin says
+  nothing of a job that does not wait for switches. The busy sweep's topology cell (10,000 jobs)
+  took over 60 s in the Python pass and takes ~8 s so (benchmarks/README.md).
+- **A start now** takes its GPUs from every row before its expected end and adds that end as a row
+  (and from the cluster just after now, ``after``, which a row made before the first later one
+  copies: row 0 still holds the GPUs of a job due to end now, the rows after it do not); **a
+  reservation** holds its nodes on the rows it spans and adds its end as a row. A new row copies the
+  row before it (nothing frees up between two candidate times, and every reservation running at the
+  earlier one still runs at the new one).
 
 Compiled on first use with its helpers inline (:func:`courselib.model.compiled.compile_pass`; 6-12 s
 on 2 cores, or about 0.3 s from numba's disk cache: :func:`courselib.model.compiled.cache_dir`), which
@@ -48,24 +60,32 @@ import numpy as np
 
 from courselib.model.compiled import compile_pass
 
-_KERNEL = None
+_KERNELS: dict = {}
 #: False runs the pass as plain Python (the same code, uncompiled: slow; the tests plant slips in it)
 COMPILED = True
+#: the pass reads the cluster's tree; the pass compiled for a cluster with no topology is a copy
+#: with TREE False (:func:`kernel`), in which every branch on the tree is compiled out: present,
+#: they made a plain pass 3-4 % slower (replayed passes of the busy sweep's base and nodes=300)
+TREE = True
 
 
-def kernel():
-    """The compiled pass (compiled, or read from the cache, on the first call)."""
-    global _KERNEL
-    if _KERNEL is None:
-        _KERNEL = compile_pass(globals(), _HELPERS, _backfill_pass)
-    return _KERNEL
+def kernel(tree: bool = True):
+    """The compiled pass (compiled, or read from the cache, on the first call); ``tree=False``:
+    the copy for clusters with no topology."""
+    fn = _KERNELS.get(tree)
+    if fn is None:
+        fn = _KERNELS[tree] = compile_pass(globals(), _HELPERS, _backfill_pass,
+                                           None if tree else {"TREE": False})
+    return fn
 
 
 def warm() -> None:
-    """Compile the pass (or load it from numba's cache) now: one pass of one job on two nodes."""
+    """Compile the passes (or load them from numba's cache) now: one pass of one job on two nodes,
+    with no topology and on a tree of one leaf switch."""
     none_i, none_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
-    backfill_pass(0.0, 10.0, 8, np.full(2, 8, np.int64), none_f, none_i, none_i, np.array([8]), np.array([1]),
-                  np.array([5.0]))
+    for tree in (None, tree_shape((("block", 2),), 2)):
+        backfill_pass(0.0, 10.0, 8, np.full(2, 8, np.int64), none_f, none_i, none_i, np.array([8]), np.array([1]),
+                      np.array([5.0]), tree=tree)
 
 
 def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarray,
@@ -86,7 +106,7 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     ``tree``: the cluster's topology/tree as :func:`tree_shape` gives it (None: no topology, plans
     are best fit); ``job_leaves``: per job, the most leaf switches it may take while it waits for
     ``--switches`` (0: any; None: 0 for every job)."""
-    fn = kernel() if COMPILED else _backfill_pass
+    fn = kernel(tree is not None) if COMPILED else _backfill_pass
     n = len(free_now)
     words = (n + 63) // 64
     if tree is None:
@@ -548,7 +568,9 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         # waiting for --switches: the tree may refuse it where its pods fit. Its failures then say
         # nothing of a plain job's, so it keeps none (no _beat, no _keep_floor); it reads the
         # others' (a job no larger failed there on its count: this one's count fails too)
-        switches = job_leaves[j] if leaf > 0 else 0
+        switches = 0
+        if TREE and leaf > 0:  # (TREE, a constant: these branches are gone from the plain copy)
+            switches = job_leaves[j]
         planned = -1
         # the rows up to the horizon; the first where the pods fit with nothing reserved
         top = _find(times, n_rows, horizon)
@@ -596,7 +618,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     # (the reservations running at this row alone leave too few pods: a failure,
                     # without the window, whose OR could only block more)
                     stats[2] += 1
-                    if switches == 0:
+                    if not TREE or switches == 0:
                         _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
                     i += 1
                     continue
@@ -638,7 +660,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     for w in range(words):
                         blocked[w] = suffix[i, w] | back[w]
                 if _count(levels, s, g, capacity, blocked, words, need) >= need:
-                    if switches == 0:
+                    if not TREE or switches == 0:
                         found = i
                         break
                     planned = _tree_plan(levels, s, g, capacity, blocked, tree, need, switches, node_leaf,
@@ -650,11 +672,11 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     i += 1
                     continue
                 stats[2] += 1
-                if switches == 0:
+                if not TREE or switches == 0:
                     _beat(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run, j)
                 i += 1
         found_at[j] = times[found] if found >= 0 else np.inf
-        if switches == 0:
+        if not TREE or switches == 0:
             n_fl = _keep_floor(fl_g, fl_p, fl_r, fl_t, n_fl, g, need, run, found_at[j])
         if found < 0:
             kind[j] = 0
@@ -665,7 +687,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         # it waits for --switches: then made above)
         s = slots[found]
         left = need
-        if leaf > 0:
+        if TREE and leaf > 0:
             if planned < 0:
                 planned = _tree_plan(levels, s, g, capacity, blocked, tree, need, 0, node_leaf, tree_anc, tree_sums,
                                      tree_dist, tree_order, out_nodes, out_pods, n_out)
