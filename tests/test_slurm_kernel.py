@@ -199,6 +199,8 @@ def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
     assert slurm_fast.SlurmFast(tree)._kernel_ready()
     block = Workload(ClusterSpec(4, 8, topology=(("block", 2),), slurm_topology="block"), many.jobs)
     assert not slurm_fast.SlurmFast(block)._kernel_ready(), "topology/block stays in Python"
+    wide_tree = Workload(ClusterSpec(2 * slurm_fast.KERNEL_NODES, 8, topology=(("block", 8),)), many.jobs)
+    assert slurm_fast.SlurmFast(wide_tree)._kernel_ready(), "a tree of any size is compiled"
 
 
 def test_without_numba_the_python_pass_decides_the_same():

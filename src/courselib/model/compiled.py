@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
+import types
 from pathlib import Path
 
 
@@ -47,8 +48,6 @@ def compile_pass(namespace: dict, helpers: tuple[str, ...], main, constants: dic
     holds (numba reads a global as a constant, so a branch on one is compiled out); the copy is
     cached under its own name, ``main``'s name followed by the constants'."""
     os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
-    import types
-
     import numba
     for name in helpers:
         if not hasattr(namespace[name], "py_func"):  # (not compiled yet)

@@ -70,7 +70,8 @@ _seq = attrgetter("seq")
 #: on a cluster of at most KERNEL_NODES nodes: the compiled pass makes its rows again at every pass, each
 #: a copy of every node's free levels, which on 6,250 nodes costs more than the Python pass saves by
 #: carrying the last pass over (100,000 friendly jobs: 93 s against 22 s; on 1,000 nodes 97 s against
-#: more than 200 s: benchmarks/README.md)
+#: more than 200 s: benchmarks/README.md). Not on topology/tree, where the Python pass plans every job
+#: with the plugin and carries little: 100,000 jobs on the 6,250-node tree took over 470 s so, 113 s compiled
 KERNEL_FROM = 2000
 KERNEL_NODES = 1024
 
@@ -1017,15 +1018,15 @@ class SlurmFast(Slurm):
     def _kernel_ready(self) -> bool:
         """Whether passes may go to the compiled pass: asked (``use_kernel``), or a workload of at
         least ``KERNEL_FROM`` jobs (below, compiling or loading it costs more than it saves) on
-        at most ``KERNEL_NODES`` nodes;
+        at most ``KERNEL_NODES`` nodes or on a tree;
         numba installed; reservations for every job (``bf_job_part_count_reserve`` 0); no
         topology or topology/tree (the compiled pass plans as its plugin does; not topology/block);
         the reference's own ``plan``."""
         if self._kernel_on is None:
             spec = self.workload.cluster
             want = self.use_kernel
-            if want is None:
-                want = len(self.workload.jobs) >= KERNEL_FROM and spec.nodes <= KERNEL_NODES
+            if want is None:  # (on a tree at any size: the Python pass carries little there)
+                want = len(self.workload.jobs) >= KERNEL_FROM and (spec.nodes <= KERNEL_NODES or bool(spec.topology))
             self._kernel_on = bool(want and compiled.available() and not self.bf_job_part_count_reserve
                                    and not (spec.topology and spec.slurm_topology == "block")
                                    and type(self).plan is SlurmFast.plan)
