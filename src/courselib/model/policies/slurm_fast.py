@@ -158,6 +158,7 @@ class SlurmFast(Slurm):
         self._k_g = self._k_pods = self._k_run = self._k_plain = None
         #: and for topology/tree: --switches=N (0: none), the submit time, the wait; the tree's shape
         self._k_switches = self._k_submit = self._k_wait = self._k_tree = None
+        self._k_work: dict = {}  # (the compiled pass's rows, kept for the next pass: backfill_pass's work)
 
     def _plain(self, state: SchedState, job: Job) -> bool:
         """A job the profile may plan: plain, on a cluster without a topology (the topology
@@ -1051,7 +1052,8 @@ class SlurmFast(Slurm):
             leaves = np.where(now - self._k_submit[idx] < self._k_wait[idx], self._k_switches[idx], 0)
         kind, start, offsets, plan_nodes, plan_pods, times, stats = slurm_kernel.backfill_pass(
             now, now + self.bf_window, state.cluster.capacity, self._free_now(state)[0], ends, nodes, gpus,
-            self._k_g[idx], self._k_pods[idx], runtime, exact=True, tree=self._k_tree, job_leaves=leaves)
+            self._k_g[idx], self._k_pods[idx], runtime, exact=True, tree=self._k_tree, job_leaves=leaves,
+            work=self._k_work)
         self.carry_stats["passes"] += 1
         self.kernel_stats += stats  # ([0] counts the passes)
         self._carry, self._started_since, self._early_ends, self._early_nodes = None, [], [], []
