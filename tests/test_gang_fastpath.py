@@ -12,6 +12,7 @@ import functools
 import hashlib
 from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import replace
 
 import math
 import random
@@ -921,11 +922,13 @@ TREES = [(("rack", 4), ("block", 2)), (("rack", 8), ("block", 4)), (("block", 2)
 
 
 @st.composite
-def topology_crowds(draw):
+def topology_crowds(draw, trees=TREES, switches: bool = False):
     """Many jobs on a small tree, most waiting: required and preferred levels, elastic gangs
     (min_member), priorities, jobs larger than any domain or than the cluster, bursts and gaps, so
-    that a cluster which changed often did not change where a waiting gang could go."""
-    levels = draw(st.sampled_from(TREES))
+    that a cluster which changed often did not change where a waiting gang could go. ``switches``:
+    also Slurm's side of a request (a required innermost level is ``--switches=N@wait``: N from
+    ``max_domains``, a wait of its own or ``max_switch_wait``), time limits and jobs of no runtime."""
+    levels = draw(st.sampled_from(trees))
     nodes = levels[0][1] * draw(st.integers(1, 3))
     gpn = draw(st.sampled_from([1, 2, 4]))
     jobs, t = [], 0.0
@@ -938,10 +941,16 @@ def topology_crowds(draw):
                               st.integers(1, max(1, level[1] * gpn // gpp)),
                               st.integers(1, max(1, 2 * nodes * gpn // gpp))))
         request = draw(st.sampled_from([None, "required", "required", "preferred"]))
-        jobs.append(Job(f"j{n}", pods, gpp, submit=t, duration=float(draw(st.sampled_from([60, 600, 3600]))),
-                        priority=draw(st.integers(0, 1)),
-                        min_member=draw(st.one_of(st.none(), st.none(), st.integers(1, pods))),
-                        topology=(request, level[0]) if request else None))
+        duration = float(draw(st.sampled_from([0, 60, 600, 3600] if switches else [60, 600, 3600])))
+        job = Job(f"j{n}", pods, gpp, submit=t, duration=duration, priority=draw(st.integers(0, 1)),
+                  min_member=draw(st.one_of(st.none(), st.none(), st.integers(1, pods))),
+                  topology=(request, level[0]) if request else None)
+        if switches:
+            required = request == "required"
+            job = replace(job, max_domains=draw(st.sampled_from([None, None, 2, 3])) if required else None,
+                          topology_wait=draw(st.sampled_from([None, 0.0, 120.0, 3600.0])) if required else None,
+                          time_limit=draw(st.sampled_from([None, duration + 60, max(30.0, duration / 2)])))
+        jobs.append(job)
     return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs)
 
 

@@ -26,7 +26,7 @@ from courselib.model.generate import (BUSY_RUNTIMES, BUSY_SIZES, OVERLOADED_TOPO
 from courselib.model.policies import slurm_fast, slurm_kernel
 from courselib.model.workload import ClusterSpec, Job, Workload
 from courselib.sim.gang import simulate
-from test_gang_fastpath import VARIANTS, _slurm_passes as _passes, same, workloads
+from test_gang_fastpath import VARIANTS, _slurm_passes as _passes, same, topology_crowds, workloads
 
 pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in scalar multiply:RuntimeWarning"),
               # (the uncompiled popcount's last multiply wraps, as the compiled one's does)
@@ -107,34 +107,8 @@ TREES = [(("block", 2),), (("rack", 4), ("block", 2)), (("rack", 6), ("block", 3
          (("spine", 8), ("rack", 4), ("block", 2))]
 
 
-@st.composite
-def tree_crowds(draw):
-    """Crowds on a small topology/tree: jobs that require or prefer a level (a required leaf is
-    ``--switches=N@wait``: N from ``max_domains``, a wait of its own or ``max_switch_wait``), jobs
-    no leaf holds, jobs larger than the cluster, time limits and jobs of no runtime."""
-    levels = draw(st.sampled_from(TREES))
-    nodes = levels[0][1] * draw(st.integers(1, 3))
-    gpn = draw(st.sampled_from([1, 2, 4]))
-    jobs, t = [], 0.0
-    for n in range(draw(st.integers(2, 30))):
-        t += draw(st.sampled_from([0.0, 0.0, 30.0, 600.0]))
-        gpp = draw(st.integers(1, gpn))
-        level = draw(st.sampled_from(levels))
-        pods = draw(st.one_of(st.integers(1, max(1, level[1] * gpn // gpp)),
-                              st.integers(1, max(1, 2 * nodes * gpn // gpp))))
-        request = draw(st.sampled_from([None, "required", "required", "preferred"]))
-        duration = float(draw(st.sampled_from([0, 60, 600, 3600])))
-        jobs.append(Job(f"j{n}", pods, gpp, submit=t, duration=duration, priority=draw(st.integers(0, 1)),
-                        topology=(request, level[0]) if request else None,
-                        max_domains=draw(st.sampled_from([None, None, 2, 3])) if request == "required" else None,
-                        topology_wait=(draw(st.sampled_from([None, 0.0, 120.0, 3600.0])) if request == "required"
-                                       else None),
-                        time_limit=draw(st.sampled_from([None, duration + 60, max(30.0, duration / 2)]))))
-    return Workload(ClusterSpec(nodes, gpn, topology=levels), jobs)
-
-
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tree_crowds(), st.sampled_from(SLURM))
+@given(topology_crowds(TREES, switches=True), st.sampled_from(SLURM))
 def test_compiled_passes_match_the_reference_on_trees(w, variant):
     """On topology/tree the compiled pass plans every job as the plugin's loop does (the reference
     runs ``topology.slurm_tree_reference``), and a job waiting for ``--switches=N`` starts only

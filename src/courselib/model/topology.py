@@ -335,6 +335,15 @@ def tas_exclusions(k, allowed, short_of: str = "nvidia.com/gpu") -> dict:
 
 
 # ---- Slurm topology/tree -----------------------------------------------------------------------
+def slurm_tree_spans(topology, nodes: int) -> list[int]:
+    """A tree's spans in leaf switches, as the plugin's loop compares them: 1 (the leaf switch), then
+    each level above the leaves, innermost first, and the whole cluster last. ``topology``:
+    ``((level, size), ...)``, outermost first, on ``nodes`` nodes (the innermost level's size
+    divides every other)."""
+    leaf = topology[-1][1]
+    return [1] + [size // leaf for _, size in reversed(topology[:-1])] + [nodes // leaf]
+
+
 def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None) -> tuple[list | None, int]:
     """Slurm's tree plugin: leaf switches (the innermost level) one by one, the tightest that fits,
     else the one under the tightest ancestor that fits, else the largest; nodes in index order.
@@ -425,8 +434,8 @@ def _tree_choice(spec: ClusterSpec, per_leaf, pods: int, max_leaves: int | None)
     if total < pods:
         return None, total
     free_max = max(avail)
-    ups = [size // leaf_size for _, size in reversed(levels[:-1])] + [n_leaves]
-    spans = [1] + ups
+    spans = slurm_tree_spans(levels, spec.nodes)
+    ups = spans[1:]
     wide = n_leaves >= WIDE_TREE  # numpy pays only over many leaves
     # sums[s][j // spans[s]]: the free pods in leaf j's ancestor of spans[s] leaves (s = 0: the leaf)
     if wide:
@@ -513,14 +522,13 @@ def slurm_tree_reference(spec: ClusterSpec, k, pods: int, max_leaves: int | None
     if total < pods:
         return None, total
     # the subtree sizes (in leaves) above each leaf, innermost first, and the root (whole cluster)
-    ups = [size // leaf_size for _, size in reversed(levels[:-1])] + [len(leaves)]
+    spans = slurm_tree_spans(levels, spec.nodes)
+    ups = spans[1:]
     avail = list(free)
 
     def under(j: int, span: int) -> int:          # free pods in leaf j's ancestor of ``span`` leaves
         a = j - j % span
         return sum(avail[a:a + span])
-
-    spans = [1] + ups
 
     def compare(i: int, j: int, rem: int) -> tuple[bool, bool]:
         """``_topo_compare_switches(i, j)`` (L60-106): (is i the better fit, ``i_fit``). ``i_fit``

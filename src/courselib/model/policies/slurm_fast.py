@@ -71,7 +71,7 @@ _seq = attrgetter("seq")
 #: a copy of every node's free levels, which on 6,250 nodes costs more than the Python pass saves by
 #: carrying the last pass over (100,000 friendly jobs: 93 s against 22 s; on 1,000 nodes 97 s against
 #: more than 200 s: benchmarks/README.md). Not on topology/tree, where the Python pass plans every job
-#: with the plugin and carries little: 100,000 jobs on the 6,250-node tree took over 470 s so, 113 s compiled
+#: with the plugin and carries little: 100,000 jobs on the 6,250-node tree took over 470 s so, 56 s compiled
 KERNEL_FROM = 2000
 KERNEL_NODES = 1024
 
@@ -157,7 +157,9 @@ class SlurmFast(Slurm):
         #: by run (its seq): GPUs a pod, pods, runtime, and whether the compiled pass may plan it
         self._k_g = self._k_pods = self._k_run = self._k_plain = None
         #: and for topology/tree: --switches=N (0: none), the submit time, the wait; the tree's shape
-        self._k_switches = self._k_submit = self._k_wait = self._k_tree = None
+        self._k_switches = self._k_submit = self._k_wait = None
+        spec = self.workload.cluster
+        self._k_tree = slurm_kernel.tree_shape(spec.topology, spec.nodes) if spec.topology else None
         self._k_work: dict = {}  # (the compiled pass's rows, kept for the next pass: backfill_pass's work)
 
     def _plain(self, state: SchedState, job: Job) -> bool:
@@ -1031,7 +1033,6 @@ class SlurmFast(Slurm):
             self._kernel_on = bool(want and compiled.available() and not self.bf_job_part_count_reserve
                                    and not (spec.topology and spec.slurm_topology == "block")
                                    and type(self).plan is SlurmFast.plan)
-            self._k_tree = slurm_kernel.tree_shape(spec.topology, spec.nodes) if spec.topology else None
         return self._kernel_on
 
     def _kernel_pass(self, state: SchedState, pending: list[JobRun]) -> bool:

@@ -4,9 +4,8 @@
 every job it tests is plain (only free GPUs decide where a pod fits), the cluster has no topology or
 topology/tree (not topology/block), ``bf_job_part_count_reserve`` is 0 (every job may reserve) and
 numba is installed (the ``fast`` extra; otherwise the Python pass makes the same decisions, more
-slowly). It is the reference's loop
-(``slurm.py``, ``_backfill``, ``plan`` and ``_blocked``) on other data, proven equal to it by
-``tests/test_slurm_kernel.py``:
+slowly). It is the reference's loop (``slurm.py``, ``_backfill``, ``plan`` and ``_blocked``) on
+other data, proven equal to it by ``tests/test_slurm_kernel.py``:
 
 - **Rows.** The pass's candidate times (now, the running jobs' expected ends after now, the
   reservations' ends) are rows kept in time order. A row holds, per free-GPU level ``f`` (1 to a
@@ -59,6 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from courselib.model.compiled import compile_pass
+from courselib.model.topology import slurm_tree_spans
 
 _KERNELS: dict = {}
 #: False runs the pass as plain Python (the same code, uncompiled: slow; the tests plant slips in it)
@@ -116,10 +116,10 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     buf = _NO_BUFFER if work is None else work.get("levels", _NO_BUFFER)
     n = len(free_now)
     words = (n + 63) // 64
+    if job_leaves is None:  # (with no tree the pass never reads it)
+        job_leaves = _NO_LEAVES if tree is None else np.zeros(len(job_g), np.int64)
     if tree is None:
         tree = _NO_TREE
-    if job_leaves is None:
-        job_leaves = np.zeros(len(job_g), np.int64)
     if exact:
         out = fn(float(now), float(horizon), int(capacity), words, free_now, ev_end, ev_node, ev_gpus, job_g,
                  job_pods, job_runtime, tree, job_leaves, buf)
@@ -136,17 +136,15 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
 
 
 _NO_TREE = np.zeros(1, np.int64)
+_NO_LEAVES = np.zeros(0, np.int64)
 _NO_BUFFER = np.empty((0, 1, 1), np.uint64)
 
 
 def tree_shape(topology, nodes: int) -> np.ndarray:
     """A topology ``((level, size), ...)``, outermost first, on ``nodes`` nodes, as the pass reads
-    it: the leaf switch's nodes (the innermost level's size), then the spans in leaf switches of
-    the leaf and of each level above it, innermost first, the whole cluster last (``1, ...,
-    n_leaves``: the ``spans`` of :func:`courselib.model.topology.slurm_tree_reference`)."""
-    leaf = topology[-1][1]
-    return np.array([leaf, 1] + [size // leaf for _, size in reversed(topology[:-1])] + [nodes // leaf],
-                    np.int64)
+    it: the leaf switch's nodes (the innermost level's size), then its spans in leaf switches
+    (:func:`courselib.model.topology.slurm_tree_spans`)."""
+    return np.array([topology[-1][1]] + slurm_tree_spans(topology, nodes), np.int64)
 
 
 # ---- the pass (plain Python that numba compiles; no Python objects inside) ----------------------
@@ -369,9 +367,8 @@ def _tree_plan(levels, slot, g, capacity, blocked, tree, need, max_leaves, node_
     ``out_nodes``/``out_pods`` from ``n_out`` on; returns where it ends, or -1 if the plugin
     refuses the job (too few pods; more than ``max_leaves`` leaf switches while it waits for
     ``--switches``, 0: any). ``node_leaf``: each node's leaf switch; ``anc``: each leaf's
-    ancestors (:func:`_compare`); ``sums``, ``dist``,
-    ``order``: room for the free pods per leaf and per ancestor, each leaf's hops to the chosen
-    ones, the chosen leaves."""
+    ancestors (:func:`_compare`); ``sums``, ``dist``, ``order``: room for the free pods per leaf and
+    per ancestor, each leaf's hops to the chosen ones, the chosen leaves."""
     leaf = tree[0]
     depth = tree.shape[0] - 1
     n_leaves = tree[depth]
