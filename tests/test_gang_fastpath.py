@@ -1114,6 +1114,41 @@ def test_the_slurm_topology_gate_is_exercised_and_planted_slips_fail():
         Slurm.plan, SlurmFast._first_row = arrays, first_row
 
 
+def test_the_main_schedulers_plans_on_a_tree_count_pods_per_leaf_and_planted_slips_fail():
+    """The main scheduler plans a job plain but for the tree from the free pods per leaf switch
+    that SlurmFast keeps from the nodes each start and end touched (_tree_plan_now): used, and
+    not vacuous. Counts that miss the nodes touched since the last plan, or only those of the jobs
+    that ended, make the checks fail."""
+    from courselib.model.generate import OVERLOADED_TOPOLOGY, with_topology
+    w = with_topology(overloaded_workload(3, nodes=25, jobs=120), OVERLOADED_TOPOLOGY, 3)
+    now_plan, on_finish = SlurmFast._tree_plan_now, SlurmFast.on_finish
+    seen = []
+
+    def counting(self, state, job):
+        seen.append(job.name)
+        return now_plan(self, state, job)
+
+    def stale(self, state, job):  # the nodes touched since the last plan are not counted again
+        self._leaf_dirty.clear()
+        return now_plan(self, state, job)
+
+    def ends_unseen(self, state, run):  # the nodes of a job that ended are not marked
+        dirty = set(self._leaf_dirty)
+        on_finish(self, state, run)
+        self._leaf_dirty = dirty
+
+    try:
+        SlurmFast._tree_plan_now = counting
+        same(w, "slurm")
+        assert len(seen) > 50, len(seen)
+        for planted in ((stale, on_finish), (now_plan, ends_unseen)):
+            SlurmFast._tree_plan_now, SlurmFast.on_finish = planted
+            with pytest.raises((AssertionError, ValueError)):  # (a wrong plan may not even bind)
+                same(w, "slurm", reuse=True)
+    finally:
+        SlurmFast._tree_plan_now, SlurmFast.on_finish = now_plan, on_finish
+
+
 def test_slurm_tree_jobs_carry_the_last_pass_and_planted_slips_fail():
     """On a tree a job plain but for the tree plugin, not waiting for --switches, starts where a
     plain job of its shape would, so a backfill pass carries its last outcome as a plain job's

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -154,6 +155,16 @@ def test_a_job_due_to_end_now_is_over_at_every_later_row(topology):
     assert passes[False][0][1]["j7"] == (60.0, 60.0, [0])
 
 
+def test_a_row_added_among_the_rows_made_is_made_from_the_cluster_after_now():
+    """The same, where the row at 60 s comes in between rows already made (j5's search made the
+    row at 1,000 s): it is copied from the cluster just after now too."""
+    w = due_now_after_a_row_is_made()
+    same(w, "slurm")
+    with _passes() as passes:
+        simulate(w, "slurm")
+    assert passes[False][0][1] == {"j5": (1000.0, 1100.0, [0, 1]), "j7": (60.0, 60.0, [1])}
+
+
 def test_the_kernel_is_used_by_default_only_for_thousands_of_jobs(monkeypatch):
     """``KERNEL_FROM`` jobs or more on at most ``KERNEL_NODES`` nodes, by default; ``use_kernel``
     decides otherwise."""
@@ -211,11 +222,11 @@ def _slip_beaten_ignores_gpus_a_pod(corner_g, corner_p, corner_r, corner_j, n_co
     return _ORIGINAL["_beaten"](corner_g, corner_p, corner_r, corner_j, n_corners, slot, 10 ** 6, pods, run)
 
 
-def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, held_pods, t, after):
-    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after)
+def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, held_pods, t, after, built):
+    pos, n, built = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after, built)
     if n > n_rows:
         held[slots[pos], :] = 0
-    return pos, n
+    return pos, n, built
 
 
 def _slip_find_one_row_late(times, n_rows, t):
@@ -247,11 +258,11 @@ def _slip_floor_kept_for_a_job_one_pod_smaller(fl_g, fl_p, fl_r, fl_t, n_fl, g, 
     return _ORIGINAL["_keep_floor"](fl_g, fl_p, fl_r, fl_t, n_fl, g, max(pods - 1, 1), run, t)
 
 
-def _slip_new_row_counts_no_pods_off_held(times, slots, n_rows, levels, held, held_pods, t, after):
-    pos, n = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after)
+def _slip_new_row_counts_no_pods_off_held(times, slots, n_rows, levels, held, held_pods, t, after, built):
+    pos, n, built = _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, after, built)
     if n > n_rows:
         held_pods[slots[pos], :] = 0
-    return pos, n
+    return pos, n, built
 
 
 def due_now(topology=()) -> Workload:
@@ -261,8 +272,37 @@ def due_now(topology=()) -> Workload:
                          time_limit=60.0 if k == 6 else None) for k in range(8)])
 
 
-def _slip_new_row_after_now_copies_row_0(times, slots, n_rows, levels, held, held_pods, t, after):
-    return _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, slots[0])
+def due_now_after_a_row_is_made() -> Workload:
+    """:func:`due_now` with a job ``r`` of 1,000 s first (node 0) and j5 of 100 s: j5 (two nodes) is
+    reserved at 1,000 s, the pass's first row after now until j6 (60 s, node 6) adds one at 60 s,
+    between the rows made. At 60 s nodes 1-5 are free, so j7 is reserved on node 1; made from row
+    0, that row had them held and node 6 free."""
+    return Workload(ClusterSpec(7, 1), [Job("r", 1, 1, submit=0.0, duration=1000.0, time_limit=1000.0, priority=9)] +
+                    [Job(f"j{k}", 2 if k == 5 else 1, 1, submit=0.0, duration=100.0 if k == 5 else 0.0,
+                         time_limit={5: 100.0, 6: 60.0}.get(k)) for k in range(8)])
+
+
+def _slip_new_row_after_now_copies_row_0(times, slots, n_rows, levels, held, held_pods, t, after, built):
+    return _ORIGINAL["_add_row"](times, slots, n_rows, levels, held, held_pods, t, slots[0], built)
+
+
+def _slip_made_row_after_now_copies_row_0(levels, times, slots, built, after, *rest):
+    """The first row's levels made from row 0 (now), where a job due to end now still runs."""
+    return _ORIGINAL["_make_row"](levels, times, slots, built, slots[0], *rest)
+
+
+def _slip_made_row_forgets_the_starts(levels, times, slots, built, after, capacity, ev_end, ev_node,
+                                      ev_gpus, order, ev_k, st_end, st_node, st_gpus, n_st):
+    """A row made past a job started in the pass does not give back its GPUs at its end."""
+    return _ORIGINAL["_make_row"](levels, times, slots, built, after, capacity, ev_end, ev_node, ev_gpus,
+                                  order, ev_k, st_end, st_node, st_gpus, 0)
+
+
+def _slip_made_row_frees_an_end_one_row_late(levels, times, slots, built, *rest):
+    """A row made at a running job's expected end does not free its GPUs (the next row does)."""
+    early = times.copy()
+    early[built] = np.nextafter(times[built], -np.inf)
+    return _ORIGINAL["_make_row"](levels, early, slots, built, *rest)
 
 
 def _slip_tree_ignores_switches(levels, slot, g, capacity, blocked, tree, need, max_leaves, *rest):
@@ -282,8 +322,8 @@ def _slip_compare_never_climbs(sums, anc, tree, i, j, rem):
 
 
 _ORIGINAL = {name: getattr(slurm_kernel, name)
-             for name in ("_count", "_beaten", "_add_row", "_find", "_past", "_blocked_by_list", "_floor",
-                          "_keep_floor", "_tree_plan", "_compare")}
+             for name in ("_count", "_beaten", "_add_row", "_make_row", "_find", "_past", "_blocked_by_list",
+                          "_floor", "_keep_floor", "_tree_plan", "_compare")}
 SLIPS = {
     "_count": _slip_count_ignores_reservations,
     "_beaten+runtime": _slip_beaten_ignores_the_runtime,
@@ -296,6 +336,9 @@ SLIPS = {
     "_keep_floor": _slip_floor_kept_for_a_job_one_pod_smaller,
     "_add_row+held_pods": _slip_new_row_counts_no_pods_off_held,
     "_add_row+after": _slip_new_row_after_now_copies_row_0,
+    "_make_row+after": _slip_made_row_after_now_copies_row_0,
+    "_make_row+starts": _slip_made_row_forgets_the_starts,
+    "_make_row+late": _slip_made_row_frees_an_end_one_row_late,
     "_tree_plan+switches": _slip_tree_ignores_switches,
     "_tree_plan+reservations": _slip_tree_ignores_reservations,
     "_compare": _slip_compare_never_climbs,
@@ -312,8 +355,9 @@ CLOSED = Workload(ClusterSpec(2, 1), [Job("r0", 1, 1, duration=100.0, time_limit
 
 #: busy queues (every job reserves: windows of few rows) and friendlier ones (few reservations over
 #: long windows: blocked nodes from the list of reservations)
-SLIP_WORKLOADS = [busy(seed, nodes=5, gpus_per_node=4, jobs=30, runtime="lognormal") for seed in range(4)] + \
-    [scale_workload(seed, nodes=12, jobs=60, load=1.2) for seed in range(2)] + [CLOSED, due_now()] + \
+SLIP_WORKLOADS = [busy(seed, nodes=5, gpus_per_node=4, jobs=30, runtime="lognormal") for seed in range(5)] + \
+    [scale_workload(seed, nodes=12, jobs=60, load=1.2) for seed in range(2)] + \
+    [CLOSED, due_now(), due_now_after_a_row_is_made()] + \
     [with_topology(busy(seed, nodes=12, gpus_per_node=2, jobs=30, mean_gap_s=5.0), tree, seed)
      for seed, tree in enumerate(((("rack", 6), ("block", 3)), (("spine", 12), ("rack", 4), ("block", 2))))]
 

@@ -344,15 +344,17 @@ def slurm_tree_spans(topology, nodes: int) -> list[int]:
     return [1] + [size // leaf for _, size in reversed(topology[:-1])] + [nodes // leaf]
 
 
-def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None) -> tuple[list | None, int]:
+def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None,
+               per_leaf=None) -> tuple[list | None, int]:
     """Slurm's tree plugin: leaf switches (the innermost level) one by one, the tightest that fits,
     else the one under the tightest ancestor that fits, else the largest; nodes in index order.
     ``max_leaves``: ``--switches=N`` still waiting (its wait not over): a placement over more
-    than N leaf switches is refused (None: any placement will do)."""
-    levels = [(name, size) for name, size in spec.topology]
-    leaf_size = levels[-1][1]
+    than N leaf switches is refused (None: any placement will do). ``per_leaf``: the sums of
+    ``k`` per leaf switch, if the caller keeps them."""
+    leaf_size = spec.topology[-1][1]
     kk = np.asarray(k, dtype=np.int64)
-    per_leaf = kk.reshape(-1, leaf_size).sum(axis=1)
+    if per_leaf is None:
+        per_leaf = kk.reshape(-1, leaf_size).sum(axis=1)
     total = int(per_leaf.sum())
     if total < pods:
         return None, total

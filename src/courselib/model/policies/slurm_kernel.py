@@ -12,7 +12,11 @@ other data, proven equal to it by ``tests/test_slurm_kernel.py``:
   node's GPUs), the nodes with at least ``f`` GPUs free then, as 64-bit words (bit i = node i), and
   the nodes held by a reservation running then (``start <= t < end``). A job of ``g`` GPUs a pod
   fits ``floor(free / g)`` pods on a node: the number of the levels ``g, 2g, ...`` the node
-  reaches, so the pods that fit at a row are popcounts.
+  reaches, so the pods that fit at a row are popcounts. A row's levels are made when a search
+  first reaches one (:func:`_make_row`, in time order, from the row before and the jobs ending
+  in between); the first row where a job's pods fit with nothing reserved is found among the rows
+  made by a binary search, past them by a galloping one. On the 6,250-node tree a pass reached
+  ~1,050 of ~5,600 rows, and making them all had taken half of it.
 - **A job's search.** The reference blocks the nodes of every reservation that overlaps the run
   ``[t, t + runtime]`` (closed at the end: ``Slurm._blocked``). Every reservation starts at a
   candidate time, so these are the nodes held at some row inside the run: an OR over a window of
@@ -41,10 +45,11 @@ other data, proven equal to it by ``tests/test_slurm_kernel.py``:
   no failure for others (:func:`_beat`, :func:`_keep_floor`): a refusal by the plugin says
   nothing of a job that does not wait for switches. The busy sweep's topology cell (10,000 jobs)
   took over 60 s in the Python pass and takes ~8 s so (benchmarks/README.md).
-- **A start now** takes its GPUs from every row before its expected end and adds that end as a row
-  (and from the cluster just after now, ``after``, which a row made before the first later one
-  copies: row 0 still holds the GPUs of a job due to end now, the rows after it do not); **a
-  reservation** holds its nodes on the rows it spans and adds its end as a row. A new row copies the
+- **A start now** takes its GPUs from every row made before its expected end (the rows made later
+  inherit that, and get them back at its end) and adds that end as a row (and from the cluster
+  just after now, ``after``, which a row made before the first later one copies: row 0 still holds
+  the GPUs of a job due to end now, the rows after it do not); **a reservation** holds its nodes on
+  the rows it spans (only the words of its nodes) and adds its end as a row. A new row copies the
   row before it (nothing frees up between two candidate times, and every reservation running at the
   earlier one still runs at the new one).
 
@@ -213,28 +218,67 @@ def _blocked_by_list(res_start, res_end, res_mask, n_res, t, end, blocked, words
                 blocked[w] |= res_mask[k, w]
 
 
-def _add_row(times, slots, n_rows, levels, held, held_pods, t, after):
+def _add_row(times, slots, n_rows, levels, held, held_pods, t, after, built):
     """The row at time ``t`` (> now), made as a copy of the row before it if it is new (of slot
     ``after`` if that is row 0, now: just after now, the jobs due to end by now have ended);
-    returns (its position, the number of rows)."""
+    returns (its position, the number of rows, the number of rows whose levels are made). Its
+    levels are copied only among the rows made (:func:`_make_row`): past them, they are made when
+    a search reaches them, as a copy of the row before them then (nothing ends in between)."""
     pos = _find(times, n_rows, t)
     if pos < n_rows and times[pos] == t:
-        return pos, n_rows
+        return pos, n_rows, built
     slot = n_rows  # (slots are handed out in order; positions shift, slots never move)
     prev = slots[pos - 1] if pos > 1 else after
-    levels[slot, :, :] = levels[prev, :, :]
+    if pos < built:
+        levels[slot, :, :] = levels[prev, :, :]
+        held_pods[slot, :] = held_pods[prev, :]
+        built += 1
     held[slot, :] = held[prev, :]
-    held_pods[slot, :] = held_pods[prev, :]
     for k in range(n_rows, pos, -1):
         times[k] = times[k - 1]
         slots[k] = slots[k - 1]
     times[pos] = t
     slots[pos] = slot
-    return pos, n_rows + 1
+    return pos, n_rows + 1, built
+
+
+def _make_row(levels, times, slots, built, after, capacity, ev_end, ev_node, ev_gpus, order, ev_k,
+              st_end, st_node, st_gpus, n_st):
+    """Make the free-GPU levels of the row at position ``built``, the first not made yet: a copy of
+    the row before it (of ``after`` if that is row 0), with the GPUs freed by the running jobs
+    whose expected end falls after that row's time and by this one's (``order[ev_k:]``, sorted by
+    end), and by the jobs started in this pass (``st_*``: each plan's node, GPUs and end) likewise.
+    Returns the index of the next running job's end. A row is its time's free GPUs whenever it is
+    made: a start takes its GPUs from the rows made before its end, and the rows made later
+    inherit that until its end gives them back."""
+    s = slots[built]
+    src = slots[built - 1] if built > 1 else after
+    t0, t = times[built - 1], times[built]
+    levels[s, :, :] = levels[src, :, :]
+    n_ev = order.shape[0]
+    while ev_k < n_ev and ev_end[order[ev_k]] <= t:
+        x = order[ev_k]
+        if ev_gpus[x] > 0:
+            i = ev_node[x]
+            old = _free_of(levels, s, i, capacity)
+            _set_free(levels, s, i, old, old + ev_gpus[x])
+        ev_k += 1
+    for q in range(n_st):
+        if t0 < st_end[q] <= t:
+            i = st_node[q]
+            old = _free_of(levels, s, i, capacity)
+            _set_free(levels, s, i, old, old + st_gpus[q])
+    return ev_k
 
 
 #: blocked nodes are made from the list of reservations while there are fewer than this many
 LIST_UPTO = 16
+#: and at a job's first row with a window while there are fewer than this many: a job that starts
+#: there (most) pays a look at each reservation instead of an OR over each row of its window, and
+#: one that fails goes on with the window's rows (replayed passes of the 6,250-node tree: 15 %
+#: less a pass; friendly 1,000 nodes 5 %; 256 instead of 64 gained 2.5 % there and cost 1-2 %
+#: on the busy sweep's nodes=300)
+LIST_FIRST = 64
 #: earlier jobs kept for the floors of later ones (:func:`_keep_floor`): 16 (replayed passes of the
 #: busy sweep's sizes=small and nodes=300 and friendly 1,000 nodes: 4 or 8 cost 2-6 % more than
 #: 16 on one of them; unbounded, 4 % more on nodes=300, whose passes keep ~22 a job)
@@ -459,7 +503,7 @@ def _tree_plan(levels, slot, g, capacity, blocked, tree, need, max_leaves, node_
 
 
 _HELPERS = ("_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of", "_count", "_find",
-            "_add_row", "_floor", "_keep_floor", "_forget", "_compare", "_tree_plan")
+            "_add_row", "_make_row", "_floor", "_keep_floor", "_forget", "_compare", "_tree_plan")
 
 
 def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_gpus,
@@ -532,33 +576,23 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             old = _free_of(levels, after, i, capacity)
             _set_free(levels, after, i, old, old + ev_gpus[k])
     # one row per distinct expected end after now; the ends at or before now free their GPUs
-    # from the first later row on (Slurm._free_at: expected end <= t)
+    # from the first later row on (Slurm._free_at: expected end <= t). Only their times here: a
+    # row's levels are made when a search first reaches it (_make_row; ``built``: the rows made,
+    # in time order; ``ev_k``: the next end to free there). On the 6,250-node tree, making every
+    # row's levels took half of each pass, and a pass's latest start was at row ~870 of ~5,600
     order = np.argsort(ev_end, kind="mergesort")
-    free = free_now.copy()
-    changed = np.empty(n_nodes + ev_end.shape[0], np.int64)
-    n_changed = 0  # nodes freed since the last row (those freed at or before now wait for a row)
-    k = 0
     n_ev = order.shape[0]
-    while k < n_ev:
+    ev_k = 0
+    while ev_k < n_ev and ev_end[order[ev_k]] <= now:
+        ev_k += 1
+    for k in range(ev_k, n_ev):
         e = ev_end[order[k]]
-        while k < n_ev and ev_end[order[k]] == e:
-            x = order[k]
-            if ev_gpus[x] > 0:
-                free[ev_node[x]] += ev_gpus[x]
-                changed[n_changed] = ev_node[x]
-                n_changed += 1
-            k += 1
-        if e > now:  # every running job's expected end after now is a candidate time
-            slot = n_rows
-            levels[slot, :, :] = levels[slots[n_rows - 1], :, :]
-            held[slot, :] = np.uint64(0)
-            for c in range(n_changed):
-                i = changed[c]
-                _set_free(levels, slot, i, _free_of(levels, slot, i, capacity), free[i])
-            n_changed = 0
+        if e != times[n_rows - 1]:  # every running job's expected end after now is a candidate time
+            held[n_rows, :] = np.uint64(0)
             times[n_rows] = e
-            slots[n_rows] = slot
+            slots[n_rows] = n_rows
             n_rows += 1
+    built = 1
     kind = np.zeros(n_jobs, np.int64)
     start = np.full(n_jobs, np.nan)  # (nan: no start)
     offsets = np.zeros(n_jobs + 1, np.int64)
@@ -567,9 +601,15 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         room += min(job_pods[j], n_nodes)
     out_nodes = np.empty(room, np.int64)
     out_pods = np.empty(room, np.int64)
+    # the jobs started in this pass, for the rows made later: each plan's node, GPUs and end
+    st_end = np.empty(room, np.float64)
+    st_node = np.empty(room, np.int64)
+    st_gpus = np.empty(room, np.int64)
+    n_st = 0
     suffix = np.empty((cap_rows + 1, words), np.uint64)
     back = np.zeros(words, np.uint64)
     blocked = np.zeros(words, np.uint64)
+    nz_words = np.empty(words, np.int64)  # (a reservation's words that hold its nodes)
     n_out = 0
     # up to FLOORS earlier jobs' shapes and starts (inf: none in the window), for _floor
     fl_g = np.empty(FLOORS, np.int64)
@@ -599,6 +639,28 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         if floor > now:
             lo = _past(times, n_rows, top, horizon, floor)
             stats[3] += 1
+        # (a binary search among the rows made if the last of them fits; else a galloping one past
+        # them, rows lo, lo + 1, lo + 3, ... made as it reaches them, then a binary one below)
+        m = built if built < top else top
+        if lo < m and _count(levels, slots[m - 1], g, capacity, blocked, words, need) >= need:
+            hi = m - 1
+        else:
+            if lo < m:
+                lo = m
+            step = 1
+            while lo < hi:
+                p = lo + step - 1
+                if p >= hi:
+                    p = hi - 1
+                while built <= p:
+                    ev_k = _make_row(levels, times, slots, built, after, capacity, ev_end, ev_node,
+                                     ev_gpus, order, ev_k, st_end, st_node, st_gpus, n_st)
+                    built += 1
+                if _count(levels, slots[p], g, capacity, blocked, words, need) >= need:
+                    hi = p
+                    break
+                lo = p + 1
+                step *= 2
         while lo < hi:
             mid = (lo + hi) // 2
             if _count(levels, slots[mid], g, capacity, blocked, words, need) >= need:
@@ -606,6 +668,7 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             else:
                 lo = mid + 1
         found = -1
+        first = True  # (its first row with a window: see LIST_FIRST)
         if lo < top:
             # slide the window of rows [i, last] with times[last] <= times[i] + run: the front
             # [i, split) as suffix ORs, the back [split, last] as one OR (made only for the rows
@@ -616,6 +679,10 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             for w in range(words):
                 back[w] = np.uint64(0)
             while i < top:
+                while built <= i:  # (its levels made when first reached)
+                    ev_k = _make_row(levels, times, slots, built, after, capacity, ev_end, ev_node,
+                                     ev_gpus, order, ev_k, st_end, st_node, st_gpus, n_st)
+                    built += 1
                 s = slots[i]
                 a = _beaten(corner_g, corner_p, corner_r, corner_j, n_corners, s, g, need, run)
                 if a >= 0:
@@ -644,7 +711,8 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                     # them: a window of many rows costs a pass over each; with more, the front
                     # made here serves the rows after this one too)
                     far = i
-                    if n_res < LIST_UPTO:
+                    if n_res < LIST_UPTO or (first and n_res < LIST_FIRST):
+                        first = False
                         cap = i + n_res + 1
                         while far < n_rows and far < cap and times[far] <= end:
                             far += 1
@@ -735,19 +803,22 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             kind[j] = 1
             stats[5] += 1
             e = now + run
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e, after)
-            for p in range(max(pos, 1)):
+            pos, n_rows, built = _add_row(times, slots, n_rows, levels, held, held_pods, e, after, built)
+            upto = min(max(pos, 1), built)  # (row 0, now, even for a job of no runtime; the rows made)
+            for p in range(upto):
                 _forget(held_pods, slots[p])
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
                 used = out_pods[q] * g
-                for p in range(max(pos, 1)):  # (row 0, now, even for a job of no runtime)
+                for p in range(upto):
                     r = slots[p]
                     old = _free_of(levels, r, i, capacity)
                     _set_free(levels, r, i, old, old - used)
-                if e > now:  # and just after now
+                if e > now:  # and just after now; the rows made later give them back at e
                     old = _free_of(levels, after, i, capacity)
                     _set_free(levels, after, i, old, old - used)
+                    st_end[n_st], st_node[n_st], st_gpus[n_st] = e, i, used
+                    n_st += 1
         else:
             # reserved: its nodes held on the rows it spans, [t, t + run)
             kind[j] = 2
@@ -757,11 +828,17 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             for q in range(offsets[j], n_out):
                 i = out_nodes[q]
                 res_mask[n_res, i // 64] |= np.uint64(1) << np.uint64(i % 64)
-            pos, n_rows = _add_row(times, slots, n_rows, levels, held, held_pods, e, after)
+            pos, n_rows, built = _add_row(times, slots, n_rows, levels, held, held_pods, e, after, built)
+            n_nz = 0  # (only the words that hold its nodes: on 6,250 nodes, a few of 98)
+            for w in range(words):
+                if res_mask[n_res, w]:
+                    nz_words[n_nz] = w
+                    n_nz += 1
             p = found
             while p < pos:
                 r = slots[p]
-                for w in range(words):
+                for x in range(n_nz):
+                    w = nz_words[x]
                     held[r, w] |= res_mask[n_res, w]
                 _forget(held_pods, r)
                 p += 1
