@@ -137,6 +137,26 @@ def test_the_compiled_pass_plans_the_benchmarks_tree(every_pass_compiled):
     assert every_pass_compiled and all(every_pass_compiled)
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.sampled_from([-np.inf, 0.0, 30.0, 60.0, 90.0, 600.0]), min_size=0, max_size=40), st.data())
+def test_the_running_jobs_ends_are_sorted_from_the_last_passs_order(ends, data):
+    """``_sorted_ends`` (uncompiled) orders the entries by expected end, whatever changed since
+    the last pass (some entries, none, all of them, or the arrays grew)."""
+    fn = getattr(slurm_kernel._sorted_ends, "py_func", slurm_kernel._sorted_ends)
+    before = np.array(ends, np.float64)
+    order = fn(before, np.empty(0, np.float64), np.empty(0, np.int64))
+    after = before.copy()
+    few = data.draw(st.booleans())  # (at most an eighth: merged into the last order; more: sorted anew)
+    for k in data.draw(st.lists(st.integers(0, max(len(ends) - 1, 0)),
+                                max_size=len(ends) // 8 if few else len(ends))) if ends else ():
+        after[k] = data.draw(st.sampled_from([-np.inf, 0.0, 45.0, 60.0, 1e9]))
+    if data.draw(st.booleans()):
+        after = np.concatenate([after, np.full(data.draw(st.integers(1, 5)), -np.inf)])
+    got = fn(after, before, order)
+    assert sorted(got.tolist()) == list(range(len(after)))
+    assert np.all(after[got][:-1] <= after[got][1:]), (after, got)
+
+
 def test_a_reservation_that_begins_when_a_job_would_end_blocks_it():
     same(CLOSED, "slurm")
     assert simulate(CLOSED, "slurm").job("p2").start == 200
@@ -227,6 +247,15 @@ def _slip_new_row_forgets_its_reservations(times, slots, n_rows, levels, held, h
     if n > n_rows:
         held[slots[pos], :] = 0
     return pos, n, built
+
+
+def _slip_sorted_ends_drops_the_changes(ev_end, prev_end, prev_order):
+    """The last pass's order kept without the entries that changed since (a job started or ended)
+    instead of merged back in. (Kept in with their old places, they would leave the rows out of
+    time order, and the uncompiled pass may never end: a jump to a row's time can go back.)"""
+    if prev_end.shape[0] == ev_end.shape[0]:
+        return prev_order[(ev_end == prev_end)[prev_order]]
+    return _ORIGINAL["_sorted_ends"](ev_end, prev_end, prev_order)
 
 
 def _slip_find_one_row_late(times, n_rows, t):
@@ -323,7 +352,7 @@ def _slip_compare_never_climbs(sums, anc, tree, i, j, rem):
 
 _ORIGINAL = {name: getattr(slurm_kernel, name)
              for name in ("_count", "_beaten", "_add_row", "_make_row", "_find", "_past", "_blocked_by_list",
-                          "_floor", "_keep_floor", "_tree_plan", "_compare")}
+                          "_floor", "_keep_floor", "_tree_plan", "_compare", "_sorted_ends")}
 SLIPS = {
     "_count": _slip_count_ignores_reservations,
     "_beaten+runtime": _slip_beaten_ignores_the_runtime,
@@ -342,6 +371,7 @@ SLIPS = {
     "_tree_plan+switches": _slip_tree_ignores_switches,
     "_tree_plan+reservations": _slip_tree_ignores_reservations,
     "_compare": _slip_compare_never_climbs,
+    "_sorted_ends": _slip_sorted_ends_drops_the_changes,
 }
 
 

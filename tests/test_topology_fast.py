@@ -104,11 +104,10 @@ def test_the_tree_keeps_its_choice_of_leaves_for_the_same_free_pods_per_leaf(pla
     leaves, key = topology._slurm_tree_leaves, topology._tree_key
     plans: dict = {}
 
-    def kept_plan(spec, kk, pods, max_leaves, per_leaf=None):
-        sums = np.add.reduceat(np.asarray(kk), np.arange(0, spec.nodes, spec.topology[-1][1]))
-        k = (spec.nodes, spec.topology, pods, max_leaves, sums.tobytes())
+    def kept_plan(spec, pods_in, pods, max_leaves, per_leaf):
+        k = (spec.nodes, spec.topology, pods, max_leaves, per_leaf.tobytes())
         if k not in plans:
-            plans[k] = leaves(spec, kk, pods, max_leaves, per_leaf)
+            plans[k] = leaves(spec, pods_in, pods, max_leaves, per_leaf)
         return plans[k]
 
     topology._TREE_CHOICES.clear()

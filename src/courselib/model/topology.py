@@ -111,8 +111,9 @@ def domains_spanned(spec: ClusterSpec, nodes, level: str) -> list[str]:
 
 
 def placement_domains(spec: ClusterSpec, nodes) -> dict[str, list[str]]:
-    """For each level of the topology, the domains a job's ``nodes`` landed in."""
-    return {level: domains_spanned(spec, nodes, level) for level in spec.levels}
+    """For each level of the topology, the domains a job's ``nodes`` landed in
+    (:func:`domains_spanned` at each level; asked for every job of a result)."""
+    return {level: [f"{level}{d}" for d in sorted({i // size for i in nodes})] for level, size in spec.topology}
 
 
 def fewest_domains(spec: ClusterSpec, level: str, k, pods: int) -> int | None:
@@ -345,16 +346,20 @@ def slurm_tree_spans(topology, nodes: int) -> list[int]:
 
 
 def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None,
-               per_leaf=None) -> tuple[list | None, int]:
+               per_leaf=None, pods_in=None) -> tuple[list | None, int]:
     """Slurm's tree plugin: leaf switches (the innermost level) one by one, the tightest that fits,
     else the one under the tightest ancestor that fits, else the largest; nodes in index order.
     ``max_leaves``: ``--switches=N`` still waiting (its wait not over): a placement over more
-    than N leaf switches is refused (None: any placement will do). ``per_leaf``: the sums of
-    ``k`` per leaf switch, if the caller keeps them."""
+    than N leaf switches is refused (None: any placement will do). ``per_leaf`` and ``pods_in``:
+    the free pods per leaf switch, and a function giving them on nodes ``lo`` to ``hi - 1`` as a
+    list, if the caller keeps them (then ``k`` is not read)."""
     leaf_size = spec.topology[-1][1]
-    kk = np.asarray(k, dtype=np.int64)
     if per_leaf is None:
+        kk = np.asarray(k, dtype=np.int64)
         per_leaf = kk.reshape(-1, leaf_size).sum(axis=1)
+
+        def pods_in(lo: int, hi: int) -> list:
+            return kk[lo:hi].tolist()
     total = int(per_leaf.sum())
     if total < pods:
         return None, total
@@ -365,16 +370,10 @@ def slurm_tree(spec: ClusterSpec, k, pods: int, max_leaves: int | None = None,
         # the job in its nodes, in index order; computed at once, since most jobs are this one
         # (every job goes through the plugin)
         j = int(fitting[np.argmin(per_leaf[fitting])])
-        plan, rem = [], pods
-        for i in range(j * leaf_size, (j + 1) * leaf_size):
-            take = min(int(kk[i]), rem)
-            if take:
-                plan.append((i, take))
-                rem -= take
-            if rem == 0:
-                break
+        plan = []
+        _fill(range(leaf_size), pods_in(j * leaf_size, (j + 1) * leaf_size), pods, plan, j * leaf_size)
         return plan, pods
-    return _slurm_tree_leaves(spec, kk, pods, max_leaves, per_leaf)
+    return _slurm_tree_leaves(spec, pods_in, pods, max_leaves, per_leaf)
 
 
 #: From this many leaf switches on, :func:`_slurm_tree_leaves` sums and adds hops in numpy
@@ -388,16 +387,14 @@ WIDE_TREE = 64
 _TREE_CHOICES: dict = {}
 
 
-def _slurm_tree_leaves(spec: ClusterSpec, kk, pods: int, max_leaves: int | None,
-                       per_leaf=None) -> tuple[list | None, int]:
+def _slurm_tree_leaves(spec: ClusterSpec, pods_in, pods: int, max_leaves: int | None,
+                       per_leaf) -> tuple[list | None, int]:
     """:func:`slurm_tree_reference`'s loop over the leaf switches (:func:`_tree_choice`), its
     choice of leaves kept for the same free pods per leaf (the loop reads nothing else: the
     leaves' free pods, their sums by ancestor and the hops between leaves), and the plan made
-    from the nodes of the chosen leaves in index order."""
+    from the nodes of the chosen leaves in index order (``pods_in(lo, hi)``: their free pods)."""
     levels = spec.topology   # (already a tuple of (level, size) tuples: ClusterSpec makes it so)
     leaf_size = levels[-1][1]
-    if per_leaf is None:
-        per_leaf = np.add.reduceat(kk, np.arange(0, spec.nodes, leaf_size))
     key = _tree_key(levels, spec.nodes, pods, max_leaves, len(per_leaf) >= WIDE_TREE, per_leaf)
     got = _TREE_CHOICES.get(key)
     if got is None:
@@ -410,7 +407,7 @@ def _slurm_tree_leaves(spec: ClusterSpec, kk, pods: int, max_leaves: int | None,
     plan, rem = [], pods
     for best in chosen:
         lo, hi = best * leaf_size, min((best + 1) * leaf_size, spec.nodes)
-        rem = _fill(range(hi - lo), kk[lo:hi].tolist(), rem, plan, lo)
+        rem = _fill(range(hi - lo), pods_in(lo, hi), rem, plan, lo)
     return plan, pods
 
 

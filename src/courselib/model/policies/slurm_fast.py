@@ -293,9 +293,9 @@ class SlurmFast(Slurm):
         per_leaf = self._leaf_pods.get(g)
         if per_leaf is None:
             per_leaf = self._leaf_pods[g] = (counted // g).reshape(-1, leaf).sum(axis=1)
-        plan, _ = topology.slurm_tree(self.workload.cluster, counted // g, job.pods,
+        plan, _ = topology.slurm_tree(self.workload.cluster, None, job.pods,
                                       self.switches(job) if self.waits_for_switch(job, state.now) else None,
-                                      per_leaf=per_leaf)
+                                      per_leaf=per_leaf, pods_in=lambda lo, hi: [f // g for f in free[lo:hi]])
         return plan
 
     def _start(self, state: SchedState, run: JobRun, plan: list) -> None:
