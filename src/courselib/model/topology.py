@@ -106,14 +106,17 @@ def domains_of(spec: ClusterSpec, level: str) -> list[range]:
 
 def domains_spanned(spec: ClusterSpec, nodes, level: str) -> list[str]:
     """The domains of ``level`` that ``nodes`` (node indexes) are in, sorted by index."""
-    size = spec.level_size(level)
+    return _spanned(level, spec.level_size(level), nodes)
+
+
+def _spanned(level: str, size: int, nodes) -> list[str]:
     return [f"{level}{d}" for d in sorted({i // size for i in nodes})]
 
 
 def placement_domains(spec: ClusterSpec, nodes) -> dict[str, list[str]]:
-    """For each level of the topology, the domains a job's ``nodes`` landed in
-    (:func:`domains_spanned` at each level; asked for every job of a result)."""
-    return {level: [f"{level}{d}" for d in sorted({i // size for i in nodes})] for level, size in spec.topology}
+    """For each level of the topology, the domains a job's ``nodes`` landed in (asked for every
+    job of a result: the levels' sizes read as the topology lists them, not looked up)."""
+    return {level: _spanned(level, size, nodes) for level, size in spec.topology}
 
 
 def fewest_domains(spec: ClusterSpec, level: str, k, pods: int) -> int | None:

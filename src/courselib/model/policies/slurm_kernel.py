@@ -529,21 +529,18 @@ def _sorted_ends(ev_end, prev_end, prev_order):
     if prev_end.shape[0] != n:
         return np.argsort(ev_end, kind="mergesort")
     moved = np.zeros(n, np.bool_)
+    ch = np.empty(n, np.int64)
     nc = 0
     for k in range(n):
         if ev_end[k] != prev_end[k]:
             moved[k] = True
+            ch[nc] = k
             nc += 1
     if nc == 0:
         return prev_order
     if nc > n // 8:
         return np.argsort(ev_end, kind="mergesort")
-    ch = np.empty(nc, np.int64)
-    c = 0
-    for k in range(n):
-        if moved[k]:
-            ch[c] = k
-            c += 1
+    ch = ch[:nc]
     ch = ch[np.argsort(ev_end[ch], kind="mergesort")]
     out = np.empty(n, np.int64)
     o = 0
@@ -740,7 +737,8 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
             for w in range(words):
                 back[w] = np.uint64(0)
             while i < top:
-                while built <= i:  # (its levels made when first reached)
+                while built <= i:  # (its levels made when first reached; a helper that makes rows up to
+                    # i and returns two counts cost busy base+topology ~8 % end to end)
                     ev_k = _make_row(levels, times, slots, built, after, capacity, ev_end, ev_node,
                                      ev_gpus, order, ev_k, st_end, st_node, st_gpus, n_st)
                     built += 1
