@@ -34,7 +34,8 @@ Until 2026-12-05 there were two lanes: the daemon tests (1,628 s in the last che
 s, of which Kueue's plane 560 s; Slurm and hub 465 s) and the rest (1,533 s, the fast tier 368 s and the
 lab tier 477 s of it). Each lane writes its own times file (``_build/test-times*.txt``); the lines are
 printed whole as they come, prefixed with the lane's name. The run fails if any lane fails, and the tests
-that did not pass are named again after the lanes' times, at the log's end; Ctrl-C
+that did not pass are named again after the lanes' times, at the log's end, with the first lines of their
+messages (each lane's JUnit report, ``_build/test-times*.junit.xml``); Ctrl-C
 (SIGINT) and SIGTERM reach every lane as SIGINT, on which pytest unwinds its fixtures (they stop what they
 started). ``python tests/lanes.py --serial`` runs the one process of old (``make test LANES=1``).
 """
@@ -132,6 +133,36 @@ def _pump(stream, prefix: str, failures: list[str]) -> None:
         sys.stdout.flush()
         if line.startswith(VERDICT):
             failures.append(prefix + line.rstrip("\n"))
+
+
+def _junit(times: str) -> Path:
+    """A lane's JUnit XML report (pytest's --junitxml), beside its times file."""
+    return ROOT / Path(times).with_suffix(".junit.xml")
+
+
+def _failure_details(report: Path, most: int = 3, lines: int = 40) -> list[str]:
+    """The first ``most`` failures' messages in a lane's JUnit report, ``lines`` lines each: a FAILED line
+    holds only the first line of an assertion's message, and a CI log's tail is often all one sees (the
+    slurm lane's failure of 2026-12-06 showed only a table's header)."""
+    import xml.etree.ElementTree as ET
+    try:
+        cases = ET.parse(report).getroot().iter("testcase")
+    except (OSError, ET.ParseError):
+        return []
+    out = []
+    for case in cases:
+        bad = next((c for c in case if c.tag in ("failure", "error")), None)
+        if bad is None:
+            continue
+        if len(out) and most <= sum(1 for ln in out if ln.startswith("--- ")):
+            out.append("… more failures in " + str(report))
+            break
+        text = (bad.get("message") or "").splitlines() or (bad.text or "").splitlines()[-lines:]
+        out.append(f"--- {case.get('classname', '')}::{case.get('name', '')} ({bad.tag}):")
+        out.extend("  " + ln for ln in text[:lines])
+        if len(text) > lines:
+            out.append(f"  … {len(text) - lines} more lines in {report}")
+    return out
 
 
 def _children_cpu() -> float:
@@ -262,8 +293,9 @@ def run_lanes(lanes: dict | None = None) -> int:
             if name in tmps:
                 env["TMPDIR"] = tmps[name]
             nice = ["nice", "-n", str(NICE)] if name in GIVE_WAY else []
+            _junit(times).unlink(missing_ok=True)     # a report left by an earlier run is never read as this one's
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
-            procs[name] = subprocess.Popen(nice + PYTEST + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            procs[name] = subprocess.Popen(nice + PYTEST + args + [f"--junitxml={_junit(times)}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            start_new_session=True)   # a terminal's Ctrl-C reaches them once, from here
             if nice and autogroups:
@@ -319,6 +351,8 @@ def run_lanes(lanes: dict | None = None) -> int:
                 print("  " + line)
             if len(said) > 20:
                 print(f"  … and {len(said) - 20} more above")
+            for line in _failure_details(_junit(lanes[name][1])):
+                print("  " + line)
     failed = next((c for c in codes.values() if c != 0), 0)
     return 128 - failed if failed < 0 else failed          # killed by signal N: 128 + N, as a shell says
 

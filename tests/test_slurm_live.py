@@ -102,7 +102,7 @@ def test_replay_agrees_with_the_model(path, lab, tmp_path):
     if not path.exists():
         pytest.skip(f"{path} is not in this checkout")
     c = _agreement(path, lab)
-    report = replay.format_comparison(c)
+    report = replay.format_comparison(c) + _replay_evidence(_replay(path, lab))
     # every reason read while the job waited comes with the states it was given in (result.compare)
     assert all(rj.reason_state for rj in _replay(path, lab).jobs if rj.reason), report
     assert c.started_agree == c.started_checks, report
@@ -125,6 +125,15 @@ def test_replay_agrees_with_the_model(path, lab, tmp_path):
             assert row.real_reason == known, report
         elif row.reason_agrees is not None:
             assert row.reason_agrees, report + _reason_evidence(_replay(path, lab), row.name)
+
+
+def _replay_evidence(result) -> str:
+    """What the replay saw, for a failure in CI: each job's reasons as squeue showed them (s after the
+    release), its start and nodes, and squeue when the reasons were read."""
+    out = ["\nreplay (s after release):"]
+    out += [f"  {rj.name}: submitted {rj.submitted}, reasons {rj.reasons}, start {rj.start}, "
+            f"nodes {rj.nodes or '-'}, state {rj.state}" for rj in result.jobs]
+    return "\n".join(out + [result.squeue_at_settle[:3000]])
 
 
 def _reason_evidence(result, name: str) -> str:

@@ -347,7 +347,8 @@ def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
     import subprocess
     import sys
     (tmp_path / "test_fails.py").write_text("def test_ok():\n    pass\n"
-                                            "def test_broken():\n    assert 1 == 2\n")
+                                            "def test_broken():\n    assert 1 == 2, 'first line\\n' + "
+                                            "'\\n'.join(f'detail {k}' for k in range(60))\n")
     (tmp_path / "test_ok.py").write_text("def test_fine():\n    pass\n")
     lanes = {"early": ([str(tmp_path / "test_fails.py"), *QUICK], str(tmp_path / "t1.txt"), {}),
              "late": ([str(tmp_path / "test_ok.py"), *QUICK], str(tmp_path / "t2.txt"), {})}
@@ -357,6 +358,8 @@ def test_a_failed_lanes_tests_are_named_again_at_the_end(tmp_path):
     tail = run.stdout[run.stdout.index("\nlanes: early exit"):]
     assert "lanes: the early lane (exit 1): 1 not passed" in tail, tail
     assert "[early] FAILED" in tail and "test_broken" in tail, tail
+    # and the assertion's whole message (the FAILED line holds its first line only), 40 lines of it
+    assert "detail 0" in tail and "detail 38" in tail and "detail 39" not in tail, tail
     assert "the late lane" not in tail, tail
 
 
