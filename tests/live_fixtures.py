@@ -106,6 +106,28 @@ class _PrivateState:
             os.environ[self.env] = self.old
 
 
+def _record(started: list, procs) -> None:
+    """Add the processes in ``procs`` not yet in ``started`` (the same PID and start time)."""
+    seen = {(p.pid, p.start_ticks) for p in started}
+    started.extend(p for p in procs if (p.pid, p.start_ticks) not in seen)
+
+
+def still_running(procs) -> list[int]:
+    """The PIDs of ``procs`` (daemon records) that are still the very processes started: alive, with the
+    start time recorded when each started. A PID alone is not enough over a whole session: with Linux's
+    pid_max at 32,768 and six lanes starting processes, a daemon stopped early in a session may have its
+    PID reused by another lane's process by its end (the kube lane's check of 2026-12-06 named a PID
+    that `down` had stopped)."""
+    from courselib.live.cleanup import alive
+
+    def started_at(pid: int) -> int | None:     # /proc/PID/stat field 22 (a zombie's too, which alive counts)
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        except (OSError, IndexError, ValueError):
+            return None
+    return [p.pid for p in procs if alive(p.pid) and (p.start_ticks is None or started_at(p.pid) == p.start_ticks)]
+
+
 class LiveKube:
     """The session's control plane, shaped to each test's need (see the module docstring)."""
 
@@ -113,7 +135,7 @@ class LiveKube:
         from courselib.live import kube
         self.kube = kube
         self.cp = None
-        self.started: list[tuple[list[int], Path, object]] = []
+        self.started: list[tuple[list, Path, object]] = []   # (each plane's processes, its state, shape)
         self.restarts = 0
 
     def up(self, shape, *, kueue: bool = False, qps: int | None = FAST_QPS):
@@ -140,7 +162,7 @@ class LiveKube:
         if cp is None:
             self.cp = kube.up(want)
             self.restarts += 1
-            self.started.append(([p.pid for p in self.cp.procs], self.cp.state_dir, self.cp.shape))
+            self.started.append((list(self.cp.procs), self.cp.state_dir, self.cp.shape))
             return self.cp
         if not cp.shape.same_nodes(want):
             kube.reshape(cp, want)  # fake nodes are only objects: the daemons stay
@@ -148,23 +170,22 @@ class LiveKube:
         if joining:
             cluster.join(cp, joining)  # JobSet, then Kueue, join the running control plane
         cluster.set_api_qps(cp, qps)  # restarts only the controller manager, if the rate changes
-        self.started[-1][0].extend(p.pid for p in cp.procs if p.pid not in self.started[-1][0])
+        _record(self.started[-1][0], cp.procs)
         return cp
 
     def down(self) -> None:
         if self.cp is None:
             return
-        self.started[-1][0].extend(p.pid for p in self.cp.procs if p.pid not in self.started[-1][0])
+        _record(self.started[-1][0], self.cp.procs)
         out = self.kube.down(self.cp)
         assert out["left"] == []
         self.cp = None
 
     def prove_clean(self, record: Path) -> None:
         """Nothing of any control plane of the session is left: processes, directories, ports."""
-        from courselib.live.cleanup import alive
         from courselib.live.nodes import port_free
-        for pids, state_dir, shape in self.started:
-            assert [p for p in pids if alive(p)] == [], "processes of ours still running after down"
+        for procs, state_dir, shape in self.started:
+            assert still_running(procs) == [], "processes of ours still running after down"
             assert not state_dir.exists()
             assert marked(state_dir, self.kube.MARKER) == []
             assert all(port_free(p) for p in shape.ports.values())
@@ -194,7 +215,7 @@ class LiveSlurm:
         from courselib.live import slurm
         self.slurm = slurm
         self.cluster = None
-        self.started: list[int] = []
+        self.started: list = []   # every process of every cluster of the session (courselib.live.daemons.Daemon)
 
     def up(self, shape):
         slurm = self.slurm
@@ -202,7 +223,7 @@ class LiveSlurm:
         if self.cluster is not None and not self.cluster.shape.same_nodes(shape):
             self.down()
         self.cluster = slurm.up(shape)
-        self.started.extend(p.pid for p in self.cluster.procs if p.pid not in self.started)
+        _record(self.started, self.cluster.procs)
         return self.cluster
 
     def down(self) -> None:
@@ -217,7 +238,6 @@ class LiveSlurm:
 def live_slurm(tmp_path_factory):
     """The session's one local Slurm (restarted per shape); proves ``down`` left nothing."""
     from courselib.live import slurm
-    from courselib.live.cleanup import alive
     state = _PrivateState(tmp_path_factory, "slurm", env=slurm.STATE_ENV, file="state.json")
     lab = LiveSlurm()
     try:
@@ -227,6 +247,6 @@ def live_slurm(tmp_path_factory):
             lab.down()
         finally:
             state.restore()
-    running = [pid for pid in lab.started if alive(pid)]
+    running = still_running(lab.started)
     assert running == [], f"processes of ours still running after down: {running}"
     assert not Path(state.value).exists()

@@ -500,3 +500,27 @@ def test_the_page_cache_is_keyed_on_the_builds_where_courselib_finds_them(tmp_pa
     before = key()
     (tmp_path / "kube-v1.37.2").mkdir()
     assert key() != before
+
+
+def test_a_sessions_leftover_check_knows_its_processes_by_start_time_not_pid_alone():
+    """tests/live_fixtures.py's proof that `down` left nothing: a process of ours still running counts; a
+    PID that another process took after ours ended (the same PID, another start time) does not; one
+    stopped and reaped does not. With a PID alone, the kube lane's check of 2026-12-06 failed on a PID
+    that `down` had stopped and another lane's process had taken."""
+    import subprocess
+    from live_fixtures import _record, still_running
+    from courselib.live.daemons import Daemon
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        ours = Daemon.started("sleeper", p.pid, ["sleep", "30"])
+        started: list = []
+        _record(started, [ours])
+        _record(started, [ours])                     # recorded once, however often a plane is reshaped
+        assert [d.pid for d in started] == [p.pid]
+        assert still_running(started) == [p.pid]
+        reused = Daemon("sleeper", p.pid, [], ours.start_ticks - 1, ours.boot_id)   # the PID, not ours
+        assert still_running([reused]) == []
+    finally:
+        p.kill()
+        p.wait()
+    assert still_running(started) == []
