@@ -562,3 +562,32 @@ def test_a_wrong_verdict_in_that_state_still_fails():
                          reasons=[(5.24, "PartitionDown"), (5.91, "PartitionNodeLimit")])
     row = next(r for r in wrong.jobs if r.name == "b3")
     assert row.real_reason == "PartitionNodeLimit" and row.reason_agrees is False
+
+
+class _Sinfo:
+    """A stand-in for a running cluster's client commands: squeue shows no job left; sinfo shows
+    each node's state from ``states`` in turn (the last one for good)."""
+
+    def __init__(self, *states):
+        self.states, self.calls = list(states), []
+
+    def run(self, *argv, check=True, timeout=None):
+        self.calls.append(argv[0])
+        if argv[0] == "sinfo":
+            now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            return "".join(f"node{k}|{st}|gpu:8|(null)\n" for k, st in enumerate(now, 1))
+        return ""
+
+
+def test_a_replay_starts_only_once_every_node_is_free_again(monkeypatch):
+    """replay.clear_jobs: after the last replay's jobs are gone, a node still completing one (its epilog;
+    a slurmd slow to answer on a loaded machine) is waited for, as the model starts every replay on free
+    nodes; a node that never comes back fails in one line naming it."""
+    from courselib.errors import CourseError
+    from courselib.live.slurm import replay as rp
+    monkeypatch.setattr(rp.time, "sleep", lambda s: None)
+    fake = _Sinfo(["idle", "completing"], ["idle", "completing"], ["planned", "idle"])
+    rp.clear_jobs(fake)
+    assert fake.calls.count("sinfo") == 3
+    with pytest.raises(CourseError, match=r"not free after the last replay: node2 down\*"):
+        rp.clear_jobs(_Sinfo(["idle", "down*"]), timeout=0.05)

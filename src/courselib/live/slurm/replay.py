@@ -26,7 +26,7 @@ from pathlib import Path
 
 from courselib.errors import CourseError
 from courselib.live.replays import JobsResult
-from courselib.live.slurm.cluster import PARTITION, Cluster
+from courselib.live.slurm.cluster import PARTITION, Cluster, node_states
 from courselib.live.slurm.plan import ReplayPlan, Submission, model_order
 from courselib.model.workload import Workload
 
@@ -106,15 +106,29 @@ def _squeue(cluster: Cluster) -> list[dict]:
     return rows
 
 
+#: the states (sinfo's %T) of a node free for the next replay, as the model has every node at its start
+#: (``planned``: idle, and planned by the last backfill pass for a job that may since have gone)
+FREE_NODE_STATES = {"idle", "planned"}
+
+
 def clear_jobs(cluster: Cluster, timeout: float = 30.0) -> None:
-    """Cancel every job in the partition and wait until none is left running."""
+    """Cancel every job in the partition and wait until none is left running and every node is free:
+    a node still completing a job (its epilog, or its slurmd slow to answer on a loaded machine) would
+    make the next replay start on a cluster the model does not see."""
     cluster.run("scancel", f"--partition={PARTITION}", check=False, timeout=15)
     deadline = time.monotonic() + timeout
+    busy: list[dict] = []
     while time.monotonic() < deadline:
         live = [r for r in _squeue(cluster) if r["state"] not in FINAL_STATES]
         if not live:
-            return
+            busy = [n for n in node_states(cluster) if n["state"] not in FREE_NODE_STATES]
+            if not busy:
+                return
         time.sleep(0.2)
+    if busy:
+        raise CourseError("nodes of the local Slurm are not free after the last replay: " + ", ".join(
+            f"{n['node']} {n['state']}" for n in busy), hint="see `courselib slurm status`; `courselib slurm down` "
+            "then `up` starts afresh")
     raise CourseError("jobs of an earlier replay did not stop", hint="run `courselib slurm down`")
 
 
