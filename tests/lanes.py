@@ -149,14 +149,15 @@ def _failure_details(report: Path, most: int = 3, lines: int = 40) -> list[str]:
         cases = ET.parse(report).getroot().iter("testcase")
     except (OSError, ET.ParseError):
         return []
-    out = []
+    out, shown = [], 0
     for case in cases:
         bad = next((c for c in case if c.tag in ("failure", "error")), None)
         if bad is None:
             continue
-        if len(out) and most <= sum(1 for ln in out if ln.startswith("--- ")):
-            out.append("… more failures in " + str(report))
+        if shown == most:
+            out.append(f"… more failures in {report}")
             break
+        shown += 1
         text = (bad.get("message") or "").splitlines() or (bad.text or "").splitlines()[-lines:]
         out.append(f"--- {case.get('classname', '')}::{case.get('name', '')} ({bad.tag}):")
         out.extend("  " + ln for ln in text[:lines])

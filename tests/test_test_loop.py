@@ -524,3 +524,21 @@ def test_a_sessions_leftover_check_knows_its_processes_by_start_time_not_pid_alo
         p.kill()
         p.wait()
     assert still_running(started) == []
+
+
+def test_a_failed_lanes_messages_are_cut_to_the_first_three_failures_of_forty_lines(tmp_path):
+    """tests/lanes.py's failure details at the log's end stay short: the first 3 failures (or errors) of a
+    lane's JUnit report, 40 lines of each message, then where to read the rest; a report that is not
+    there (a lane that died before pytest wrote it) or not XML gives none."""
+    import lanes
+    cases = "".join(f'<testcase classname="t" name="c{k}"><failure message="{m}">tb</failure></testcase>'
+                    for k, m in enumerate(["one", "&#10;".join(f"l{i}" for i in range(50)), "three", "four"]))
+    report = tmp_path / "r.junit.xml"
+    report.write_text(f'<testsuites><testsuite><testcase classname="t" name="ok"/>{cases}</testsuite></testsuites>')
+    out = lanes._failure_details(report)
+    assert [ln for ln in out if ln.startswith("---")] == [f"--- t::c{k} (failure):" for k in range(3)], out
+    assert "  l39" in out and "  l40" not in out and any("10 more lines" in ln for ln in out), out
+    assert out[-1].startswith("… more failures in") and "four" not in "".join(out), out
+    assert lanes._failure_details(tmp_path / "none.xml") == []
+    (tmp_path / "bad.xml").write_text("not xml")
+    assert lanes._failure_details(tmp_path / "bad.xml") == []
