@@ -296,8 +296,8 @@ def run_lanes(lanes: dict | None = None) -> int:
             nice = ["nice", "-n", str(NICE)] if name in GIVE_WAY else []
             _junit(times).unlink(missing_ok=True)     # a report left by an earlier run is never read as this one's
             # whole lines only, each lane's marked: pytest's progress dots would otherwise interleave mid-line
-            procs[name] = subprocess.Popen(nice + PYTEST + args + [f"--junitxml={_junit(times)}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True, bufsize=1,
+            procs[name] = subprocess.Popen(nice + PYTEST + args + [f"--junitxml={_junit(times)}"], cwd=ROOT, env=env,
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            start_new_session=True)   # a terminal's Ctrl-C reaches them once, from here
             if nice and autogroups:
                 _set_autogroup_nice(procs[name].pid, NICE)

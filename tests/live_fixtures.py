@@ -119,13 +119,8 @@ def still_running(procs) -> list[int]:
     PID reused by another lane's process by its end (the kube lane's check of 2026-12-06 named a PID
     that `down` had stopped)."""
     from courselib.live.cleanup import alive
-
-    def started_at(pid: int) -> int | None:     # /proc/PID/stat field 22 (a zombie's too, which alive counts)
-        try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        except (OSError, IndexError, ValueError):
-            return None
-    return [p.pid for p in procs if alive(p.pid) and (p.start_ticks is None or started_at(p.pid) == p.start_ticks)]
+    from courselib.live.state import ProcessStamp   # (of a zombie too, which alive counts while unreaped)
+    return [p.pid for p in procs if alive(p.pid) and (p.stamp is None or ProcessStamp.of(p.pid) == p.stamp)]
 
 
 class LiveKube:
