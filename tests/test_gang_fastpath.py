@@ -661,7 +661,7 @@ def test_bf_interval_spaces_the_backfill_passes_and_wakes_for_the_next():
 
     Slurm._backfill_begins = spy
     try:
-        every = simulate(w, "slurm")
+        every = simulate(w, "slurm", bf_interval=0.0)
         spaced = simulate(w, "slurm", bf_interval=1800.0)
     finally:
         Slurm._backfill_begins = original

@@ -242,18 +242,26 @@ def test_slurm_backfill_window_is_closed_at_its_end(reference):
     """Slurm's backfill keeps a job off the nodes of a reservation that begins exactly when the job
     would end: a reservation's slot counts if ``begin_time <= end_time``, the job's end being start +
     time limit (backfill.c at slurm-26-05-3-1 L3015, L3088-3090); one that ends exactly at the job's
-    start does not (``end_time <= start_res``). Seen on the real Slurm 26.05.5 (the busy replay at 51 s)."""
+    start does not (``end_time <= start_res``). Seen on the real Slurm 26.05.5 (the busy replay at 51 s).
+    With a backfill pass at every event (``bf_interval=0``); at slurm.conf's 30 s, the second pass."""
     H = 3600.0
     jobs = [Job("run", 1, 8, duration=H, time_limit=H),
             Job("wide", 2, 8, submit=1, duration=H, time_limit=H, priority=9),  # reserved from 1 h
             Job("edge", 1, 8, submit=2, duration=H - 2, time_limit=H - 2)]      # would end at 1 h
-    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference, bf_interval=0.0)
     assert r.job("wide").start == H
     assert r.job("edge").start == 2 * H  # not at 2 s on the free node: it would end as wide's reservation begins
     # one second shorter, it ends before the reservation begins: backfilled at once
     jobs[2] = replace(jobs[2], duration=H - 3, time_limit=H - 3)
-    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference, bf_interval=0.0)
     assert r.job("edge").start == 2 and r.job("wide").start == H
+    # at the default interval: the first pass ran at 1 s (wide blocked), the next 30 s later; at 31 s
+    # edge would end at 1 h + 28 s, inside wide's reservation, so it waits for wide
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    assert r.job("edge").start == 2 * H and r.job("wide").start == H
+    jobs[2] = replace(jobs[2], duration=H - 40, time_limit=H - 40)  # ends by 1 h from 31 s: backfilled then
+    r = simulate(Workload(ClusterSpec(2, 8), jobs), "slurm", check=True, reference=reference)
+    assert r.job("edge").start == 31 and r.job("wide").start == H
 
 
 def test_slurm_without_backfill_is_strict_priority_order():
@@ -272,13 +280,14 @@ def test_slurm_default_reserves_for_every_job_easy_only_for_one():
             Job("w2", 3, 8, submit=1, duration=3000, priority=8),  # ends before w1's reservation at 2 h
             Job("small", 1, 8, submit=2, duration=5400)]
     w = Workload(ClusterSpec(5, 8), jobs)
-    conservative = simulate(w, "slurm", check=True)
-    easy = simulate(w, "slurm", check=True, bf_job_part_count_reserve=1)
+    conservative = simulate(w, "slurm", check=True, bf_interval=0.0)  # (a backfill pass at every event)
+    easy = simulate(w, "slurm", check=True, bf_job_part_count_reserve=1, bf_interval=0.0)
     assert conservative.job("w2").start == 3600 and conservative.job("small").start > 2
     assert easy.job("small").start == 2 and easy.job("w2").start > 3600
     assert conservative.job("w1").start == easy.job("w1").start == 7200  # the top job is never delayed
     p0 = make_policy("slurm", w)
     assert (p0.bf_job_part_count_reserve, p0.bf_max_job_test, p0.bf_window) == (0, 500, 86400)
+    assert p0.bf_interval == 30  # slurm.conf's default (backfill.c L102-104)
 
 
 def test_slurm_reasons_partition_node_limit_and_bad_constraints():

@@ -457,11 +457,11 @@ jobs:
   - {name: a, pods: 4, gpus_per_pod: 1, submit: 0, duration: 1000, constraint: odd}
   - {name: b, pods: 2, gpus_per_pod: 1, submit: 0, duration: 400, constraint: b}
   - {name: w, pods: 2, gpus_per_pod: 1, submit: 1, duration: 1h, topology: {required: block}}
-  - {name: s, pods: 2, gpus_per_pod: 1, submit: 2, duration: 500}
+  - {name: s, pods: 2, gpus_per_pod: 1, submit: 1, duration: 500}
 """
-    for reference in (False, True):
+    for reference in (False, True):  # (s behind w in the same backfill pass, at 1 s)
         r = simulate(workload(text), "slurm", reference=reference)
-        assert r.job("s").start == 2 and r.job("s").domains["block"] == ["block0", "block1"]
+        assert r.job("s").start == 1 and r.job("s").domains["block"] == ["block0", "block1"]
         assert r.job("w").start == 400 and r.job("w").domains["block"] == ["block2", "block3"]
 
 

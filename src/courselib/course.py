@@ -64,7 +64,7 @@ CHAPTERS = (
             practice=("oom", "qos")),
     Chapter("book/04-images", "images and layers", PARTS[0], 35, 30, ("book/01-container-is-a-process",),
             practice=("layers",)),
-    Chapter("book/05-slurm", "Slurm: the whole job", PARTS[1], 60, 45, practice=("backfill",)),
+    Chapter("book/05-slurm", "Slurm: the whole job", PARTS[1], 65, 45, practice=("backfill",)),
     Chapter("book/06-gang-deadlock", "the gang deadlock", PARTS[1], 80, 40, ("book/05-slurm",), practice=("gang",)),
     Chapter("book/06-native-gang-and-failures", "native gangs, failures", PARTS[1], 40, 25,
             ("book/06-gang-deadlock",), practice=("gang",)),

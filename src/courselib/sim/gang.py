@@ -526,7 +526,7 @@ def simulate(workload: Workload, policy: str, horizon: float | None = None, seed
       ``requeuing_timestamp`` ("Eviction"), ``queue_order``, ``version``, ``config_api``, ``disable_gate``;
     - ``slurm``: ``backfill`` (True), ``bf_window`` (86400 s), ``bf_max_job_test`` (500),
       ``bf_job_part_count_reserve`` (0), ``max_switch_wait`` (300 s: how long a ``--switches=1`` job waits for one leaf),
-      ``bf_interval`` (0 s here: a backfill pass every cycle; slurm.conf's default is 30 s);
+      ``bf_interval`` (30 s, slurm.conf's default: a backfill pass at most every 30 s; 0: every cycle);
     - ``kube-gang``: ``pod_group_cycle`` (True), ``permit_timeout`` (300 s), ``requeue_after`` (300 s),
       ``group_order``, ``domains`` and ``nodes`` (a replay's record of what a real run drew where the
       scheduler picks among equal placements: job -> domain, job -> {node: pods}; None: a seeded draw).

@@ -68,6 +68,9 @@ STATE_ENV = "COURSELIB_SLURM_STATE"
 # finish; sched_min_interval lowers the gap between event-triggered main-scheduler passes.
 SCHEDULER_PARAMETERS = ("bf_interval=1,bf_resolution=1,bf_continue,"
                         "sched_interval=1,sched_min_interval=100000")
+#: the backfill interval those parameters give, in the seconds of a replay's as-submitted workload (what
+#: the model of a replay is run with: its own default is slurm.conf's 30 s)
+REPLAY_BF_INTERVAL = float(re.search(r"(?:^|,)bf_interval=(\d+)", SCHEDULER_PARAMETERS).group(1))
 
 
 class SlurmUnavailable(PrivilegeError):

@@ -62,6 +62,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from courselib.live.slurm.cluster import REPLAY_BF_INTERVAL
 from courselib.live.slurm.replay import ReplayResult
 from courselib.live.slurm.result import node_indexes, run_on_real_nodes
 from courselib.model.gang import SchedState
@@ -180,7 +181,7 @@ def _model_starts(workload: Workload, real: dict, t: float, now: float, ended: s
     on their real nodes); with ``backfill=False`` its main scheduler's pass alone."""
     state = SchedState(workload, reference=True)
     state.now = now
-    policy = Slurm(workload, backfill=backfill)
+    policy = Slurm(workload, backfill=backfill, bf_interval=REPLAY_BF_INTERVAL)
     policy.reference = True
     waiting = {}
     for job in workload.jobs:

@@ -22,7 +22,7 @@ from courselib.live.replays import (Agreement, Recorded, host, max_start_error, 
                                     order_lines, order_pairs, read_replay, recorded_from)
 from courselib.live.replays import record as _record
 from courselib.live.slurm import cluster as slurm
-from courselib.live.slurm.cluster import BASE_PORT, Cluster, version
+from courselib.live.slurm.cluster import BASE_PORT, REPLAY_BF_INTERVAL, Cluster, version
 from courselib.live.slurm.plan import plan_replay
 from courselib.live.slurm.replay import FINAL_STATES, RealJob, ReplayResult, run_replay
 from courselib.model.gang import SchedState
@@ -69,10 +69,12 @@ class Comparison(Agreement):
         return self.started_agree + self.order_agree + self.reason_agree + self.placement_agree
 
 
-def model_run(workload: Workload):
-    """courselib's ``slurm`` policy on ``workload`` (the simulator's :class:`Result`)."""
+def model_run(workload: Workload, bf_interval: float | None = None):
+    """courselib's ``slurm`` policy on ``workload`` (the simulator's :class:`Result`): with its own
+    default ``bf_interval`` (slurm.conf's 30 s), or ``bf_interval``, such as the replay cluster's
+    (:data:`~courselib.live.slurm.cluster.REPLAY_BF_INTERVAL`) for a workload as submitted."""
     from courselib.sim.gang import simulate
-    return simulate(workload, "slurm")
+    return simulate(workload, "slurm", **({} if bf_interval is None else {"bf_interval": bf_interval}))
 
 
 def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
@@ -81,11 +83,12 @@ def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
     Obtained by running the simulator with ``horizon`` just past that submit time (events at the
     horizon are processed, so the submission's cycle has run; the simulator schedules an arrival
     at ``now + (submit - now)``, as simpy does, which can be a rounding error past ``submit``).
+    The workload is one as submitted: backfill runs every ``bf_interval`` of the replay cluster.
     """
     from courselib.sim.gang import simulate
     out: dict[str, str | None] = {}
     for t in sorted({j.submit for j in workload.jobs}):
-        res = simulate(workload, "slurm", horizon=t + 1e-6)
+        res = simulate(workload, "slurm", horizon=t + 1e-6, bf_interval=REPLAY_BF_INTERVAL)
         for j in workload.jobs:
             if j.submit == t:
                 jr = res.job(j.name)
@@ -125,7 +128,7 @@ def reasons_in_real_state(workload: Workload, result: ReplayResult, name: str, t
     for rows in states:
         state = SchedState(workload, reference=True)
         state.now = t
-        policy = Slurm(workload)
+        policy = Slurm(workload, bf_interval=REPLAY_BF_INTERVAL)
         policy.reference = True
         runs = {}
         try:
@@ -158,7 +161,7 @@ def compare(result: ReplayResult, *, name: str = "", tolerance: float = 1.5) -> 
     """
     plan = result.plan
     submitted = result.as_submitted()
-    model = model_run(submitted)
+    model = model_run(submitted, REPLAY_BF_INTERVAL)  # (the model in the replay's seconds)
     reasons = model_reasons_at_submit(submitted)
     rows = []
     for sub in plan.submissions:

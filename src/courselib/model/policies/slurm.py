@@ -21,10 +21,11 @@ PENDING until all of it can be allocated (``quickstart.shtml`` L36–41, ``sbatc
   once ``bf_interval`` seconds (default 30) have passed since the last one ended *and* a job, node,
   partition or reservation changed since (then it re-checks every second) — Slurm 26.05
   ``src/plugins/sched/backfill/backfill.c`` ``backfill_agent`` L1133–1216, ``_more_work`` L4049–4061.
-  ``bf_interval`` here does the same (a pass at the first cycle at least ``bf_interval`` after the
-  last pass that follows a submission, start or end, with a wake-up at that time); its default
-  ``0`` runs a pass at every cycle, the idealised scheduler the chapters' examples use (a 30 s
-  delay is invisible at their scale of hours). The main scheduler runs on events, as Slurm's does.
+  ``bf_interval`` here does the same, with slurm.conf's default of 30 s (a pass at the first cycle
+  at least ``bf_interval`` after the last pass that follows a submission, start or end, with a
+  wake-up at that time; the first pass at the first cycle); ``bf_interval=0`` runs a pass at every
+  cycle, an idealised scheduler. The main scheduler runs on events, as Slurm's does: a job it
+  starts in priority order starts at once, one that backfill starts may wait up to 30 s.
 - ``--constraint`` (features, ``&``, ``|``, matching OR ``[a|b]``) and ``--exclusive`` (whole
   nodes, all their GPUs) as in ``sbatch.1`` L281–286 and L940–947; the ``--time`` limit is
   enforced (the job ends ``TIMEOUT``).
@@ -62,6 +63,10 @@ from courselib.model.policies.base import Policy
 from courselib.model.workload import Job, Workload
 
 BIG = 10 ** 9
+#: slurm.conf's default ``bf_interval``: the backfill thread sleeps this long after a pass ends and
+#: starts the next once something changed (Slurm 26.05 src/plugins/sched/backfill/backfill.c L102-104,
+#: backfill_agent L1133-1216, _more_work L4049-4061; courselib/data/versions.toml)
+BF_INTERVAL_S = 30.0
 
 
 class Slurm(Policy):
@@ -71,7 +76,7 @@ class Slurm(Policy):
     def __init__(self, workload: Workload, seed: int = 0, backfill: bool = True,
                  bf_job_part_count_reserve: int = 0, bf_max_job_test: int = 500,
                  bf_window: float = 1440 * 60.0, max_switch_wait: float = 300.0,
-                 bf_interval: float = 0.0):
+                 bf_interval: float = BF_INTERVAL_S):
         super().__init__(workload, seed)
         self.max_switch_wait = max_switch_wait
         self.backfill = backfill
