@@ -310,8 +310,9 @@ class SlurmFast(Slurm):
         self._ends_count[e] = self._ends_count.get(e, 0) + 1
         if self._ends_count[e] == 1:
             insort(self._distinct_ends, e)
-        nodes = [i for i, _ in plan]
-        whole = all(k * run.job.gpus_per_pod == state.cluster.capacity for _, k in plan)
+        nodes = list(map(itemgetter(0), plan))
+        # every node's GPUs taken (no node has more than ``capacity``, so the sum says it)
+        whole = run.job.gpus_per_pod * sum(map(itemgetter(1), plan)) == state.cluster.capacity * len(plan)
         self._last_nodes[run.name] = (nodes, whole)
         self._dirty.update(nodes)
         if self._tree_leaf:
