@@ -605,6 +605,57 @@ def test_binding_a_plan_at_once_is_binding_it_pod_by_pod(nodes, gpn, memory, dat
         assert at_once.free_array().tolist() == at_once.free
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(st.integers(1, 40), st.sampled_from([1, 2, 4, 8]), st.data())
+def test_the_buckets_read_after_any_changes_are_the_buckets_made_from_scratch(nodes, gpn, data):
+    """Cluster keeps its free-GPU buckets up to date only when they are read: a bind_plan or a
+    release notes the nodes it changed (every bucket made again at the next read once a quarter
+    of the cluster or more did), a single bind or unbind moves its node at once while nothing
+    waits. Whatever the changes between two reads (plans over a few nodes or most of them, pods
+    bound or taken off one by one, jobs released), what is read then (bucket, max_free,
+    fit_count, first_fit_node, pods_that_fit) is what the free GPUs say node by node."""
+    from courselib.model.cluster import Cluster
+
+    cluster = Cluster(ClusterSpec(nodes, gpn))
+    jobs: dict[str, Job] = {}
+    for step in range(data.draw(st.integers(1, 30))):
+        what = data.draw(st.sampled_from(["plan", "plan", "bind", "unbind", "release", "read"]))
+        if what == "plan":
+            job = Job(f"j{step}", 1, data.draw(st.integers(1, gpn)), duration=60.0)
+            fits = [i for i in range(nodes) if cluster.free[i] >= job.gpus_per_pod]
+            chosen = data.draw(st.lists(st.sampled_from(fits), unique=True)) if fits else []
+            if cluster.bind_plan(job, [(i, data.draw(st.integers(1, cluster.free[i] // job.gpus_per_pod)))
+                                       for i in chosen]):
+                jobs[job.name] = job
+        elif what == "bind":
+            job = Job(f"j{step}", 1, data.draw(st.integers(1, gpn)), duration=60.0)
+            fits = [i for i in range(nodes) if cluster.free[i] >= job.gpus_per_pod]
+            if fits:
+                cluster.bind(job, data.draw(st.sampled_from(fits)))
+                jobs[job.name] = job
+        elif jobs and what == "unbind":
+            job = jobs[data.draw(st.sampled_from(sorted(jobs)))]
+            cluster.unbind_one(job, data.draw(st.sampled_from(sorted(cluster.alloc[job.name]))))
+            if job.name not in cluster.alloc:
+                del jobs[job.name]
+        elif jobs and what == "release":
+            cluster.release(jobs.pop(data.draw(st.sampled_from(sorted(jobs)))))
+        if data.draw(st.booleans()):   # read now, or let the changes pile up until a later read
+            free = list(cluster.free)
+            levels = [[i for i in range(nodes) if free[i] == f] for f in range(gpn + 1)]
+            assert [cluster.bucket(f) for f in range(gpn + 1)] == levels, step
+            assert cluster.max_free() == max([f for f in free if f > 0], default=0)
+            for g in range(1, gpn + 1):
+                assert cluster.fit_count(g) == sum(f // g for f in free)
+                job = Job("probe", nodes * gpn + 1, g, duration=60.0)
+                assert cluster.pods_that_fit(job) == sum(f // g for f in free)
+                for spread in (False, True):
+                    fit = [i for i in range(nodes) if free[i] >= g]
+                    best = min(fit, key=lambda i: (-free[i] if spread else free[i], i), default=None)
+                    assert cluster.first_fit_node(job, spread=spread) == best, (g, spread)
+    cluster.check()
+
+
 @pytest.mark.parametrize("options", [{}, {"bf_max_job_test": 8}, {"backfill": False}])
 def test_the_queue_head_the_slurm_policy_mirrors_is_the_queue_head(options):
     """Slurm keeps the runs and names of its queue's first entries from cycle to cycle (insertions,

@@ -3,7 +3,9 @@
 :class:`Cluster` holds, per node, the free GPUs and memory and which job's pods sit there.
 Nodes are kept in buckets by free-GPU count (each a sorted list of node indexes), so "a node
 with at least g free GPUs, fewest first (best fit) or most first (spread)" looks at the few
-buckets ``g … gpus_per_node`` and the first node that passes the memory/feature checks.
+buckets ``g … gpus_per_node`` and the first node that passes the memory/feature checks. The
+buckets are brought up to date when next read, not at every change: a busy Slurm run binds and
+frees a job's dozens of nodes far more often than it reads them.
 
 Constraints follow Slurm's ``--constraint`` (FACTS §3.4, ``sbatch.1`` L281–286): ``a`` (the
 node carries feature ``a``), ``a&b`` (AND), ``a|b`` (OR, per node), and the matching OR
@@ -74,7 +76,7 @@ def fill_spread(nodes, room, free, want: int, gpus_per_pod: int) -> dict[int, in
     return placed
 
 
-@dataclass
+@dataclass(slots=True)
 class Binding:
     """``pods`` ranks of one job on one node, holding ``gpus`` GPUs and ``memory`` bytes."""
 
@@ -96,8 +98,17 @@ class Cluster:
         self.owner_exclusive: list[str | None] = [None] * len(self.nodes)
         self.jobs_on: list[dict[str, int]] = [dict() for _ in self.nodes]
         self.alloc: dict[str, dict[int, Binding]] = {}
-        self._buckets: list[list[int]] = [[] for _ in range(self.capacity + 1)]
-        self._buckets[self.capacity] = list(range(len(self.nodes)))
+        # the buckets (_levels) are brought up to date when first read after a change, not at every
+        # change: a bind or a release over many nodes only notes the nodes it changed (_touched);
+        # _at[i] is the bucket node i sits in, _counts[g] how many nodes have g free (kept at every
+        # change: what fit_count and max_free read)
+        self._levels: list[list[int]] = [[] for _ in range(self.capacity + 1)]
+        self._levels[self.capacity] = list(range(len(self.nodes)))
+        self._at = list(self.free)
+        self._counts = [len(b) for b in self._levels]
+        self._touched: list[int] = []
+        self._remake = False    # True: too many nodes changed, every bucket made again from free
+        self._memory = any(n.memory for n in self.nodes)
         self._allowed_cache: dict[str | None, frozenset[int] | None] = {}
         # running totals, so that "free GPUs", "GPUs a job holds" and "GPUs a queue holds" cost
         # O(1) instead of a sum over nodes or bindings (check() recomputes them from scratch)
@@ -134,13 +145,59 @@ class Cluster:
     def bound_pods(self, job: str) -> int:
         return self._pods.get(job, 0)
 
+    @property
+    def _buckets(self) -> list[list[int]]:
+        """Per free-GPU count, the nodes with that many free, in node order: brought up to date
+        from the nodes changed since the last read (all of them made again when many changed)."""
+        if self._touched or self._remake:
+            self._sort_buckets()
+        return self._levels
+
+    def _sort_buckets(self) -> None:
+        """Move the nodes changed since the last read (``_touched``) from the bucket each sat in
+        (``_at``) to the one its free GPUs name now, or make every bucket again (``_remake``)."""
+        free, levels, at = self.free, self._levels, self._at
+        if self._remake:   # (one pass over the nodes, in index order, instead of each node moved)
+            fresh: list[list[int]] = [[] for _ in levels]
+            for i, v in enumerate(free):
+                fresh[v].append(i)
+            for bucket, made in zip(levels, fresh):
+                bucket[:] = made
+            at[:] = free
+        else:
+            out: dict[int, set] = {}
+            into: dict[int, list] = {}
+            for i in set(self._touched):
+                old, v = at[i], free[i]
+                if old != v:
+                    out.setdefault(old, set()).add(i)
+                    into.setdefault(v, []).append(i)
+                    at[i] = v
+            for b, gone in out.items():   # a bucket that loses or gains many nodes is filtered or
+                bucket = levels[b]          # merged once instead of bisected node by node
+                if 8 * len(gone) >= len(bucket):
+                    bucket[:] = [i for i in bucket if i not in gone]
+                else:
+                    for i in gone:
+                        del bucket[bisect.bisect_left(bucket, i)]
+            for b, came in into.items():
+                bucket = levels[b]
+                if 8 * len(came) >= len(bucket):
+                    bucket += came
+                    bucket.sort()
+                else:
+                    for i in came:
+                        bisect.insort(bucket, i)
+        self._touched = []
+        self._remake = False
+
     def bucket(self, free: int) -> list[int]:
         """The nodes with exactly ``free`` free GPUs, in node order (read only)."""
         return self._buckets[free]
 
     def max_free(self) -> int:
         """The most free GPUs on any one node (O(GPUs per node))."""
-        return next((g for g in range(self.capacity, 0, -1) if self._buckets[g]), 0)
+        return next((g for g in range(self.capacity, 0, -1) if self._counts[g]), 0)
 
     def plain(self, job: Job, constraint: str | None = "__job__") -> bool:
         """True when only free GPUs decide where a pod of ``job`` fits: no constraint, not
@@ -159,7 +216,8 @@ class Cluster:
 
     def fit_count(self, g: int) -> int:
         """How many pods of ``g`` GPUs (``g`` >= 1) fit on the free GPUs right now, wherever they are."""
-        return sum(len(self._buckets[f]) * (f // g) for f in range(g, self.capacity + 1))
+        counts = self._counts
+        return sum(counts[f] * (f // g) for f in range(g, self.capacity + 1))
 
     def free_array(self):
         """``free`` as a numpy int64 array (read only): kept between calls and updated from the
@@ -313,9 +371,9 @@ class Cluster:
 
     def first_fit_node(self, job: Job, *, spread: bool, constraint: str | None = "__job__") -> int | None:
         if self.fast and self.plain(job, constraint):  # the first node of the first bucket that fits
-            need, top = job.gpus_per_pod, self.capacity
+            need, top, counts = job.gpus_per_pod, self.capacity, self._counts
             for g in (range(top, need - 1, -1) if spread else range(need, top + 1)):
-                if self._buckets[g]:
+                if counts[g]:
                     return self._buckets[g][0]
             return None
         return next(self.candidates(job, spread=spread, constraint=constraint), None)
@@ -325,85 +383,41 @@ class Cluster:
         old = self.free[i]
         if old == value:
             return
-        bucket = self._buckets[old]
-        del bucket[bisect.bisect_left(bucket, i)]
-        bisect.insort(self._buckets[value], i)
         self.free[i] = value
+        self._counts[old] -= 1
+        self._counts[value] += 1
+        if self._remake:   # (the buckets wait for their next read)
+            pass
+        elif self._touched:
+            self._touched.append(i)
+            if 4 * len(self._touched) >= len(self.free):
+                self._touched, self._remake = [], True
+        else:   # (up to date: node i moved between two buckets now, as cheap as later)
+            bucket = self._levels[old]
+            del bucket[bisect.bisect_left(bucket, i)]
+            bisect.insort(self._levels[value], i)
+            self._at[i] = value
         self._free_total += value - old
         if self._free_np is not None:
             self._dirty.append(i)
             if len(self._dirty) > len(self.free):   # rebuilt at the next call instead
                 self._free_np, self._dirty = None, []
 
-    def _set_free_many(self, new: dict[int, int]) -> None:
-        """:meth:`_set_free` for every ``node: free GPUs`` of ``new`` (distinct nodes), the
-        same buckets and totals: a bucket that loses or gains many of them is filtered or merged
-        once instead of bisected node by node (a plan over dozens of nodes binds or frees them
-        all at once)."""
-        if len(new) <= 2:   # (a node or two: one by one is cheaper)
-            for i, v in new.items():
-                self._set_free(i, v)
-            return
-        free, buckets = self.free, self._buckets
-        if 4 * len(new) >= len(free):  # (a quarter of the cluster or more: every bucket made again
-            # in one pass over the nodes, in index order, instead of each node moved between two)
-            delta, moved = 0, []
-            for i, v in new.items():
-                old = free[i]
-                if old != v:
-                    free[i] = v
-                    delta += v - old
-                    moved.append(i)
-            if moved:
-                fresh: list[list[int]] = [[] for _ in buckets]
-                for i, v in enumerate(free):
-                    fresh[v].append(i)
-                for bucket, made in zip(buckets, fresh):
-                    bucket[:] = made
-                self._free_total += delta
-                if self._free_np is not None:
-                    self._dirty += moved
-                    if len(self._dirty) > len(free):   # rebuilt at the next call instead
-                        self._free_np, self._dirty = None, []
-            return
-        out: dict[int, set] = {}
-        into: dict[int, list] = {}
-        delta = 0
-        for i, v in new.items():
-            old = free[i]
-            if old == v:
-                continue
-            gone, came = out.get(old), into.get(v)
-            if gone is None:
-                out[old] = {i}
-            else:
-                gone.add(i)
-            if came is None:
-                into[v] = [i]
-            else:
-                came.append(i)
-            free[i] = v
-            delta += v - old
-        for b, gone in out.items():
-            bucket = buckets[b]
-            if 8 * len(gone) >= len(bucket):
-                bucket[:] = [i for i in bucket if i not in gone]
-            else:
-                for i in gone:
-                    del bucket[bisect.bisect_left(bucket, i)]
-        for b, came in into.items():
-            bucket = buckets[b]
-            if 8 * len(came) >= len(bucket):
-                bucket += came
-                bucket.sort()
-            else:
-                for i in came:
-                    bisect.insort(bucket, i)
+    def _changed(self, nodes, delta: int) -> None:
+        """The bookkeeping after a batch wrote ``free`` and ``_counts`` directly: ``nodes`` (an
+        iterable, C-speed: a job's bindings) holds every node whose free GPUs it changed, and may
+        hold some it did not (the buckets and the array find them where they were); ``delta``:
+        the free GPUs it added."""
         self._free_total += delta
         if self._free_np is not None:
-            self._dirty += [i for v in into.values() for i in v]
-            if len(self._dirty) > len(free):   # rebuilt at the next call instead
+            self._dirty += nodes
+            if len(self._dirty) > len(self.free):   # rebuilt at the next call instead
                 self._free_np, self._dirty = None, []
+        if not self._remake:
+            touched = self._touched
+            touched += nodes
+            if 4 * len(touched) >= len(self.free):   # (a quarter of the cluster or more: every
+                self._touched, self._remake = [], True   # bucket made again at the next read)
 
     def bind(self, job: Job, i: int) -> int:
         """Bind one pod of ``job`` to node ``i``; returns the GPUs newly held (a whole node for
@@ -446,32 +460,33 @@ class Cluster:
         # (plain: no memory to count, no whole nodes to own; only free GPUs decide)
         g, name = job.gpus_per_pod, job.name
         per_job = self.alloc.setdefault(name, {})
-        free, owner, jobs_on = self.free, self.owner_exclusive, self.jobs_on
-        n = gpus = 0
-        new: dict[int, int] = {}
+        free, owner, jobs_on, counts = self.free, self.owner_exclusive, self.jobs_on, self._counts
+        n = 0
         for i, k in plan:
             if k <= 0:
                 continue
-            f = new.get(i, free[i])
-            if owner[i] is not None or f < g * k:
-                self._set_free_many(new)   # (as node by node: the pods before it stay bound)
+            gk = g * k
+            f = free[i]
+            if owner[i] is not None or f < gk:
+                self._changed(per_job, -g * n)   # (the pods before it stay bound, the totals uncounted)
                 raise ValueError(f"pod of {name} does not fit on {self.nodes[i].name}")
             b = per_job.get(i)
             if b is None:
-                per_job[i] = Binding(i, k, g * k, 0)
+                per_job[i] = Binding(i, k, gk, 0)
                 jobs_on[i][name] = k
             else:
                 b.pods += k
-                b.gpus += g * k
+                b.gpus += gk
                 jobs_on[i][name] += k
-            new[i] = f - g * k
+            free[i] = f - gk
+            counts[f] -= 1
+            counts[f - gk] += 1
             n += k
-            gpus += g * k
-        self._set_free_many(new)
+        self._changed(per_job, -g * n)
         if not per_job:
             del self.alloc[name]
         if n:
-            self._count(name, n, gpus, job.queue)
+            self._count(name, n, g * n, job.queue)
         return n
 
     def _count(self, job: str, pods: int, gpus: int, queue: str | None = None) -> None:
@@ -509,18 +524,24 @@ class Cluster:
     def release(self, job: str) -> int:
         """Free every pod of ``job``; returns the GPUs freed."""
         freed = pods = 0
-        new: dict[int, int] = {}
-        free, nodes, owner, jobs_on = self.free, self.nodes, self.owner_exclusive, self.jobs_on
-        for i, b in self.alloc.pop(job, {}).items():
-            freed += b.gpus
+        free, owner, jobs_on, counts = self.free, self.owner_exclusive, self.jobs_on, self._counts
+        memory = self.nodes if self._memory else None
+        bindings = self.alloc.pop(job, {})
+        for i, b in bindings.items():
+            g = b.gpus
+            freed += g
             pods += b.pods
             del jobs_on[i][job]
-            if nodes[i].memory:
+            if memory is not None and memory[i].memory:
                 self.free_mem[i] += b.memory
             if owner[i] == job:
                 owner[i] = None
-            new[i] = free[i] + b.gpus
-        self._set_free_many(new)
+            if g:
+                f = free[i]
+                free[i] = f + g
+                counts[f] -= 1
+                counts[f + g] += 1
+        self._changed(bindings, freed)
         if pods:
             self._count(job, -pods, -freed)  # (the totals once: what node by node would leave)
         return freed
@@ -571,6 +592,8 @@ class Cluster:
             assert 0 <= self.free[i] and self.free[i] + used == n.gpus, (n.name, self.free[i], used)
             assert i in self._buckets[self.free[i]]
         assert sum(len(b) for b in self._buckets) == len(self.nodes)
+        assert all(b == sorted(b) for b in self._buckets) and self._at == self.free
+        assert self._counts == [len(b) for b in self._buckets], self._counts
         assert self._free_total == sum(self.free)
         for job in set(self._held) | set(self.alloc):
             assert self.held(job) == sum(b.gpus for b in self.alloc.get(job, {}).values()), job
