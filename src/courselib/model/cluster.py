@@ -386,34 +386,25 @@ class Cluster:
         self.free[i] = value
         self._counts[old] -= 1
         self._counts[value] += 1
-        if self._remake:   # (the buckets wait for their next read)
-            pass
-        elif self._touched:
-            self._touched.append(i)
-            if 4 * len(self._touched) >= len(self.free):
-                self._touched, self._remake = [], True
-        else:   # (up to date: node i moved between two buckets now, as cheap as later)
+        waiting = bool(self._touched) or self._remake   # (the buckets wait for their next read)
+        if not waiting:   # (up to date: node i moved between two buckets now, as cheap as later)
             bucket = self._levels[old]
             del bucket[bisect.bisect_left(bucket, i)]
             bisect.insort(self._levels[value], i)
             self._at[i] = value
-        self._free_total += value - old
-        if self._free_np is not None:
-            self._dirty.append(i)
-            if len(self._dirty) > len(self.free):   # rebuilt at the next call instead
-                self._free_np, self._dirty = None, []
+        self._changed((i,), value - old, waiting)
 
-    def _changed(self, nodes, delta: int) -> None:
+    def _changed(self, nodes, delta: int, waiting: bool = True) -> None:
         """The bookkeeping after a batch wrote ``free`` and ``_counts`` directly: ``nodes`` (an
         iterable, C-speed: a job's bindings) holds every node whose free GPUs it changed, and may
         hold some it did not (the buckets and the array find them where they were); ``delta``:
-        the free GPUs it added."""
+        the free GPUs it added. ``waiting`` False: the buckets already have them where they are."""
         self._free_total += delta
         if self._free_np is not None:
             self._dirty += nodes
             if len(self._dirty) > len(self.free):   # rebuilt at the next call instead
                 self._free_np, self._dirty = None, []
-        if not self._remake:
+        if waiting and not self._remake:
             touched = self._touched
             touched += nodes
             if 4 * len(touched) >= len(self.free):   # (a quarter of the cluster or more: every

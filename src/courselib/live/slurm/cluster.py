@@ -66,11 +66,11 @@ STATE_ENV = "COURSELIB_SLURM_STATE"
 # The scheduler reacts within about a second, so a replay can run in seconds instead of hours.
 # bf_resolution=1 keeps backfill's time grid at one second; bf_continue lets one backfill pass
 # finish; sched_min_interval lowers the gap between event-triggered main-scheduler passes.
-SCHEDULER_PARAMETERS = ("bf_interval=1,bf_resolution=1,bf_continue,"
+#: REPLAY_BF_INTERVAL: the backfill interval, in the seconds of a replay's as-submitted workload (what the
+#: model of a replay is run with: its own default is slurm.conf's 30 s)
+REPLAY_BF_INTERVAL = 1.0
+SCHEDULER_PARAMETERS = (f"bf_interval={REPLAY_BF_INTERVAL:g},bf_resolution=1,bf_continue,"
                         "sched_interval=1,sched_min_interval=100000")
-#: the backfill interval those parameters give, in the seconds of a replay's as-submitted workload (what
-#: the model of a replay is run with: its own default is slurm.conf's 30 s)
-REPLAY_BF_INTERVAL = float(re.search(r"(?:^|,)bf_interval=(\d+)", SCHEDULER_PARAMETERS).group(1))
 
 
 class SlurmUnavailable(PrivilegeError):

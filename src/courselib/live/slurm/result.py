@@ -26,7 +26,7 @@ from courselib.live.slurm.cluster import BASE_PORT, REPLAY_BF_INTERVAL, Cluster,
 from courselib.live.slurm.plan import plan_replay
 from courselib.live.slurm.replay import FINAL_STATES, RealJob, ReplayResult, run_replay
 from courselib.model.gang import SchedState
-from courselib.model.policies.slurm import Slurm
+from courselib.model.policies.slurm import BF_INTERVAL_S, Slurm
 from courselib.model.topology import domains_spanned
 from courselib.model.workload import Workload
 
@@ -69,12 +69,12 @@ class Comparison(Agreement):
         return self.started_agree + self.order_agree + self.reason_agree + self.placement_agree
 
 
-def model_run(workload: Workload, bf_interval: float | None = None):
-    """courselib's ``slurm`` policy on ``workload`` (the simulator's :class:`Result`): with its own
-    default ``bf_interval`` (slurm.conf's 30 s), or ``bf_interval``, such as the replay cluster's
+def model_run(workload: Workload, bf_interval: float = BF_INTERVAL_S):
+    """courselib's ``slurm`` policy on ``workload`` (the simulator's :class:`Result`): with
+    slurm.conf's ``bf_interval`` (30 s), or another, such as the replay cluster's
     (:data:`~courselib.live.slurm.cluster.REPLAY_BF_INTERVAL`) for a workload as submitted."""
     from courselib.sim.gang import simulate
-    return simulate(workload, "slurm", **({} if bf_interval is None else {"bf_interval": bf_interval}))
+    return simulate(workload, "slurm", bf_interval=bf_interval)
 
 
 def model_reasons_at_submit(workload: Workload) -> dict[str, str | None]:
