@@ -414,3 +414,47 @@ def test_the_uncompiled_pass_with_no_slip_passes(monkeypatch, every_pass_compile
     for w in SLIP_WORKLOADS:
         same(w, "slurm")
     assert all(every_pass_compiled)
+
+
+def poisoned(monkeypatch) -> None:
+    """Every pass after the first gets the arrays the last one kept (``slurm_kernel._pools``)
+    full of what no pass writes: every level set (every node has every GPU free), every plan 0."""
+    original = slurm_kernel._pools
+
+    def junk(work):
+        levels, pool = original(work)
+        levels.fill(np.uint64(2 ** 64 - 1))
+        pool.fill(0)
+        return levels, pool
+
+    monkeypatch.setattr(slurm_kernel, "_pools", junk)
+
+
+def test_arrays_left_by_an_earlier_pass_change_nothing(monkeypatch, every_pass_compiled):
+    """The pass reuses arrays from pass to pass (``work``): each entry it reads it writes first,
+    so arrays full of junk give every pass the reference's decisions."""
+    poisoned(monkeypatch)
+    for w in SLIP_WORKLOADS:
+        same(w, "slurm")
+    assert every_pass_compiled and all(every_pass_compiled)
+
+
+def _slip_fresh_rows_keep_row_0(levels, held, after):
+    held[0, :] = np.uint64(0)
+    held[after, :] = np.uint64(0)
+
+
+def test_a_pass_that_trusts_the_last_passs_rows_is_caught(monkeypatch):
+    """The same junk, with the pass (uncompiled, which keeps the levels of every cluster, as the
+    compiled pass does on a tree) not clearing row 0's levels, which it reads before it writes them: every node then has
+    every GPU free now."""
+    uncompiled(monkeypatch)
+    poisoned(monkeypatch)
+    monkeypatch.setattr(slurm_kernel, "_fresh_rows", _slip_fresh_rows_keep_row_0)
+    failed = 0
+    for w in SLIP_WORKLOADS:
+        try:
+            same(w, "slurm")
+        except (AssertionError, KeyError, ValueError, IndexError):  # (junk levels: nodes past the cluster)
+            failed += 1
+    assert failed, "row 0's levels kept from the last pass went unnoticed"

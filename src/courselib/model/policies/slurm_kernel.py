@@ -112,16 +112,18 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     are best fit); ``job_leaves``: per job, the most leaf switches it may take while it waits for
     ``--switches`` (0: any; None: 0 for every job).
 
-    ``work``: a dict the caller keeps from pass to pass, where the pass keeps its rows' array
-    (``levels``) for the next one. On 6,250 nodes that array is ~45 MB a pass, above the size
-    (32 MB) from which the C allocator maps fresh memory for each request; the pages faulted in
-    anew took ~70 % of each pass (replayed passes of the 6,250-node tree: 31.8 ms against 9.6 with
-    the allocator told to keep them). It also keeps the running jobs' expected ends and their
-    order (``order``), which the next pass merges the few changed entries into
-    (:func:`_sorted_ends`) instead of sorting ~16,000 entries again (6,250-node tree: 16 % of a
-    pass; SlurmFast's arrays are changed in place, so the ends are a copy)."""
+    ``work``: a dict the caller keeps from pass to pass, where the pass keeps the pools of its
+    working arrays (:func:`_pools`: the rows' levels, held nodes and counts, the failures kept per
+    row, the plans made) for the next one, and the running jobs' expected ends and their order (``order``), which
+    the next pass merges the few changed entries into (:func:`_sorted_ends`) instead of sorting
+    ~16,000 entries again (6,250-node tree: 16 % of a pass; SlurmFast's arrays are changed in
+    place, so the ends are a copy). Arrays made anew for each pass are memory the C allocator gives
+    back to the system at the pass's end and takes again at the next, whose pages fault in anew
+    when first written: on the 6,250-node tree ~70 % of each pass went to the rows' array alone
+    (replayed passes: 31.8 ms against 9.6 with it kept); on the busy sweep's ``nodes=300`` the
+    ~4 MB a pass of all of them, ~40 % (replayed passes: 0.63-0.81 ms against 0.39-0.41 with the
+    allocator told to keep its memory, ``MALLOC_TRIM_THRESHOLD_``)."""
     fn = kernel(tree is not None) if COMPILED else _backfill_pass
-    buf = _NO_BUFFER if work is None else work.get("levels", _NO_BUFFER)
     prev_end, prev_order = (_NO_ENDS, _NO_ORDER) if work is None else work.get("order", (_NO_ENDS, _NO_ORDER))
     n = len(free_now)
     words = (n + 63) // 64
@@ -129,28 +131,40 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
         job_leaves = _NO_LEAVES if tree is None else np.zeros(len(job_g), np.int64)
     if tree is None:
         tree = _NO_TREE
-    if exact:
-        out = fn(float(now), float(horizon), int(capacity), words, free_now, ev_end, ev_node, ev_gpus, job_g,
-                 job_pods, job_runtime, tree, job_leaves, buf, prev_end, prev_order)
-    else:
-        out = fn(float(now), float(horizon), int(capacity), words,
-                 np.ascontiguousarray(free_now, dtype=np.int64),
-                 np.ascontiguousarray(ev_end, dtype=np.float64), np.ascontiguousarray(ev_node, dtype=np.int64),
-                 np.ascontiguousarray(ev_gpus, dtype=np.int64), np.ascontiguousarray(job_g, dtype=np.int64),
-                 np.ascontiguousarray(job_pods, dtype=np.int64), np.ascontiguousarray(job_runtime, dtype=np.float64),
-                 np.ascontiguousarray(tree, dtype=np.int64), np.ascontiguousarray(job_leaves, dtype=np.int64), buf,
-                 prev_end, prev_order)
+    if not exact:
+        free_now = np.ascontiguousarray(free_now, dtype=np.int64)
+        ev_end, ev_node, ev_gpus = (np.ascontiguousarray(ev_end, dtype=np.float64),
+                                    np.ascontiguousarray(ev_node, dtype=np.int64),
+                                    np.ascontiguousarray(ev_gpus, dtype=np.int64))
+        job_g, job_pods = np.ascontiguousarray(job_g, dtype=np.int64), np.ascontiguousarray(job_pods, dtype=np.int64)
+        job_runtime = np.ascontiguousarray(job_runtime, dtype=np.float64)
+        tree, job_leaves = np.ascontiguousarray(tree, dtype=np.int64), np.ascontiguousarray(job_leaves, dtype=np.int64)
+    levels, ipool = _pools(work)
+    out = fn(float(now), float(horizon), int(capacity), words, free_now, ev_end, ev_node, ev_gpus, job_g,
+             job_pods, job_runtime, tree, job_leaves, levels, ipool, prev_end, prev_order)
     if work is not None:
-        work["levels"] = out[7]
-        work["order"] = (out[8], out[9])
+        work["order"] = (out[7], out[8])
+        work["pools"] = (out[9], out[10])
     return out[:7]
+
+
+def _pools(work: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """The arrays the pass keeps from one pass to the next (the last pass's, kept in ``work``;
+    the pass makes larger ones, a half larger than it needs, when they are too small): the rows'
+    levels on a tree, and a pool of integers it carves the plans made and the GPUs each start
+    takes from (floats where times: the same bits, viewed as float64). Every entry the pass
+    reads it writes first in that pass."""
+    if work is None:
+        return _NO_WORDS, _NO_INTS
+    return work.get("pools", (_NO_WORDS, _NO_INTS))
 
 
 _NO_TREE = np.zeros(1, np.int64)
 _NO_LEAVES = np.zeros(0, np.int64)
-_NO_BUFFER = np.empty((0, 1, 1), np.uint64)
 _NO_ENDS = np.empty(0, np.float64)
 _NO_ORDER = np.empty(0, np.int64)
+_NO_WORDS = np.empty((0, 1, 1), np.uint64)
+_NO_INTS = np.empty(0, np.int64)
 
 
 def tree_shape(topology, nodes: int) -> np.ndarray:
@@ -514,9 +528,17 @@ def _tree_plan(levels, slot, g, capacity, blocked, tree, need, max_leaves, node_
     return n_out
 
 
-_HELPERS = ("_sorted_ends", "_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free", "_free_of",
-            "_count", "_find",
+_HELPERS = ("_fresh_rows", "_sorted_ends", "_blocked_by_list", "_past", "_beaten", "_beat", "_popcount", "_set_free",
+            "_free_of", "_count", "_find",
             "_add_row", "_make_row", "_floor", "_keep_floor", "_forget", "_compare", "_tree_plan")
+
+
+def _fresh_rows(levels, held, after):
+    """As a pass begins: row 0's levels and held nodes and those of ``after`` (slot ``after``, the
+    last row a pass can use) empty. (On a tree the levels are the last pass's: :func:`_pools`.)"""
+    levels[0, :, :] = np.uint64(0)
+    held[0, :] = np.uint64(0)
+    held[after, :] = np.uint64(0)
 
 
 def _sorted_ends(ev_end, prev_end, prev_order):
@@ -563,7 +585,7 @@ def _sorted_ends(ev_end, prev_end, prev_order):
 
 
 def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_gpus,
-                   job_g, job_pods, job_runtime, tree, job_leaves, levels_buf, prev_end, prev_order):
+                   job_g, job_pods, job_runtime, tree, job_leaves, levels_buf, ipool, prev_end, prev_order):
     n_nodes = free_now.shape[0]
     # topology/tree (tree[0] > 0): the plugin's room, and whether a job waits for --switches
     leaf = tree[0]
@@ -593,22 +615,37 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     # (and one slot more, ``after``: the cluster just after now, which a row made before the first
     # later one copies; row 0 still holds the GPUs of a job due to end now, as Slurm._free_at does)
     after = cap_rows
-    if TREE and levels_buf.shape[0] >= cap_rows + 1 and levels_buf.shape[1] == capacity + 2 \
+    rows = cap_rows + 1
+    room = 1
+    for j in range(n_jobs):
+        room += min(job_pods[j], n_nodes)
+    # the rows' levels on a tree and the plans are the last pass's (_pools): made anew for each
+    # pass they were memory the C allocator gave back at its end and took again at the next,
+    # whose pages then faulted in anew (see backfill_pass). With no topology (at most
+    # KERNEL_NODES nodes) the levels and every other row array are made anew: kept or carved
+    # from a pool, a pass of the busy sweep took 6-8 % longer (base, base+topology and friendly
+    # 1,000 nodes, in whole runs). Every entry is written in this pass before it is read: a row's
+    # levels when made, its held nodes when added, its failures kept below, and these
+    if TREE and levels_buf.shape[0] >= rows and levels_buf.shape[1] == capacity + 2 \
             and levels_buf.shape[2] == words:
-        # (the last pass's: every row is written before it is read. Not in the copy for clusters
-        # with no topology, which runs on at most KERNEL_NODES nodes: see the return)
         levels = levels_buf
-    else:  # (with room for a pass a half larger)
-        levels = np.empty((cap_rows + 1 + cap_rows // 2, capacity + 2, words), np.uint64)
-    levels[0, :, :] = np.uint64(0)
-    held = np.empty((cap_rows + 1, words), np.uint64)
-    held[0, :] = np.uint64(0)
-    held[after, :] = np.uint64(0)
+    else:
+        levels = np.empty((rows + rows // 2 if TREE else rows, capacity + 2, words), np.uint64)
+    held = np.empty((rows, words), np.uint64)
     # per row, up to CORNERS jobs that failed there in this pass, none no larger than another
     corner_g = np.empty((cap_rows, CORNERS), np.int64)
     corner_p = np.empty((cap_rows, CORNERS), np.int64)
     corner_r = np.empty((cap_rows, CORNERS), np.float64)
     corner_j = np.empty((cap_rows, CORNERS), np.int64)
+    if ipool.shape[0] < 5 * room:
+        ipool = np.empty(5 * room + 5 * room // 2, np.int64)
+    # the plans; the jobs started in this pass, for the rows made later: each plan's node, GPUs, end
+    out_nodes, out_pods = ipool[:room], ipool[room:2 * room]
+    st_node, st_gpus = ipool[2 * room:3 * room], ipool[3 * room:4 * room]
+    st_end = ipool[4 * room:5 * room].view(np.float64)
+    _fresh_rows(levels, held, after)
+    # per row, up to CORNERS jobs that failed there in this pass, none no larger than another
+    # (corner_g, corner_p, corner_r, corner_j: n_corners of them)
     found_at = np.empty(n_jobs, np.float64)  # a job's start (inf: none in the window)
     res_start = np.empty(n_jobs, np.float64)  # the pass's reservations, as made
     res_end = np.empty(n_jobs, np.float64)
@@ -654,15 +691,6 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     kind = np.zeros(n_jobs, np.int64)
     start = np.full(n_jobs, np.nan)  # (nan: no start)
     offsets = np.zeros(n_jobs + 1, np.int64)
-    room = 1
-    for j in range(n_jobs):
-        room += min(job_pods[j], n_nodes)
-    out_nodes = np.empty(room, np.int64)
-    out_pods = np.empty(room, np.int64)
-    # the jobs started in this pass, for the rows made later: each plan's node, GPUs and end
-    st_end = np.empty(room, np.float64)
-    st_node = np.empty(room, np.int64)
-    st_gpus = np.empty(room, np.int64)
     n_st = 0
     suffix = np.empty((cap_rows + 1, words), np.uint64)
     back = np.zeros(words, np.uint64)
@@ -905,7 +933,5 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
                 p += 1
             n_res += 1
     stats[1] = n_rows
-    # (the rows' array for the next pass; the copy with no topology keeps none: kept alive, a pass's
-    # array made the next pass's land in other memory, and a pass on the busy sweep cost 3-5 % more)
     return (kind, start, offsets, out_nodes[:n_out].copy(), out_pods[:n_out].copy(), times[:n_rows].copy(), stats,
-            levels if TREE else levels_buf, ev_end.copy(), order)
+            ev_end.copy(), order, levels if TREE else levels_buf, ipool)
