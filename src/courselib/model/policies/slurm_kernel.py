@@ -112,17 +112,17 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     are best fit); ``job_leaves``: per job, the most leaf switches it may take while it waits for
     ``--switches`` (0: any; None: 0 for every job).
 
-    ``work``: a dict the caller keeps from pass to pass, where the pass keeps the pools of its
-    working arrays (:func:`_pools`: the rows' levels, held nodes and counts, the failures kept per
-    row, the plans made) for the next one, and the running jobs' expected ends and their order (``order``), which
-    the next pass merges the few changed entries into (:func:`_sorted_ends`) instead of sorting
-    ~16,000 entries again (6,250-node tree: 16 % of a pass; SlurmFast's arrays are changed in
-    place, so the ends are a copy). Arrays made anew for each pass are memory the C allocator gives
-    back to the system at the pass's end and takes again at the next, whose pages fault in anew
-    when first written: on the 6,250-node tree ~70 % of each pass went to the rows' array alone
-    (replayed passes: 31.8 ms against 9.6 with it kept); on the busy sweep's ``nodes=300`` the
-    ~4 MB a pass of all of them, ~40 % (replayed passes: 0.63-0.81 ms against 0.39-0.41 with the
-    allocator told to keep its memory, ``MALLOC_TRIM_THRESHOLD_``)."""
+    ``work``: a dict the caller keeps from pass to pass, where the pass keeps arrays for the next
+    one (:func:`_pools`: the rows' levels on a tree, the plans made), and the running jobs'
+    expected ends and their order (``order``), which the next pass merges the few changed entries
+    into (:func:`_sorted_ends`) instead of sorting ~16,000 entries again (6,250-node tree: 16 % of
+    a pass; SlurmFast's arrays are changed in place, so the ends are a copy). An array made anew
+    for each pass is memory the C allocator may give back to the system at the pass's end and
+    take again at the next, whose pages then fault in anew when first written: on the
+    6,250-node tree ~70 % of each pass went to the rows' levels (~45 MB; replayed passes: 31.8
+    ms against 9.6 with them kept); on the busy sweep's ``nodes=300``, to the plans' arrays
+    (five of ~0.6 MB, sized for every tested job's pods) a third of the pass (whole runs: 7.3-8.1
+    s of passes against 4.8-5.5 with them kept)."""
     fn = kernel(tree is not None) if COMPILED else _backfill_pass
     prev_end, prev_order = (_NO_ENDS, _NO_ORDER) if work is None else work.get("order", (_NO_ENDS, _NO_ORDER))
     n = len(free_now)
@@ -644,8 +644,6 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
     st_node, st_gpus = ipool[2 * room:3 * room], ipool[3 * room:4 * room]
     st_end = ipool[4 * room:5 * room].view(np.float64)
     _fresh_rows(levels, held, after)
-    # per row, up to CORNERS jobs that failed there in this pass, none no larger than another
-    # (corner_g, corner_p, corner_r, corner_j: n_corners of them)
     found_at = np.empty(n_jobs, np.float64)  # a job's start (inf: none in the window)
     res_start = np.empty(n_jobs, np.float64)  # the pass's reservations, as made
     res_end = np.empty(n_jobs, np.float64)
