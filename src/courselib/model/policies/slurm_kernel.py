@@ -621,10 +621,10 @@ def _backfill_pass(now, horizon, capacity, words, free_now, ev_end, ev_node, ev_
         room += min(job_pods[j], n_nodes)
     # the rows' levels on a tree and the plans are the last pass's (_pools): made anew for each
     # pass they were memory the C allocator gave back at its end and took again at the next,
-    # whose pages then faulted in anew (see backfill_pass). With no topology (at most
-    # KERNEL_NODES nodes) the levels and every other row array are made anew: kept or carved
-    # from a pool, a pass of the busy sweep took 6-8 % longer (base, base+topology and friendly
-    # 1,000 nodes, in whole runs). Every entry is written in this pass before it is read: a row's
+    # whose pages then faulted in anew (see backfill_pass). The other row arrays are made anew,
+    # and so are the levels with no topology (at most KERNEL_NODES nodes): with every row array
+    # carved from a pool too, a pass took 6-8 % longer (busy base and base+topology, friendly
+    # 1,000 nodes; whole runs). Every entry is written in this pass before it is read: a row's
     # levels when made, its held nodes when added, its failures kept below, and these
     if TREE and levels_buf.shape[0] >= rows and levels_buf.shape[1] == capacity + 2 \
             and levels_buf.shape[2] == words:
