@@ -99,8 +99,7 @@ class SlurmFast(Slurm):
     def __init__(self, workload, seed: int = 0, **options):
         super().__init__(workload, seed, **options)
         self._ends: list | None = None  # (expected end, job) of the running, this pass
-        #: jobs with --switches=N (their wait's end wakes a cycle): (run, submit, switch_wait)
-        self._switch_waiters: list = []
+        self._switch_waiters: list = []  # jobs with --switches=N (their wait's end wakes a cycle)
         self._end_times: list[float] = []
         #: the running jobs' expected ends, each once and kept sorted as jobs start and finish
         #: (with a count of jobs per time), and the availability profile for plain jobs
@@ -182,8 +181,8 @@ class SlurmFast(Slurm):
             self._k_shapes(state, runs)
         for run in runs:
             self._new.append((-run.job.priority, run.job.submit, run.seq, run.job.name, run))
-            if self.switches(run.job) is not None:  # (waits_for_switch: now - submit < its wait)
-                self._switch_waiters.append((run, run.job.submit, self.switch_wait(run.job)))
+            if self.switches(run.job) is not None:
+                self._switch_waiters.append(run)
 
     def infeasible(self, state: SchedState, run: JobRun) -> str | None:
         job = run.job  # the verdict depends only on the job's shape, not on its name
@@ -348,17 +347,17 @@ class SlurmFast(Slurm):
     def schedule(self, state: SchedState) -> list[float]:
         self._free_cache.clear()
         self._ends = None
-        now = state.now
-        if any(not r.finished and not now - s < w for r, s, w in self._switch_waiters):
+        if any(not r.finished and not self.waits_for_switch(r.job, state.now) for r in self._switch_waiters):
             self._memo = None   # a wait for switches is over: the job plans differently now
         self._wake: list[float] = []
         self._cycle(state)
         if not self._switch_waiters:
             return self._wake
         # the reference's wake-ups: each feasible pending job still waiting for its switches
-        self._switch_waiters = [x for x in self._switch_waiters
-                                if not x[0].finished and state.bound(x[0]) == 0 and now - x[1] < x[2]]
-        return self._wake + [s + w for r, s, w in self._switch_waiters if not self.infeasible(state, r)]
+        self._switch_waiters = [r for r in self._switch_waiters if not r.finished and state.bound(r) == 0
+                                and self.waits_for_switch(r.job, state.now)]
+        return self._wake + [r.job.submit + self.switch_wait(r.job) for r in self._switch_waiters
+                             if not self.infeasible(state, r)]
 
     def _cycle(self, state: SchedState) -> None:
         """:meth:`Slurm.schedule` without walking the jobs that wait and cannot change (issue 23). A job

@@ -121,7 +121,7 @@ def backfill_pass(now: float, horizon: float, capacity: int, free_now: np.ndarra
     take again at the next, whose pages then fault in anew when first written: on the
     6,250-node tree ~70 % of each pass went to the rows' levels (~45 MB; replayed passes: 31.8
     ms against 9.6 with them kept); on the busy sweep's ``nodes=300``, to the plans' arrays
-    (five of ~0.6 MB, sized for every tested job's pods) a third of the pass (whole runs: 7.3-8.1
+    (five of ~0.6 MB, sized for every tested job's pods) a third of the pass (whole runs: 6.1-8.1
     s of passes against 4.8-5.5 with them kept)."""
     fn = kernel(tree is not None) if COMPILED else _backfill_pass
     prev_end, prev_order = (_NO_ENDS, _NO_ORDER) if work is None else work.get("order", (_NO_ENDS, _NO_ORDER))
