@@ -19,6 +19,7 @@ from courselib.live.kube import extension
 from courselib.live.kube import plan as kplan
 from courselib.live.kube import replay as kreplay
 from courselib.live.kube import result as kresult
+from courselib.errors import CourseError
 from courselib.live.kube.watch import JOB_LABEL
 from courselib.model.workload import ClusterSpec, Job, Workload
 
@@ -429,3 +430,34 @@ def test_several_metrics_are_read_in_one_pass_as_each_alone():
                ("scheduler_pending_pods", {}), ("kueue_pending_workloads", {"status": "active"})]
     assert metrics(SCHEDULER_TEXT, *queries) == [3.0, 2.0, 45.0, 4.0, 12.0, 0.0]
     assert [metric(SCHEDULER_TEXT, name, **labels) for name, labels in queries] == [3.0, 2.0, 45.0, 4.0, 12.0, 0.0]
+
+
+class RealWatchApi(FakeApi):
+    """:class:`FakeApi` with the real :class:`PodWatch` (never started here: set-up fails first)."""
+
+    def watch(self, selector, path=None):
+        from courselib.live.kube.watch import PodWatch
+        return PodWatch(self, selector, path)
+
+
+class FailingPrepare(extension.ReplayHooks):
+    def prepare(self):
+        raise CourseError("Kueue's queues of an earlier replay are still there after 60 s")
+
+    def cleanup(self):
+        self.run.api.cleaned = True
+
+
+def test_a_set_up_that_fails_is_the_error_the_reader_sees():
+    """A set-up that fails before the watch starts: its own error, not the watch's join's RuntimeError
+    ('cannot join thread before it is started' hid the real cause of a kueue lane's failure, CI of fd1ffd1),
+    and the extension's cleanup still runs."""
+    wl = _workload(1, [Job("a", 1, 8, duration=600.0)])
+    plan = kplan.plan_replay(wl)
+    api, clock = RealWatchApi(1, 8), FakeClock()
+
+    def hooks(replay_id):
+        return extension.AllHooks([FailingPrepare(extension.ReplayRun(None, api, plan, replay_id, lambda m: None))])
+    with pytest.raises(CourseError, match="still there after 60 s"):
+        kreplay.drive(api, plan, hooks=hooks, clock=clock)
+    assert api.cleaned

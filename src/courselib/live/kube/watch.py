@@ -102,7 +102,8 @@ class PodWatch(threading.Thread):
         with contextlib.suppress(Exception):
             if self._resp is not None:
                 self._resp.shutdown()  # unblocks the thread's read (urllib3 >= 2.3)
-        self.join(timeout=5)
+        if self.ident is not None:  # started: a replay whose set-up failed never started its watch,
+            self.join(timeout=5)    # and join's RuntimeError would stand in for the set-up's error
 
     def snapshot(self) -> tuple[int, dict[str, dict]]:
         with self.lock:
