@@ -82,3 +82,49 @@ def test_a_job_without_a_request_is_placed_by_kueue_too(live_kube):
     _, result, c = _replay(live_kube, "mixed")
     row = next(r for r in c.jobs if r.name == "eval")
     assert row.placement_agrees and "eval" in result.extra["topology_assignments"]
+
+
+def test_a_deleting_topology_kueue_holds_is_touched_and_kueue_looks_again(live_kube, tmp_path):
+    """The clean-up's touch (KueueReplay._until_gone) on the real Kueue: a Topology deleted while a
+    flavor names it keeps Kueue's finalizer; each touch is accepted by the API server and makes Kueue's
+    Topology controller look again (its log says so once per look); while the flavor stays, the error names
+    the Topology and its finalizer; once the flavor goes, so does the Topology."""
+    import time
+    from courselib.errors import CourseError
+    from courselib.live.kube.kueue import replay as kueue_replay
+    from courselib.live.kube.plan import REPLAY_LABEL
+    cp, _, _ = _replay(live_kube, "fragmentation")
+    api = Api(cp)
+    kapi = f"/apis/{kueue.KUEUE_API}"
+    topologies, flavors = f"{kapi}/topologies", f"{kapi}/resourceflavors"
+    labels = {REPLAY_LABEL: "nudge-test"}
+    api.create(topologies, ktopology.kueue_topology("nudge", (("rack", 8),), labels))
+    api.create(flavors, {"apiVersion": kueue.KUEUE_API, "kind": "ResourceFlavor",
+                         "metadata": {"name": "nudge", "labels": labels},
+                         "spec": {"nodeLabels": dict([ktopology.GPU_NODE_LABEL]), "topologyName": "nudge"}})
+    try:
+        time.sleep(2)   # Kueue's caches take the flavor in
+        api.delete(f"{topologies}/nudge")
+        log = cp.log_files(kueue.ROLE)[0]
+
+        def looks() -> int:
+            return sum(1 for line in log.read_text().splitlines()
+                       if '"topology is still in use"' in line and '"name":"nudge"' in line)
+        cp.wait_for(looks, 30, "Kueue's Topology controller finding the deleted Topology in use")
+        time.sleep(1)
+        before = looks()
+        ext = kueue_replay.KueueReplay.__new__(kueue_replay.KueueReplay)
+        ext.api, ext.cp, ext.say, ext.nudges = api, cp, (lambda m: None), 0
+        query = {"fieldSelector": "metadata.name=nudge"}
+        with pytest.raises(CourseError) as err:
+            ext._until_gone([topologies], query, "the test's Topology", timeout=4.0, every=1.0)
+        assert "Topology nudge (deleting since " in str(err.value), str(err.value)
+        assert "finalizers kueue.x-k8s.io/resource-in-use)" in str(err.value), str(err.value)
+        assert ext.nudges >= 2
+        cp.wait_for(lambda: looks() >= before + ext.nudges, 10, "Kueue looking again at each touch")
+        touched = api.raw("GET", f"{topologies}/nudge")["metadata"]["annotations"]
+        assert touched[kueue_replay.NUDGE_ANNOTATION] == str(ext.nudges)
+    finally:
+        api.delete(f"{flavors}/nudge")
+        api.delete(f"{topologies}/nudge")
+    ext._until_gone([topologies, flavors], query, "the test's Topology and flavor", timeout=30.0)

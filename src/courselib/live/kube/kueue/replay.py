@@ -49,6 +49,7 @@ in the workload's order (:meth:`KueueReplay._space`), which makes the real order
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -88,6 +89,10 @@ REAL_BACKOFF = kueue.PodsReady.backoff_base
 #: On a real cluster the queues are old: nothing of the set-up is left to requeue a job. (The end of
 #: an earlier replay's Workloads does the same: :meth:`KueueReplay._wait_workloads_gone` first.)
 QUIET = 2.5
+#: A deleting queue object or Workload still there after this many seconds is touched with this
+#: annotation, which makes Kueue's controller look at it again (:meth:`KueueReplay._until_gone`).
+NUDGE_EVERY = 5.0
+NUDGE_ANNOTATION = "courselib/nudged"
 #: The model options a Kueue replay takes (the Kueue policy's, minus the pod order).
 OPTIONS = ("wait_for_pods_ready", "config_api", "timeout", "block_admission", "backoff_base",
            "backoff_max", "backoff_limit")
@@ -300,6 +305,7 @@ class KueueReplay(ReplayHooks):
         self.topology = bool(plan.workload.cluster.topology)
         self.pending: dict[str, list] = {}            # job -> [t, message]: the first time it waited
         self.assignments: dict[str, dict] = {}        # job -> Kueue's topologyAssignment (TAS)
+        self.nudges = 0                               # deleting objects touched (_until_gone)
 
     # ---- hooks ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -610,28 +616,60 @@ class KueueReplay(ReplayHooks):
         return list(self.real)
 
     def _delete_queues(self) -> None:
-        """Every LocalQueue, ClusterQueue and ResourceFlavor of earlier replays (Kueue keeps a
+        """Every LocalQueue, ClusterQueue, ResourceFlavor and Topology of earlier replays (Kueue keeps a
         queue while a Workload uses it: its finalizer goes once the Jobs are gone)."""
         paths = [f"{KAPI}/namespaces/{NAMESPACE}/localqueues", f"{KAPI}/clusterqueues",
                  f"{KAPI}/resourceflavors", f"{KAPI}/topologies"]
         for path in paths:
             self.api.delete(path, {"labelSelector": REPLAY_LABEL})
-        deadline = time.monotonic() + 60
-        while any(self.api.raw("GET", path, query={"labelSelector": REPLAY_LABEL}).get("items")
-                  for path in paths):
-            if time.monotonic() > deadline:
-                raise CourseError("Kueue's queues of an earlier replay are still there after 60 s",
-                                  hint="run `courselib kube down` and `up` again")
-            time.sleep(0.2)
+        self._until_gone(paths, {"labelSelector": REPLAY_LABEL}, "Kueue's queues of an earlier replay")
 
     def _wait_workloads_gone(self) -> None:
         """Until no Workload of an earlier replay is left: the garbage collector deletes a deleted
         Job's Workload later, and its end requeues the inadmissible workloads of a ClusterQueue of the
         same name (workload_controller.go L1084, L1140) - of this replay's, if it came after (seen:
         2.5 s after the queues were made)."""
-        path = f"{KAPI}/namespaces/{NAMESPACE}/workloads"
-        self.cp.wait_for(lambda: not self.api.raw("GET", path).get("items"), 60,
-                         "the end of the Kueue Workloads of an earlier replay")
+        self._until_gone([f"{KAPI}/namespaces/{NAMESPACE}/workloads"], {},
+                         "the Kueue Workloads of an earlier replay")
+
+    def _until_gone(self, paths: list[str], query: dict, what: str, timeout: float = 60.0,
+                    every: float = NUDGE_EVERY) -> None:
+        """Until no object is left under ``paths``. Every ``every`` s an object still being deleted is
+        touched (an annotation): Kueue's controllers look again at a deleting object only on an event,
+        and one that looked while it was still in use waits for the next. A Topology keeps its finalizer
+        while a flavor of the TAS cache names it (v0.17.1 pkg/controller/tas/topology_controller.go
+        L109-119); the flavor's end asks again once, a second later (L176-186), and can find it still
+        there if the flavor controller has not yet dropped it from the cache (resourceflavor_controller.go
+        L155-165, another handler of the same event). An update of a deleting Topology, ResourceFlavor
+        or ClusterQueue is reconciled (topology_controller.go L150-151, resourceflavor_controller.go
+        L173-174, clusterqueue_controller.go L380-381)."""
+        deadline = time.monotonic() + timeout
+        nudge = [time.monotonic() + every]
+
+        def gone() -> bool:
+            left = [(path, item) for path in paths
+                    for item in self.api.raw("GET", path, query=query).get("items") or []]
+            if not left:
+                return True
+            now = time.monotonic()
+            if now > deadline:
+                raise CourseError(f"{what} still there after {timeout:g} s: "
+                                  + "; ".join(_leftover(path, item) for path, item in left),
+                                  hint=f"see {self.cp.state_dir}/log/{kueue.ROLE}.log; "
+                                       "run `courselib kube down` and `up` again")
+            if now > nudge[0]:
+                nudge[0] = now + every
+                for path, item in left:
+                    if item["metadata"].get("deletionTimestamp"):
+                        self.nudges += 1
+                        self.say(f"{_leftover(path, item)}: touched, for Kueue to look at it again")
+                        with contextlib.suppress(ApiError):
+                            self.api.raw("PATCH", f"{path}/{item['metadata']['name']}",
+                                         {"metadata": {"annotations": {NUDGE_ANNOTATION: str(self.nudges)}}},
+                                         content_type="application/merge-patch+json")
+            return False
+        # a daemon that dies meanwhile is named at once (wait_for); the deadline's error names what is left
+        self.cp.wait_for(gone, timeout + 30, what)
 
     def _wait_queues_active(self) -> None:
         deadline = time.monotonic() + 60
@@ -649,3 +687,16 @@ class KueueReplay(ReplayHooks):
                     raise CourseError(f"Kueue did not make ClusterQueue {name} active within 60 s",
                                       hint=f"see {self.cp.state_dir}/log/{kueue.ROLE}.log")
                 time.sleep(0.2)
+
+
+def _leftover(path: str, item: dict) -> str:
+    """One object left behind, as an error names it: kind, name, and what holds it."""
+    meta = item.get("metadata") or {}
+    kind = item.get("kind") or path.rsplit("/", 1)[-1]
+    if meta.get("deletionTimestamp"):
+        finalizers = ", ".join(meta.get("finalizers") or []) or "none"
+        held = f"deleting since {meta['deletionTimestamp']}, finalizers {finalizers}"
+    else:
+        held = "not deleted" + (f", owned by {meta['ownerReferences'][0].get('kind')} "
+                                f"{meta['ownerReferences'][0].get('name')}" if meta.get("ownerReferences") else "")
+    return f"{kind} {meta.get('name', '?')} ({held})"
