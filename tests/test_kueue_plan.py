@@ -11,6 +11,7 @@ import pytest
 from courselib.errors import InputError
 from courselib.io.workload import load_workload, parse_workload
 from courselib.live import kube
+from courselib.live.daemons import System
 from courselib.live.kube.kueue import manager as kueue
 from courselib.live.kube import plan as kplan
 from courselib.live.kube.kueue import replay as kueue_replay
@@ -228,14 +229,11 @@ def test_the_cohort_limit_workloads_are_chapter_6as_cases_and_reach_kueue_as_its
 
 # ----------------------------------------------------------------------------- leftovers of a replay
 
-class _Plane:
+class _Plane(System):
     """What a replay's clean-up uses of a control plane: its state directory and ``wait_for``."""
 
     def __init__(self, tmp_path):
-        from courselib.live.daemons import System
         self.state_dir, self.procs = tmp_path, []
-        self.wait_for = System.wait_for.__get__(self)
-        self.dead = System.dead.__get__(self)
 
 
 class _LateTopologyApi:

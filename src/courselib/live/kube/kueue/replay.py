@@ -644,9 +644,10 @@ class KueueReplay(ReplayHooks):
         or ClusterQueue is reconciled (topology_controller.go L150-151, resourceflavor_controller.go
         L173-174, clusterqueue_controller.go L380-381)."""
         deadline = time.monotonic() + timeout
-        nudge = [time.monotonic() + every]
+        nudge = time.monotonic() + every
 
         def gone() -> bool:
+            nonlocal nudge
             left = [(path, item) for path in paths
                     for item in self.api.raw("GET", path, query=query).get("items") or []]
             if not left:
@@ -657,8 +658,8 @@ class KueueReplay(ReplayHooks):
                                   + "; ".join(_leftover(path, item) for path, item in left),
                                   hint=f"see {self.cp.state_dir}/log/{kueue.ROLE}.log; "
                                        "run `courselib kube down` and `up` again")
-            if now > nudge[0]:
-                nudge[0] = now + every
+            if now > nudge:
+                nudge = now + every
                 for path, item in left:
                     if item["metadata"].get("deletionTimestamp"):
                         self.nudges += 1
@@ -697,6 +698,6 @@ def _leftover(path: str, item: dict) -> str:
         finalizers = ", ".join(meta.get("finalizers") or []) or "none"
         held = f"deleting since {meta['deletionTimestamp']}, finalizers {finalizers}"
     else:
-        held = "not deleted" + (f", owned by {meta['ownerReferences'][0].get('kind')} "
-                                f"{meta['ownerReferences'][0].get('name')}" if meta.get("ownerReferences") else "")
+        owner = (meta.get("ownerReferences") or [{}])[0]
+        held = "not deleted" + (f", owned by {owner.get('kind')} {owner.get('name')}" if owner else "")
     return f"{kind} {meta.get('name', '?')} ({held})"
